@@ -1,0 +1,124 @@
+#include "test_support.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+const char *tw_test_shared_dir(void)
+{
+    const char *d = getenv("TW_SHARED_DIR");
+    if (!d || !*d)
+        d = "../shared";
+    struct stat st;
+    char probe[4096];
+    snprintf(probe, sizeof probe, "%s/README.md", d);
+    if (stat(probe, &st) != 0)
+        return NULL;
+    return d;
+}
+
+void tw_test_print_skip(void)
+{
+    printf("SKIPPED (no ../shared reference data)\n");
+    fflush(stdout);
+}
+
+char *tw_test_shared_path(char *buf, size_t cap, const char *rel)
+{
+    const char *d = tw_test_shared_dir();
+    snprintf(buf, cap, "%s/%s", d ? d : "../shared", rel);
+    return buf;
+}
+
+char *tw_test_mkdtemp(void)
+{
+    const char *base = getenv("TMPDIR");
+    if (!base || !*base)
+        base = "/tmp";
+    size_t n = strlen(base) + 32;
+    char *p = malloc(n);
+    if (!p)
+        return NULL;
+    snprintf(p, n, "%s/twtest.XXXXXX", base);
+    if (!mkdtemp(p)) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+void tw_test_rmtree(const char *path)
+{
+    if (path)
+        nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+char *tw_test_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) != 0) {
+        fclose(f);
+        return NULL;
+    }
+    long sz = ftell(f);
+    if (sz < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        fclose(f);
+        return NULL;
+    }
+    char *buf = malloc((size_t)sz + 1);
+    if (!buf) {
+        fclose(f);
+        return NULL;
+    }
+    size_t got = fread(buf, 1, (size_t)sz, f);
+    fclose(f);
+    if (got != (size_t)sz) {
+        free(buf);
+        return NULL;
+    }
+    buf[sz] = '\0';
+    if (len)
+        *len = (size_t)sz;
+    return buf;
+}
+
+bool tw_test_write_file(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return false;
+    bool ok = fwrite(data, 1, len, f) == len;
+    return fclose(f) == 0 && ok;
+}
+
+unsigned long long tw_test_rand_u64(tw_test_rng *r)
+{
+    unsigned long long x = r->s ? r->s : 0x9E3779B97F4A7C15ull;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    r->s = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+float tw_test_rand_f32(tw_test_rng *r)
+{
+    return (float)((double)(tw_test_rand_u64(r) >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0);
+}

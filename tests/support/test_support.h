@@ -1,0 +1,41 @@
+/* Helpers shared by the cmocka tests. */
+#ifndef TW_TEST_SUPPORT_H
+#define TW_TEST_SUPPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Path of the reference data folder (../shared), or NULL when it is absent,
+ * in which case the caller prints tw_test_skip_no_shared() and skips. */
+const char *tw_test_shared_dir(void);
+
+/* Prints the standard skip line and calls cmocka's skip(). */
+#define TW_REQUIRE_SHARED(dirvar)                                                   \
+    const char *dirvar = tw_test_shared_dir();                                      \
+    if (!dirvar) {                                                                  \
+        tw_test_print_skip();                                                       \
+        skip();                                                                     \
+        return;                                                                     \
+    }
+
+void tw_test_print_skip(void);
+
+/* Joins shared_dir/rel into buf; returns buf. */
+char *tw_test_shared_path(char *buf, size_t cap, const char *rel);
+
+/* A fresh private temporary directory (removed by tw_test_rmtree). */
+char *tw_test_mkdtemp(void);
+void tw_test_rmtree(const char *path);
+
+/* Reads a whole file into a malloc'd buffer (NUL-terminated); NULL on error. */
+char *tw_test_read_file(const char *path, size_t *len);
+bool tw_test_write_file(const char *path, const void *data, size_t len);
+
+/* Deterministic pseudo-random numbers for tests (xorshift64*). */
+typedef struct tw_test_rng {
+    unsigned long long s;
+} tw_test_rng;
+unsigned long long tw_test_rand_u64(tw_test_rng *r);
+float tw_test_rand_f32(tw_test_rng *r); /* uniform in [-1, 1) */
+
+#endif
