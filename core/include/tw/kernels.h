@@ -1,0 +1,85 @@
+/* Compute kernels over weight rows in GGUF block layouts: conversion between
+ * f32 and every tw_type, matrix-vector products for decode and matrix-matrix
+ * products for prefill.
+ *
+ * Dispatch: each kernel exists as portable scalar C and, on x86-64, as
+ * AVX2/FMA and AVX-512 variants compiled with per-function target attributes.
+ * The best variant the CPU supports is chosen at run time (no -march needed);
+ * tests and benchmarks can force a lower one with tw_kernels_force_isa.
+ *
+ * Precision: F32/F16/BF16 weights are converted to f32 in registers and
+ * multiplied with f32 activations. For quantized weights (Q8_0, Q4_0, Q4_K,
+ * Q5_K, Q6_K) the activation vector is first quantized to 8-bit blocks and the
+ * block dot products are integer; the result differs from an f32
+ * dequantize-then-dot by about the activation quantization error (~0.5%
+ * relative of sum |w*x| at worst, far less typically). Every ISA variant of a
+ * kernel computes the same integers, so variants differ only by float
+ * summation order. Results never depend on the thread count.
+ *
+ * Memory: kernels never allocate per call once warmed up. Scratch (quantized
+ * activations, dequantized weight tiles for prefill) lives in the tw_pool and
+ * grows on first use to the largest shape seen; call tw_kernels_reserve at
+ * setup to do that allocation up front. With a NULL pool, scratch comes from
+ * the stack and matmul runs as n matvecs (correct, but without BLAS).
+ *
+ * Thread-safety: all functions are safe to call concurrently on distinct
+ * pools (or NULL pools) and distinct outputs; one pool serves one caller at a
+ * time (tw/pool.h). tw_kernels_force_isa is a process-wide setting for tests.
+ */
+#ifndef TW_KERNELS_H
+#define TW_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "tw/pool.h"
+#include "tw/status.h"
+#include "tw/tensor.h"
+
+/* Converts n elements of a row of `type` (n a multiple of the block size)
+ * to f32. The conversion is exact: every variant produces the same bits. */
+void tw_dequant_row(tw_type type, const void *src, float *dst, size_t n);
+
+/* Converts n f32 values (n a multiple of the block size) to `type` with the
+ * round-to-nearest reference quantizers, producing the same bytes as ggml's
+ * quantize_row_*_ref so files are interchangeable with llama.cpp. Writes
+ * tw_type_row_bytes(type, n) bytes. Not a hot-path function. */
+void tw_quant_row(tw_type type, const float *src, void *dst, size_t n);
+
+/* Decode matvec: y[r] = dot(row r of W, x) for r < rows. Row r of W starts
+ * at w + r * row_bytes; cols is a multiple of the block size of type. x has
+ * cols floats, y has rows floats; y must not overlap w or x. Rows are split
+ * across the pool. Blocks until done. */
+void tw_matvec(tw_pool *pool, tw_type type, const void *w, size_t row_bytes, size_t rows,
+               size_t cols, const float *x, float *y);
+
+/* Prefill matmul: Y[i][r] = dot(row r of W, X[i]) for i < n, r < rows. X is
+ * n x cols row-major, Y is n x rows row-major. Same layout rules as
+ * tw_matvec. For small n it runs the matvec kernels; for larger n it
+ * dequantizes tiles of W to f32 and multiplies with OpenBLAS sgemm inside
+ * pool tasks, so its results are then f32-exact per product rather than
+ * activation-quantized. */
+void tw_matmul(tw_pool *pool, tw_type type, const void *w, size_t row_bytes, size_t rows,
+               size_t cols, const float *x, size_t n, float *y);
+
+/* Allocates the pool scratch needed for tw_matvec/tw_matmul calls with up to
+ * max_cols columns and up to max_n activation rows, so those calls later
+ * allocate nothing. Optional: without it, scratch grows on first use. */
+tw_status tw_kernels_reserve(tw_pool *pool, size_t max_cols, size_t max_n, tw_err *err);
+
+/* f32 dot product of n elements (any n), using the dispatched ISA. */
+float tw_dot_f32(const float *a, const float *b, size_t n);
+
+/* The ISA the kernels dispatch to now: "avx512", "avx2" or "scalar". */
+const char *tw_kernels_isa(void);
+
+/* True when this CPU (and build) can run the named ISA. */
+bool tw_kernels_isa_available(const char *isa);
+
+/* Forces dispatch to "scalar", "avx2" or "avx512"; NULL or "auto" restores
+ * the best available. Fails with FAILED_PRECONDITION when the CPU lacks the
+ * ISA and INVALID_ARGUMENT for an unknown name. Process-wide; meant for tests
+ * and benchmarks, not to be called while kernels run on other threads. */
+tw_status tw_kernels_force_isa(const char *isa, tw_err *err);
+
+#endif

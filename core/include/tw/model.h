@@ -1,0 +1,173 @@
+/* A loaded language model, the sequences it runs, and the forward pass.
+ *
+ * One representation serves every family (Llama 3.x, Mistral, Qwen2/2.5,
+ * Qwen3, Qwen3.5 dense and MoE, Gemma 3): a stack of layers, each a mixer
+ * (attention or Gated DeltaNet) followed by a dense or MoE feed-forward
+ * block. A model loads from a Hugging Face checkpoint directory
+ * (config.json + *.safetensors) or from a single .gguf file; weights keep
+ * their stored type and are computed on through the kernels in tw/kernels.h.
+ *
+ * Threading: a tw_model is immutable after loading except for its scratch
+ * buffers, so tw_model_forward() and tw_model_decode_batch() must not run
+ * concurrently on the same model (the scheduler serialises them). Functions
+ * that take only a tw_seq or a tw_snapshot_pool touch nothing else, so
+ * different sequences may be managed from different threads as long as no
+ * forward pass is using them at the same moment. The parallelism inside one
+ * forward pass comes from the tw_pool passed in.
+ *
+ * Memory: everything a forward pass needs is allocated when the model,
+ * a sequence or a snapshot pool is created; the per-token path allocates
+ * nothing.
+ */
+#ifndef TW_MODEL_H
+#define TW_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tw/status.h"
+#include "tw/tensor.h"
+
+typedef struct tw_pool tw_pool; /* thread pool, tw/pool.h */
+
+typedef struct tw_model tw_model;
+typedef struct tw_seq tw_seq;
+typedef struct tw_snapshot_pool tw_snapshot_pool;
+
+/* Load-time choices. Zero-initialise and set what you need; every zero field
+ * takes the default in brackets. */
+typedef struct tw_model_opts {
+    /* Longest sequence any tw_seq of this model may hold
+     * [min(max_position_embeddings, 8192)]. */
+    size_t max_context;
+    /* Most sequences one tw_model_decode_batch() call may carry [16]. */
+    size_t max_batch;
+    /* Most tokens one prefill step processes at once; longer inputs to
+     * tw_model_forward() are split into steps of this size [256]. */
+    size_t max_chunk;
+} tw_model_opts;
+
+#define TW_MODEL_MAX_EOS 8
+
+/* What a loaded model is. Strings live as long as the model. */
+typedef struct tw_model_info {
+    const char *architecture; /* HF class, e.g. "Qwen3ForCausalLM" */
+    const char *model_type;   /* HF model_type, e.g. "qwen3" */
+    uint32_t vocab_size;
+    uint32_t hidden;
+    uint32_t n_layers;
+    size_t max_context; /* the effective limit after tw_model_opts */
+    int64_t bos_id;     /* -1 when the config names none */
+    size_t n_eos;       /* config may list several end tokens */
+    int64_t eos_ids[TW_MODEL_MAX_EOS];
+    uint64_t n_params;
+    tw_type weight_type; /* the type holding most parameters */
+    bool recurrent;      /* has DeltaNet layers: see tw_seq_truncate() */
+} tw_model_info;
+
+/* Loads a model from `path`: a directory holding config.json and
+ * model.safetensors (or a sharded model.safetensors.index.json), or a .gguf
+ * file. opts may be NULL for defaults. On success *out owns the model (free
+ * with tw_model_free); weight files stay memory-mapped for its lifetime.
+ * Blocking (reads the files). Fails with INVALID_ARGUMENT / NOT_FOUND /
+ * DATA_LOSS / UNIMPLEMENTED (unknown family) and a message. */
+tw_status tw_model_load(const char *path, const tw_model_opts *opts, tw_model **out,
+                        tw_err *err);
+
+/* Frees a model. Every tw_seq and tw_snapshot_pool of it must be freed
+ * first. NULL is a no-op. */
+void tw_model_free(tw_model *model);
+
+/* The model's description; valid while the model lives. */
+const tw_model_info *tw_model_get_info(const tw_model *model);
+
+/* Writes the model's fingerprint, 64 lowercase hex digits and a NUL, into
+ * out: SHA-256 over the architecture metadata and, per tensor, its name,
+ * type, shape and a sample of its bytes, so cached state is never reused
+ * with another model. Computed on first call and remembered; the first call
+ * reads weight pages and is not safe to race with another first call. */
+tw_status tw_model_fingerprint(tw_model *model, char out[65], tw_err *err);
+
+/* ---- sequences ---------------------------------------------------------- */
+
+/* Creates an empty sequence that can hold up to max_tokens tokens (0 means
+ * the model's max_context; larger than max_context is INVALID_ARGUMENT).
+ * Preallocates its whole state: K/V for every attention layer and, for
+ * DeltaNet layers, the recurrent state and the conv1d window. The sequence
+ * refers to the model, which must outlive it. */
+tw_status tw_seq_create(tw_model *model, size_t max_tokens, tw_seq **out, tw_err *err);
+
+/* Frees a sequence; NULL is a no-op. */
+void tw_seq_free(tw_seq *seq);
+
+/* Tokens the sequence holds (its next position). */
+size_t tw_seq_len(const tw_seq *seq);
+
+/* The max_tokens it was created with. */
+size_t tw_seq_capacity(const tw_seq *seq);
+
+/* Empties the sequence (length 0, recurrent state zeroed). O(state size of
+ * the recurrent layers); KV memory is simply reused. */
+void tw_seq_reset(tw_seq *seq);
+
+/* Shortens the sequence to n tokens. Attention state is cut by length, but a
+ * recurrent state cannot be rewound, so on a model with DeltaNet layers
+ * (info.recurrent) this fails with FAILED_PRECONDITION unless n equals the
+ * current length or 0; rewind those with tw_seq_restore() instead.
+ * n greater than the length is OUT_OF_RANGE. */
+tw_status tw_seq_truncate(tw_seq *seq, size_t n, tw_err *err);
+
+/* A preallocated set of n_slots snapshot slots for sequences of `model`.
+ * A slot holds a sequence's length and its recurrent state (DeltaNet state
+ * and conv window), never KV: the KV entries below the snapshot length stay
+ * in the sequence and are restored by length. Free with
+ * tw_snapshot_pool_free before the model. */
+tw_status tw_snapshot_pool_create(tw_model *model, size_t n_slots, tw_snapshot_pool **out,
+                                  tw_err *err);
+
+void tw_snapshot_pool_free(tw_snapshot_pool *pool);
+
+/* Records seq's current state into `slot` (overwriting it). Cost is the
+ * recurrent state size, independent of sequence length. */
+tw_status tw_seq_snapshot(const tw_seq *seq, tw_snapshot_pool *pool, size_t slot,
+                          tw_err *err);
+
+/* Returns seq to the state recorded in `slot`. Only the sequence that took
+ * the snapshot can be restored from it, and only while its KV entries below
+ * the snapshot length are untouched (they are, unless the sequence was cut
+ * below that length and refilled since); otherwise FAILED_PRECONDITION and
+ * the sequence is unchanged. Cost: the recurrent state size plus a scan of
+ * one stamp per position. */
+tw_status tw_seq_restore(tw_seq *seq, const tw_snapshot_pool *pool, size_t slot,
+                         tw_err *err);
+
+/* ---- forward pass ------------------------------------------------------- */
+
+typedef enum tw_logits_mode {
+    TW_LOGITS_NONE = 0, /* only advance the state */
+    TW_LOGITS_LAST = 1, /* logits of the last token: vocab_size floats */
+    TW_LOGITS_ALL = 2,  /* logits of every token: n x vocab_size floats */
+} tw_logits_mode;
+
+/* Appends n tokens to seq and runs them through the model (a prefill when
+ * n > 1, processed in steps of max_chunk tokens with matrix-matrix kernels).
+ * Writes logits as `mode` says (logits may be NULL only with
+ * TW_LOGITS_NONE). pool may be NULL to compute on the calling thread.
+ * Checks everything before touching the sequence: a token id >= vocab_size
+ * is INVALID_ARGUMENT, len + n > capacity is OUT_OF_RANGE, and in both cases
+ * seq is unchanged. Blocking; not concurrent with another forward pass or
+ * decode step on the same model. */
+tw_status tw_model_forward(tw_model *model, tw_pool *pool, tw_seq *seq, const uint32_t *tokens,
+                           size_t n, float *logits, tw_logits_mode mode, tw_err *err);
+
+/* One decode step for n_seqs distinct sequences at once: appends tokens[i]
+ * to seqs[i] and writes its next-token logits to row i of `logits`
+ * (n_seqs x vocab_size floats). The weights are read once for the whole
+ * batch. n_seqs must be 1..max_batch. Same validation and atomicity as
+ * tw_model_forward(): on error no sequence changes. */
+tw_status tw_model_decode_batch(tw_model *model, tw_pool *pool, tw_seq *const *seqs,
+                                const uint32_t *tokens, size_t n_seqs, float *logits,
+                                tw_err *err);
+
+#endif
