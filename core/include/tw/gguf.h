@@ -172,8 +172,8 @@ const tw_gguf_tensor *tw_gguf_tensor_at(const tw_gguf *g, int64_t i);
 const tw_gguf_tensor *tw_gguf_find_tensor(const tw_gguf *g, const char *name);
 /* Like tw_gguf_find_tensor() but a missing tensor or one whose type cannot be
  * computed with is an error naming it (TW_NOT_FOUND / TW_UNIMPLEMENTED). */
-tw_status tw_gguf_tensor(const tw_gguf *g, const char *name, const tw_gguf_tensor **out,
-                         tw_err *err);
+tw_status tw_gguf_get_tensor(const tw_gguf *g, const char *name,
+                             const tw_gguf_tensor **out, tw_err *err);
 
 /* Bytes of n elements of ggml type t, for every type ggml defines (not only
  * the ones tokenwire computes with). Returns false for an unknown type, an n
@@ -253,8 +253,9 @@ tw_status tw_gguf_writer_add_tensor_fn(tw_gguf_writer *w, const char *name, uint
                                        uint32_t n_dims, const uint64_t *dims,
                                        tw_gguf_fill_fn fill, void *ctx, tw_err *err);
 
-/* Writes a GGUF v3 file with 32-byte alignment (general.alignment is written
- * only if set by the caller). Writes to a temporary file next to path,
+/* Writes a GGUF v3 file with 32-byte alignment, or the alignment the caller
+ * set as a u32 power of two in general.alignment (the key is written only
+ * when set). Writes to a temporary file next to path,
  * fsyncs it and renames it over path, so readers never see a partial file;
  * on failure path is untouched and the temporary file is removed. Blocks on
  * file I/O. */

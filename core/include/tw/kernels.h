@@ -55,10 +55,12 @@ void tw_matvec(tw_pool *pool, tw_type type, const void *w, size_t row_bytes, siz
 
 /* Prefill matmul: Y[i][r] = dot(row r of W, X[i]) for i < n, r < rows. X is
  * n x cols row-major, Y is n x rows row-major. Same layout rules as
- * tw_matvec. For small n it runs the matvec kernels; for larger n it
- * dequantizes tiles of W to f32 and multiplies with OpenBLAS sgemm inside
- * pool tasks, so its results are then f32-exact per product rather than
- * activation-quantized. */
+ * tw_matvec. Below 16 rows of X, and for the K types at any n, it runs the
+ * integer kernels of tw_matvec with each weight row reused across the batch,
+ * and row i of Y is then bit-identical to tw_matvec of X[i] (so batching
+ * decode steps never changes a sequence's output). For larger n of the other
+ * types it dequantizes tiles of W to f32 and multiplies with OpenBLAS sgemm
+ * inside pool tasks (f32 products, no activation quantization). */
 void tw_matmul(tw_pool *pool, tw_type type, const void *w, size_t row_bytes, size_t rows,
                size_t cols, const float *x, size_t n, float *y);
 

@@ -23,7 +23,7 @@ typedef struct tw_pool tw_pool;
  * n_threads = 1 starts no worker and runs everything inline). n_threads must
  * be in [1, 256]. Also pins OpenBLAS to one thread, because the kernels call
  * it from inside pool tasks. The pool is owned by the caller and released with
- * tw_pool_destroy. Blocks until every worker has started. */
+ * tw_pool_destroy. */
 tw_status tw_pool_create(int n_threads, tw_pool **out, tw_err *err);
 
 /* Stops and joins the workers and frees the pool and its scratch. NULL is a

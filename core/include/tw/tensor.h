@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "tw/status.h"
 
@@ -40,5 +41,77 @@ const char *tw_type_name(uint32_t type);
 
 /* Parses a name as printed by tw_type_name (case-insensitive). */
 tw_status tw_type_from_name(const char *name, tw_type *out, tw_err *err);
+
+/* IEEE half <-> f32. tw_f16_to_f32 is exact; tw_f32_to_f16 rounds to
+ * nearest even (overflow gives infinity, NaN stays NaN), the rounding ggml
+ * and the F16C instructions use. */
+static inline float tw_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t mant = h & 0x3ffu;
+    uint32_t bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (mant << 13);
+    } else if (exp != 0) {
+        bits = sign | ((exp + 112u) << 23) | (mant << 13);
+    } else {
+        /* zero or subnormal: mant * 2^-24 is exact in f32 */
+        float f = (float)mant * 0x1p-24f;
+        memcpy(&bits, &f, sizeof bits);
+        bits |= sign;
+    }
+    float out;
+    memcpy(&out, &bits, sizeof out);
+    return out;
+}
+
+static inline uint16_t tw_f32_to_f16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) /* NaN: keep it quiet and non-zero */
+        return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
+    if (ax >= 0x477ff000u) /* >= 65520 rounds to infinity */
+        return (uint16_t)(sign | 0x7c00u);
+    if (ax >= 0x38800000u) { /* normal half */
+        uint32_t h = ((((ax >> 23) - 112u) << 10) | ((ax >> 13) & 0x3ffu));
+        uint32_t rest = ax & 0x1fffu;
+        if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
+            h++; /* a carry into the exponent is still correct */
+        return (uint16_t)(sign | h);
+    }
+    if (ax <= 0x33000000u) /* <= 2^-25 rounds to zero */
+        return sign;
+    uint32_t mant = (ax & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126u - (ax >> 23);
+    uint32_t h = mant >> shift;
+    uint32_t rest = mant & ((1u << shift) - 1u);
+    uint32_t half = 1u << (shift - 1u);
+    if (rest > half || (rest == half && (h & 1u)))
+        h++;
+    return (uint16_t)(sign | h);
+}
+
+/* bfloat16 <-> f32. tw_bf16_to_f32 is exact; tw_f32_to_bf16 rounds to
+ * nearest even and keeps NaN quiet, bit-identical to ggml. */
+static inline float tw_bf16_to_f32(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float out;
+    memcpy(&out, &bits, sizeof out);
+    return out;
+}
+
+static inline uint16_t tw_f32_to_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((x >> 16) | 64u);
+    return (uint16_t)((x + (0x7fffu + ((x >> 16) & 1u))) >> 16);
+}
 
 #endif

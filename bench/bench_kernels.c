@@ -1,0 +1,263 @@
+/* tw-bench-kernels: throughput of the decode matvec and prefill matmul
+ * kernels per weight type and ISA at the shapes of a Qwen2-0.5B layer
+ * (hidden 896, FFN 4864, vocabulary 151936), reported next to the scalar
+ * path measured in the same run.
+ *
+ *   tw-bench-kernels [-t threads] [-n prefill_tokens] [-q] [-c] [-T type]
+ *
+ * -c times with process CPU time (use with -t 1 on a busy machine).
+ * -q skips the vocabulary-sized shape and shortens every measurement.
+ * Shapes whose width is not a whole number of blocks of a type (896 columns
+ * for the 256-wide K types) are left out for that type. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "tw/kernels.h"
+#include "tw/pool.h"
+#include "tw/tensor.h"
+
+static const tw_type types[] = {TW_TYPE_F32,  TW_TYPE_F16,  TW_TYPE_BF16, TW_TYPE_Q8_0,
+                                TW_TYPE_Q4_0, TW_TYPE_Q4_K, TW_TYPE_Q5_K, TW_TYPE_Q6_K};
+static const char *const isas[] = {"scalar", "avx2", "avx512"};
+#define N_ISAS 3
+
+/* -c: process CPU time instead of wall time, which keeps single-thread
+ * numbers meaningful on a machine busy with other work. */
+static clockid_t bench_clock = CLOCK_MONOTONIC;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(bench_clock, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void cpu_model(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            char *colon = strchr(line, ':');
+            if (colon) {
+                snprintf(buf, cap, "%s", colon + 2);
+                buf[strcspn(buf, "\n")] = '\0';
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+static unsigned long long rng_state = 0x9e3779b97f4a7c15ull;
+
+static float frand(void)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (float)((rng_state * 2685821657736338717ull) >> 40) / (float)(1 << 23) - 1.0f;
+}
+
+/* A rows x cols matrix of `type`: 64 distinct random rows, repeated (the
+ * reference quantizers are too slow to fill a vocabulary matrix, and the
+ * kernels do not care what the rows hold). NULL when memory is short. */
+static void *make_weights(tw_type type, size_t rows, size_t cols, size_t *row_bytes)
+{
+    size_t rb = tw_type_row_bytes(type, cols);
+    if (rb == 0)
+        return NULL;
+    uint8_t *w = malloc(rows * rb);
+    float *tmp = malloc(cols * sizeof *tmp);
+    if (!w || !tmp) {
+        free(w);
+        free(tmp);
+        return NULL;
+    }
+    size_t distinct = rows < 64 ? rows : 64;
+    for (size_t r = 0; r < distinct; r++) {
+        for (size_t i = 0; i < cols; i++)
+            tmp[i] = frand() * 0.05f;
+        tw_quant_row(type, tmp, w + r * rb, cols);
+    }
+    for (size_t r = distinct; r < rows; r++)
+        memcpy(w + r * rb, w + (r % distinct) * rb, rb);
+    free(tmp);
+    *row_bytes = rb;
+    return w;
+}
+
+/* Seconds per call: repeats until min_time has passed (at least 3 calls). */
+static double time_matvec(tw_pool *pool, tw_type type, const void *w, size_t rb, size_t rows,
+                          size_t cols, const float *x, float *y, size_t n, double min_time)
+{
+    if (n == 1)
+        tw_matvec(pool, type, w, rb, rows, cols, x, y);
+    else
+        tw_matmul(pool, type, w, rb, rows, cols, x, n, y);
+    int calls = 0;
+    double t0 = now_s(), t;
+    do {
+        if (n == 1)
+            tw_matvec(pool, type, w, rb, rows, cols, x, y);
+        else
+            tw_matmul(pool, type, w, rb, rows, cols, x, n, y);
+        calls++;
+        t = now_s() - t0;
+    } while (t < min_time || calls < 3);
+    return t / calls;
+}
+
+static void noop_task(void *ctx, int task, int n_tasks)
+{
+    (void)ctx;
+    (void)task;
+    (void)n_tasks;
+}
+
+int main(int argc, char **argv)
+{
+    int threads = 2;
+    size_t prefill_n = 128;
+    bool quick = false;
+    const char *only_type = NULL;
+    int opt;
+    while ((opt = getopt(argc, argv, "t:n:qcT:h")) != -1) {
+        switch (opt) {
+        case 't':
+            threads = atoi(optarg);
+            break;
+        case 'n':
+            prefill_n = (size_t)strtoul(optarg, NULL, 10);
+            break;
+        case 'q':
+            quick = true;
+            break;
+        case 'c':
+            bench_clock = CLOCK_PROCESS_CPUTIME_ID;
+            break;
+        case 'T':
+            only_type = optarg;
+            break;
+        default:
+            fprintf(stderr, "usage: %s [-t threads] [-n prefill_tokens] [-q] [-c] [-T type]\n",
+                    argv[0]);
+            return opt == 'h' ? 0 : 2;
+        }
+    }
+    if (prefill_n < 2)
+        prefill_n = 2;
+    tw_pool *pool = NULL;
+    tw_err err;
+    if (tw_pool_create(threads, &pool, &err) != TW_OK) {
+        fprintf(stderr, "tw-bench-kernels: %s\n", err.msg);
+        return 1;
+    }
+    char cpu[256];
+    cpu_model(cpu, sizeof cpu);
+    printf("cpu: %s\nthreads: %d\nbest isa: %s\n", cpu, threads, tw_kernels_isa());
+
+    const size_t shapes[][2] = {{896, 896}, {4864, 896}, {896, 4864}, {151936, 896}};
+    const size_t n_shapes = quick ? 3 : 4;
+    const double min_time = quick ? 0.05 : 0.3;
+    size_t max_cols = 4864;
+    float *x = malloc(prefill_n * max_cols * sizeof *x);
+    float *y = malloc(prefill_n * 151936 * sizeof *y);
+    if (!x || !y) {
+        fprintf(stderr, "tw-bench-kernels: out of memory\n");
+        return 1;
+    }
+    for (size_t i = 0; i < prefill_n * max_cols; i++)
+        x[i] = frand();
+    if (tw_kernels_reserve(pool, max_cols, prefill_n, &err) != TW_OK) {
+        fprintf(stderr, "tw-bench-kernels: %s\n", err.msg);
+        return 1;
+    }
+
+    {
+        /* cost of one pool run with one trivial task per thread */
+        const int runs = quick ? 20000 : 200000;
+        tw_pool_run(pool, noop_task, NULL, threads);
+        double t0 = now_s();
+        for (int i = 0; i < runs; i++)
+            tw_pool_run(pool, noop_task, NULL, threads);
+        printf("pool run overhead: %.2f us per run (%d tasks)\n", (now_s() - t0) / runs * 1e6,
+               threads);
+    }
+
+    printf("\ndecode matvec (y = W x), per call\n");
+    printf("%-6s %-14s %-7s %10s %8s %9s %8s\n", "type", "shape", "isa", "us", "GB/s", "GFLOP/s",
+           "x scalar");
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        tw_type t = types[ti];
+        if (only_type && strcasecmp(only_type, tw_type_name(t)) != 0)
+            continue;
+        for (size_t si = 0; si < n_shapes; si++) {
+            size_t rows = shapes[si][0], cols = shapes[si][1];
+            if (rows > 100000 && t == TW_TYPE_F32)
+                continue; /* 545 MB of f32 says nothing the other shapes do not */
+            if (tw_type_row_bytes(t, cols) == 0)
+                continue; /* e.g. K types need columns in multiples of 256 */
+            size_t rb;
+            void *w = make_weights(t, rows, cols, &rb);
+            if (!w) {
+                printf("%-6s %6zux%-7zu skipped (out of memory)\n", tw_type_name(t), rows, cols);
+                continue;
+            }
+            double scalar_s = 0;
+            for (int ii = 0; ii < N_ISAS; ii++) {
+                if (tw_kernels_force_isa(isas[ii], NULL) != TW_OK)
+                    continue;
+                double s = time_matvec(pool, t, w, rb, rows, cols, x, y, 1,
+                                       ii == 0 && rows > 100000 ? 0 : min_time);
+                if (ii == 0)
+                    scalar_s = s;
+                printf("%-6s %6zux%-7zu %-7s %10.1f %8.2f %9.2f %8.2f\n", tw_type_name(t), rows,
+                       cols, isas[ii], s * 1e6, (double)(rows * rb) / s * 1e-9,
+                       2.0 * (double)rows * (double)cols / s * 1e-9, scalar_s / s);
+            }
+            free(w);
+        }
+    }
+
+    printf("\nprefill matmul (%zu tokens), per call\n", prefill_n);
+    printf("%-6s %-14s %-7s %10s %10s %9s %8s\n", "type", "shape", "isa", "ms", "tok/s", "GFLOP/s",
+           "x scalar");
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        tw_type t = types[ti];
+        if (only_type && strcasecmp(only_type, tw_type_name(t)) != 0)
+            continue;
+        for (size_t si = 0; si < 3; si++) {
+            size_t rows = shapes[si][0], cols = shapes[si][1];
+            size_t rb;
+            void *w = make_weights(t, rows, cols, &rb);
+            if (!w)
+                continue;
+            double scalar_s = 0;
+            for (int ii = 0; ii < N_ISAS; ii++) {
+                if (tw_kernels_force_isa(isas[ii], NULL) != TW_OK)
+                    continue;
+                double s = time_matvec(pool, t, w, rb, rows, cols, x, y, prefill_n, min_time);
+                if (ii == 0)
+                    scalar_s = s;
+                printf("%-6s %6zux%-7zu %-7s %10.2f %10.0f %9.2f %8.2f\n", tw_type_name(t), rows,
+                       cols, isas[ii], s * 1e3, (double)prefill_n / s,
+                       2.0 * (double)rows * (double)cols * (double)prefill_n / s * 1e-9,
+                       scalar_s / s);
+            }
+            free(w);
+        }
+    }
+    tw_kernels_force_isa(NULL, NULL);
+    free(x);
+    free(y);
+    tw_pool_destroy(pool);
+    return 0;
+}

@@ -1,0 +1,151 @@
+/* Internal structures shared by the engine's files: the model registry
+ * (engine.c), request preparation (request.c) and the scheduler
+ * (scheduler.c). Nothing here is part of the public API. */
+#ifndef TW_GENERATE_ENGINE_INTERNAL_H
+#define TW_GENERATE_ENGINE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tw/engine.h"
+#include "tw/model.h"
+#include "tw/pool.h"
+#include "tw/tokenizer.h"
+
+#define TW_ENGINE_MAX_EOS 16
+
+/* Counters kept per model and summed for engine-wide stats. Written by the
+ * scheduler and submit under e->lock. */
+typedef struct model_stats {
+    uint64_t requests_total, requests_failed;
+    uint64_t prompt_tokens, generated_tokens;
+    uint64_t budget_closes, loop_closes;
+    uint64_t transitions[TW_TRANSITION_COUNT];
+} model_stats;
+
+/* A loaded model. The registry holds one reference and every request that
+ * uses it holds one; the last release frees it. */
+typedef struct model_entry {
+    struct model_entry *next; /* registry list, load order */
+    char name[TW_MODEL_NAME_MAX];
+    char path[TW_MODEL_PATH_MAX];
+    tw_model *model;
+    tw_tokenizer *tok; /* NULL: ids only */
+    struct tw_chat_template *tmpl; /* NULL: no chat prompts */
+    uint32_t vocab;
+    uint32_t max_context;
+    uint32_t eos[TW_ENGINE_MAX_EOS];
+    size_t n_eos;
+    uint32_t think_open, think_close; /* TW_TOKEN_NONE when absent */
+    /* Tokens injected after </think> when the block is closed by force. */
+    uint32_t *transition[TW_TRANSITION_COUNT];
+    size_t n_transition[TW_TRANSITION_COUNT];
+    uint64_t loaded_unix_s;
+    char architecture[64];
+    char weight_type[16];
+    char fingerprint[65];
+    uint64_t parameters;
+
+    int refs;          /* under e->lock */
+    bool unloaded;     /* removed from the registry; running requests end */
+    model_stats stats; /* under e->lock */
+
+    /* Scheduler-owned: sequences kept for reuse, and the logits of one
+     * decode batch. */
+    tw_seq **free_seqs;
+    size_t n_free_seqs;
+    float *logits; /* max_batch x vocab */
+} model_entry;
+
+/* A request after submit: a deep copy of everything the scheduler needs. */
+typedef struct request {
+    struct request *next; /* queue or running list */
+    uint64_t id;
+    model_entry *m; /* referenced */
+    tw_gen_callbacks cb;
+    void *user;
+
+    uint32_t *prompt;
+    size_t n_prompt;
+    tw_transition_kind kind; /* typed transition for a loop close */
+
+    tw_sampling_params sampling;
+    tw_logit_bias *bias; /* sampling.logit_bias points here */
+    tw_stop_params stop;
+    uint32_t *stop_ids;
+    char **stop_strings;
+    tw_thinking_opts thinking;
+    tw_logprob_opts logprobs;
+    uint64_t seed;
+    uint32_t n;
+    uint64_t deadline_unix_ms;
+
+    uint64_t submit_us; /* monotonic */
+    atomic_bool cancel;
+    uint32_t running_choices; /* scheduler-only */
+    bool failed;
+    tw_status error;
+    char error_msg[TW_ERR_MSG_MAX];
+    tw_usage usage;
+} request;
+
+struct tw_engine {
+    tw_engine_opts opts;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    pthread_t thread;
+    bool thread_started;
+    bool shutdown;           /* under lock */
+    uint64_t next_id;        /* under lock */
+    uint64_t start_us;
+
+    model_entry *models;     /* registry, load order */
+    model_entry *default_model;
+
+    request *queue_head, *queue_tail; /* waiting, FIFO */
+    uint32_t n_queued;
+    request *running;        /* admitted, under lock (list membership only) */
+    uint32_t n_running;
+
+    /* Throughput over the last minute: per-second token counts. */
+    uint64_t rate_stamp[60];
+    uint64_t decode_tokens[60];
+    uint64_t prefill_tokens[60];
+
+    void *sched; /* scheduler-private state (scheduler.c) */
+};
+
+/* Monotonic and wall clocks in microseconds / milliseconds. */
+uint64_t tw_now_us(void);
+uint64_t tw_now_unix_ms(void);
+
+/* Registry references (take e->lock inside). */
+void engine_model_ref(tw_engine *e, model_entry *m);
+void engine_model_unref(tw_engine *e, model_entry *m);
+/* Looks a model up and takes a reference; NOT_FOUND with a message. */
+tw_status engine_model_get(tw_engine *e, const char *name, model_entry **out, tw_err *err);
+
+/* Tokenizes into a malloc'd array (engine.c). */
+tw_status engine_encode(const tw_tokenizer *tok, const char *text, size_t len, unsigned flags,
+                        uint32_t **ids, size_t *n, tw_err *err);
+
+/* Builds a request from the caller's (request.c). */
+tw_status request_prepare(tw_engine *e, model_entry *m, const tw_gen_request *req,
+                          request **out, tw_err *err);
+void request_free(request *r);
+
+/* Renders a chat with the model's template (request.c). */
+tw_status engine_render_chat(model_entry *m, const tw_chat_input *chat, tw_think_mode thinking,
+                             char **text, size_t *len, tw_err *err);
+
+/* Scheduler thread (scheduler.c). */
+tw_status sched_create(tw_engine *e, tw_err *err);
+void sched_destroy(tw_engine *e);
+void *sched_main(void *arg);
+/* Frees the scheduler's per-model resources; scheduler thread only, or when
+ * it is stopped. */
+void sched_release_model(model_entry *m);
+
+#endif

@@ -1,0 +1,373 @@
+/* The engine: loaded models, a request queue and one scheduler thread that
+ * runs every request with continuous batching.
+ *
+ * This is the API the daemon (and anything else embedding tokenwire) uses. It
+ * mirrors proto/tokenwire.proto in plain C structs so the core does not depend
+ * on protobuf; the server translates field by field.
+ *
+ * Threads. Every function here may be called from any thread, concurrently,
+ * except tw_engine_destroy (no other call may be running or start). Requests
+ * are run by the engine's scheduler thread; tokenize/detokenize/template
+ * helpers, model loading and stats run on the calling thread.
+ *
+ * Ownership. Input structs are borrowed for the duration of the call only:
+ * tw_engine_submit deep-copies the request (strings, arrays, messages), so the
+ * caller may free it as soon as submit returns. Memory returned through an out
+ * pointer (char **, uint32_t **, arrays) is the caller's to free() unless the
+ * function says otherwise. Chunk contents passed to the callback are valid
+ * only during the callback.
+ *
+ * Lifetime of a request. A successful tw_engine_submit leads to exactly one
+ * chunk with final = true for that request, whatever happens (stop, cancel,
+ * deadline, error, model unload, engine destroy); after that chunk the engine
+ * never touches the request's user pointer again. A failed submit leads to no
+ * callback at all.
+ */
+#ifndef TW_ENGINE_H
+#define TW_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tw/sampler.h"
+#include "tw/status.h"
+#include "tw/stop.h"
+#include "tw/thinking.h"
+
+typedef struct tw_engine tw_engine;
+
+/* ------------------------------------------------------------------ engine */
+
+/* Engine-wide settings and limits; start from tw_engine_opts_init(). A zero
+ * field means "the default" shown here. */
+typedef struct tw_engine_opts {
+    uint32_t threads;          /* compute threads (default: online CPUs) */
+    uint32_t max_batch;        /* sequences decoded together (default 16) */
+    uint32_t max_context;      /* cap on any model's context window (default: the model's own) */
+    uint32_t max_queue;        /* requests waiting to start; more: RESOURCE_EXHAUSTED (default 256) */
+    uint32_t prefill_chunk;    /* prompt tokens prefilled per scheduler step (default 256) */
+    uint32_t max_n;            /* choices per request, <= max_batch (default min(8, max_batch)) */
+    uint32_t max_prompt_bytes; /* text / chat prompt size (default 8 MiB) */
+} tw_engine_opts;
+
+void tw_engine_opts_init(tw_engine_opts *o);
+
+/* Creates an engine with no model loaded and starts its scheduler thread.
+ * opts may be NULL (all defaults). *out is owned by the caller. */
+tw_status tw_engine_create(const tw_engine_opts *opts, tw_engine **out, tw_err *err);
+
+/* Cancels every request (each gets its final chunk with TW_FINISH_CANCELLED,
+ * from the scheduler thread, before this returns), stops the scheduler and
+ * frees every model. Blocks. NULL is allowed. */
+void tw_engine_destroy(tw_engine *e);
+
+/* ------------------------------------------------------------------ models */
+
+#define TW_MODEL_NAME_MAX 128
+#define TW_MODEL_PATH_MAX 1024
+
+typedef enum tw_model_state {
+    TW_MODEL_LOADING = 0,
+    TW_MODEL_READY = 1,
+    TW_MODEL_FAILED = 2,
+} tw_model_state;
+
+/* "loading", "ready", "failed". */
+const char *tw_model_state_name(tw_model_state s);
+
+/* A snapshot of what the engine knows about one model (ModelInfo). */
+typedef struct tw_engine_model_info {
+    char name[TW_MODEL_NAME_MAX];
+    char path[TW_MODEL_PATH_MAX];
+    char architecture[64];  /* e.g. "qwen3_5" */
+    char weight_type[16];   /* dominant type, e.g. "Q8_0" */
+    char fingerprint[65];   /* hex SHA-256, empty when unknown */
+    uint64_t parameters;
+    uint32_t max_context;   /* as allocated for this engine */
+    uint32_t vocab_size;
+    uint64_t loaded_unix_s;
+    tw_model_state state;
+    bool is_default;
+    bool has_tokenizer;     /* false: token-id prompts only */
+    bool has_chat_template;
+    bool has_thinking;      /* the vocabulary has <think> / </think> */
+    float progress;         /* 0..1 while loading */
+    char error[TW_ERR_MSG_MAX]; /* why loading failed */
+} tw_engine_model_info;
+
+/* Options of tw_engine_load_model (LoadModelRequest); start from init. */
+typedef struct tw_load_opts {
+    const char *quantize;  /* "Q8_0", ... ; NULL or "": keep the file's types */
+    uint32_t max_context;  /* 0: the model's own, capped by the engine's limit */
+    bool make_default;     /* also the first model loaded becomes the default */
+} tw_load_opts;
+
+void tw_load_opts_init(tw_load_opts *o);
+
+/* Loads a GGUF file or a Hugging Face directory at path and serves it as name
+ * (NULL or "": derived from the path's last component). Blocks the calling
+ * thread for the whole load; requests keep running meanwhile. ALREADY_EXISTS
+ * when the name is taken. On success *info (may be NULL) describes it. */
+tw_status tw_engine_load_model(tw_engine *e, const char *path, const char *name,
+                               const tw_load_opts *opts, tw_engine_model_info *info, tw_err *err);
+
+/* Removes the model from the name table at once (new requests naming it get
+ * NOT_FOUND); requests already running on it end with TW_FINISH_CANCELLED and
+ * its memory is freed once they have. NOT_FOUND when no model has the name.
+ * When the default model is unloaded there is no default until another load
+ * or tw_engine_set_default_model. */
+tw_status tw_engine_unload_model(tw_engine *e, const char *name, tw_err *err);
+
+/* Every model the engine knows, in load order, in a malloc'd array *out of *n
+ * entries (free() it; NULL when n is 0). */
+tw_status tw_engine_list_models(tw_engine *e, tw_engine_model_info **out, size_t *n, tw_err *err);
+
+/* One model (NULL or "": the default). NOT_FOUND when absent. */
+tw_status tw_engine_get_model(tw_engine *e, const char *name, tw_engine_model_info *out,
+                               tw_err *err);
+
+tw_status tw_engine_set_default_model(tw_engine *e, const char *name, tw_err *err);
+
+/* ---------------------------------------------------------------- requests */
+
+/* One tool call (ToolCall). */
+typedef struct tw_tool_call {
+    const char *id;
+    const char *name;
+    const char *arguments_json; /* JSON text */
+} tw_tool_call;
+
+/* One message of a conversation (ChatMessage); NULL strings are absent. */
+typedef struct tw_chat_message {
+    const char *role; /* "system", "user", "assistant", "tool" */
+    const char *content;
+    const char *reasoning_content;
+    const tw_tool_call *tool_calls;
+    size_t n_tool_calls;
+    const char *tool_call_id;
+    const char *name;
+} tw_chat_message;
+
+/* A tool the model may call (Tool). */
+typedef struct tw_tool {
+    const char *name;
+    const char *description;
+    const char *parameters_json; /* JSON Schema text; must parse */
+} tw_tool;
+
+/* A conversation to render with the model's chat template (ChatInput). */
+typedef struct tw_chat_input {
+    const tw_chat_message *messages;
+    size_t n_messages;
+    const tw_tool *tools;
+    size_t n_tools;
+    bool add_generation_prompt; /* default true */
+    const char *tool_choice;    /* "auto", "none", "required" or a name; NULL: auto */
+} tw_chat_input;
+
+typedef enum tw_prompt_kind {
+    TW_PROMPT_TOKENS = 0,
+    TW_PROMPT_TEXT = 1,
+    TW_PROMPT_CHAT = 2,
+} tw_prompt_kind;
+
+typedef enum tw_cache_mode {
+    TW_CACHE_USE = 0,
+    TW_CACHE_READ_ONLY = 1,
+    TW_CACHE_BYPASS = 2,
+    TW_CACHE_WRITE_ONLY = 3,
+} tw_cache_mode;
+
+/* Accepted and validated; the engine does not act on them yet. */
+typedef struct tw_cache_opts {
+    tw_cache_mode mode;
+    const char *session_key;
+    bool persist;
+} tw_cache_opts;
+
+typedef enum tw_spec_mode {
+    TW_SPEC_AUTO = 0,
+    TW_SPEC_OFF = 1,
+    TW_SPEC_LOOKUP = 2,
+    TW_SPEC_DRAFT = 3,
+} tw_spec_mode;
+
+/* Accepted and validated; the engine does not act on them yet. */
+typedef struct tw_spec_opts {
+    tw_spec_mode mode;
+    uint32_t max_draft_tokens;
+} tw_spec_opts;
+
+typedef struct tw_logprob_opts {
+    bool enabled;          /* a log-probability per generated token */
+    uint32_t top_logprobs; /* 0..TW_MAX_TOP_LOGPROBS alternatives per position */
+    bool prompt_logprobs;  /* not supported yet: submit answers UNIMPLEMENTED */
+} tw_logprob_opts;
+
+/* A generation request (GenerateRequest); start from tw_gen_request_init(),
+ * which sets every default, then fill what the caller asked for. Everything
+ * is borrowed during tw_engine_submit only. */
+typedef struct tw_gen_request {
+    const char *model; /* NULL or "": the default model */
+
+    tw_prompt_kind prompt_kind;
+    const uint32_t *prompt_ids; /* TW_PROMPT_TOKENS */
+    size_t n_prompt_ids;
+    const char *prompt_text;    /* TW_PROMPT_TEXT: UTF-8 */
+    size_t prompt_text_len;
+    tw_chat_input chat;         /* TW_PROMPT_CHAT */
+    bool add_special_tokens;    /* text prompts: add BOS when the model uses one (default true) */
+
+    tw_sampling_params sampling;
+    tw_stop_params stop;
+    tw_thinking_opts thinking;
+    tw_cache_opts cache;
+    tw_spec_opts speculative;
+    tw_logprob_opts logprobs;
+
+    uint32_t n;                /* choices (default 1); choice i uses seed + i */
+    uint64_t deadline_unix_ms; /* 0: none; CLOCK_REALTIME milliseconds */
+} tw_gen_request;
+
+void tw_gen_request_init(tw_gen_request *r);
+
+/* Token counts and timings (Usage). */
+typedef struct tw_usage {
+    uint32_t prompt_tokens;        /* per choice prompt, counted once */
+    uint32_t completion_tokens;    /* generated, reasoning and forced tokens included */
+    uint32_t reasoning_tokens;     /* of completion_tokens */
+    uint32_t cached_prompt_tokens;
+    uint64_t time_to_first_token_us; /* from submit to the first generated token */
+    uint64_t prefill_us;
+    uint64_t decode_us;
+    uint32_t drafted_tokens;
+    uint32_t accepted_tokens;
+} tw_usage;
+
+/* A token's log-probability with its alternatives. Token text is given as
+ * bytes of the vocabulary entry (may be part of a UTF-8 sequence). */
+typedef struct tw_token_logprob {
+    uint32_t token_id;
+    float logprob;
+    const char *text; /* may be NULL when the model has no tokenizer */
+    size_t text_len;
+    uint32_t n_top;
+    tw_top_logprob top[TW_MAX_TOP_LOGPROBS];
+} tw_token_logprob;
+
+/* One piece of output for one choice (StreamChunk). Every pointer is valid
+ * only during the callback; copy what must outlive it. */
+typedef struct tw_gen_chunk {
+    uint64_t req_id;
+    uint32_t index;                /* choice 0..n-1 */
+    const uint32_t *token_ids;     /* produced since the previous chunk of this choice
+                                      (reasoning and forced tokens included, stop tokens not) */
+    size_t n_token_ids;
+    const tw_token_logprob *logprobs; /* parallel to token_ids when requested, else NULL */
+    const char *text_delta;        /* answer text, whole UTF-8 only; never retracted */
+    size_t text_len;
+    const char *reasoning_delta;   /* reasoning text (separate_reasoning only) */
+    size_t reasoning_len;
+
+    tw_finish_reason finish_reason; /* set on the last chunk of this choice */
+    const char *matched_stop;       /* the stop string, when one matched */
+    bool thinking_forced_close;     /* on the last chunk: the controller closed the block */
+    tw_force_close forced_by;       /* budget or loop */
+    tw_transition_kind transition;  /* what was injected when forced_by is LOOP */
+
+    bool final;                    /* the very last chunk of the request */
+    const tw_usage *usage;         /* on the final chunk: summed over the choices */
+    tw_status error;               /* on the final chunk: TW_OK, or why it failed */
+    const char *error_msg;         /* "" when error is TW_OK */
+} tw_gen_chunk;
+
+/* Called on the engine's scheduler thread for every chunk. It must return
+ * quickly and must not block (copy the data, hand it to another thread, or
+ * publish it on a non-blocking socket): every running request waits while it
+ * runs. It may call tw_engine_cancel and tw_engine_stats, but not
+ * tw_engine_submit with a blocking wait, tw_engine_unload_model or
+ * tw_engine_destroy. */
+typedef void (*tw_chunk_fn)(void *user, const tw_gen_chunk *chunk);
+
+typedef struct tw_gen_callbacks {
+    tw_chunk_fn on_chunk;
+} tw_gen_callbacks;
+
+/* Validates and deep-copies req, resolves the model, tokenizes the prompt
+ * (text and chat prompts, on the calling thread) and queues the request.
+ * On success *req_id (engine-wide unique, never 0) identifies it and the
+ * callback contract above applies. Errors: INVALID_ARGUMENT (bad parameters,
+ * empty or too long prompt, text prompt for a model without tokenizer),
+ * NOT_FOUND (no such model / no default model), RESOURCE_EXHAUSTED (queue
+ * full), UNIMPLEMENTED (prompt_logprobs), FAILED_PRECONDITION (engine shutting
+ * down). Never blocks on the scheduler. */
+tw_status tw_engine_submit(tw_engine *e, const tw_gen_request *req, const tw_gen_callbacks *cb,
+                           void *user, uint64_t *req_id, tw_err *err);
+
+/* Asks the request to end with TW_FINISH_CANCELLED. Returns true when the
+ * request was queued or running (its final chunk follows, from the scheduler
+ * thread, possibly before this returns), false when it is unknown or already
+ * finished. Never blocks on the scheduler. */
+bool tw_engine_cancel(tw_engine *e, uint64_t req_id);
+
+/* ----------------------------------------------------------------- helpers */
+
+/* Text to token ids with the model's tokenizer. add_special adds BOS when the
+ * model uses one; parse_special recognises special-token text. *ids (free())
+ * holds *n ids. FAILED_PRECONDITION when the model has no tokenizer. */
+tw_status tw_engine_tokenize(tw_engine *e, const char *model, const char *text, size_t len,
+                             bool add_special, bool parse_special, uint32_t **ids, size_t *n,
+                             tw_err *err);
+
+/* The bytes of one vocabulary entry as the detokenizer would output them,
+ * copied into buf (cap bytes; *len is the full length even when cut). */
+tw_status tw_engine_token_piece(tw_engine *e, const char *model, uint32_t id, char *buf,
+                                size_t cap, size_t *len, tw_err *err);
+
+/* Token ids to text; invalid UTF-8 from partial sequences becomes U+FFFD.
+ * *text (free()) is NUL-terminated, *len excludes the NUL. Ids outside the
+ * vocabulary: INVALID_ARGUMENT. */
+tw_status tw_engine_detokenize(tw_engine *e, const char *model, const uint32_t *ids, size_t n,
+                               bool skip_special, char **text, size_t *len, tw_err *err);
+
+/* Renders chat with the model's template as the engine would for a chat
+ * prompt. *text (free()) is NUL-terminated. FAILED_PRECONDITION when the
+ * model has no template; INVALID_ARGUMENT when the template refuses the
+ * conversation (its message is passed on). */
+tw_status tw_engine_apply_chat_template(tw_engine *e, const char *model,
+                                        const tw_chat_input *chat, tw_think_mode thinking,
+                                        char **text, size_t *len, tw_err *err);
+
+/* ------------------------------------------------------------------- stats */
+
+/* Engine counters since start (StatsReply), for one model or all. */
+typedef struct tw_engine_stats {
+    uint64_t requests_total;
+    uint64_t requests_failed;
+    uint32_t requests_running;
+    uint32_t requests_queued;
+    uint64_t prompt_tokens_total;
+    uint64_t generated_tokens_total;
+    uint64_t cached_tokens_total;
+    uint64_t prefix_cache_hits, prefix_cache_lookups;
+    uint64_t state_store_hits, state_store_lookups;
+    uint64_t spec_drafted, spec_accepted;
+    float spec_speedup;
+    uint64_t thinking_budget_closes;
+    uint64_t thinking_loop_closes;
+    uint64_t thinking_transitions[TW_TRANSITION_COUNT]; /* by tw_transition_kind */
+    float decode_tokens_per_s;  /* over the last minute */
+    float prefill_tokens_per_s;
+    uint64_t kv_bytes;
+    uint64_t state_bytes;
+    uint64_t uptime_s;
+    uint32_t models_ready;
+} tw_engine_stats;
+
+/* Fills *out for model (NULL or "": all models summed). NOT_FOUND for an
+ * unknown name. */
+tw_status tw_engine_stats_get(tw_engine *e, const char *model, tw_engine_stats *out,
+                              tw_err *err);
+
+#endif

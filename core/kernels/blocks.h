@@ -1,0 +1,76 @@
+/* GGUF (ggml) quantized block layouts. The structs mirror the bytes on disk;
+ * every block size is even and the only multi-byte fields are f16 scales, so
+ * a row is readable in place when the tensor data is 2-byte aligned (GGUF
+ * aligns tensor data to 32 bytes). */
+#ifndef TW_KERNELS_BLOCKS_H
+#define TW_KERNELS_BLOCKS_H
+
+#include <stdint.h>
+
+#define TW_QK8_0 32
+#define TW_QK4_0 32
+#define TW_QK_K 256
+#define TW_K_SCALE_SIZE 12
+
+/* 32 values: x = d * qs[i] */
+typedef struct tw_block_q8_0 {
+    uint16_t d;
+    int8_t qs[TW_QK8_0];
+} tw_block_q8_0;
+
+/* 32 values: byte j holds element j (low nibble) and j + 16 (high nibble);
+ * x = d * (nibble - 8) */
+typedef struct tw_block_q4_0 {
+    uint16_t d;
+    uint8_t qs[TW_QK4_0 / 2];
+} tw_block_q4_0;
+
+/* 256 values in 8 sub-blocks of 32, each with a 6-bit scale and a 6-bit
+ * min packed into `scales`: x = d * sc * q - dmin * m, q in [0, 15].
+ * Within each 64-value group, qs[32] holds the first 32 values in the low
+ * nibbles and the next 32 in the high nibbles. */
+typedef struct tw_block_q4_k {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[TW_K_SCALE_SIZE];
+    uint8_t qs[TW_QK_K / 2];
+} tw_block_q4_k;
+
+/* Like Q4_K with a fifth bit per value in qh: bit 2g (low half) and
+ * 2g + 1 (high half) of qh[l] for value l of 64-value group g. */
+typedef struct tw_block_q5_k {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[TW_K_SCALE_SIZE];
+    uint8_t qh[TW_QK_K / 8];
+    uint8_t qs[TW_QK_K / 2];
+} tw_block_q5_k;
+
+/* 256 values in 16 sub-blocks of 16 with signed 8-bit scales:
+ * x = d * scales[s] * (q - 32), q 6 bits: 4 in ql, 2 in qh. */
+typedef struct tw_block_q6_k {
+    uint8_t ql[TW_QK_K / 2];
+    uint8_t qh[TW_QK_K / 4];
+    int8_t scales[TW_QK_K / 16];
+    uint16_t d;
+} tw_block_q6_k;
+
+_Static_assert(sizeof(tw_block_q8_0) == 34, "q8_0 block size");
+_Static_assert(sizeof(tw_block_q4_0) == 18, "q4_0 block size");
+_Static_assert(sizeof(tw_block_q4_k) == 144, "q4_K block size");
+_Static_assert(sizeof(tw_block_q5_k) == 176, "q5_K block size");
+_Static_assert(sizeof(tw_block_q6_k) == 210, "q6_K block size");
+
+/* Unpacks the 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block. */
+static inline void tw_k_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m)
+{
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+#endif

@@ -1,0 +1,94 @@
+/* Run-time choice of kernel ISA. Tables are built once: scalar first, each
+ * wider ISA overlaying the entries it implements on a copy of the one below,
+ * so a type without a wide kernel still runs its best narrower one. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "kernels/kernels_internal.h"
+#include "tw/kernels.h"
+
+enum { ISA_SCALAR, ISA_AVX2, ISA_AVX512, ISA_COUNT };
+
+static const char *const isa_names[ISA_COUNT] = {"scalar", "avx2", "avx512"};
+
+static tw_isa_table tables[ISA_COUNT];
+static bool available[ISA_COUNT];
+static int best = ISA_SCALAR;
+static _Atomic(const tw_isa_table *) current;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void init_tables(void)
+{
+    tw_isa_fill_scalar(&tables[ISA_SCALAR]);
+    available[ISA_SCALAR] = true;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        tables[ISA_AVX2] = tables[ISA_SCALAR];
+        tw_isa_fill_avx2(&tables[ISA_AVX2]);
+        available[ISA_AVX2] = true;
+        best = ISA_AVX2;
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+            __builtin_cpu_supports("avx512vnni")) {
+            tables[ISA_AVX512] = tables[ISA_AVX2];
+            tw_isa_fill_avx512(&tables[ISA_AVX512]);
+            available[ISA_AVX512] = true;
+            best = ISA_AVX512;
+        }
+    }
+#endif
+    atomic_store(&current, &tables[best]);
+}
+
+const tw_isa_table *tw_isa_current(void)
+{
+    pthread_once(&once, init_tables);
+    return atomic_load_explicit(&current, memory_order_relaxed);
+}
+
+const char *tw_kernels_isa(void)
+{
+    return tw_isa_current()->name;
+}
+
+static int find_isa(const char *name)
+{
+    for (int i = 0; i < ISA_COUNT; i++)
+        if (strcmp(isa_names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+bool tw_kernels_isa_available(const char *isa)
+{
+    pthread_once(&once, init_tables);
+    if (!isa)
+        return false;
+    int i = find_isa(isa);
+    return i >= 0 && available[i];
+}
+
+tw_status tw_kernels_force_isa(const char *isa, tw_err *err)
+{
+    pthread_once(&once, init_tables);
+    if (!isa || strcmp(isa, "auto") == 0) {
+        atomic_store(&current, &tables[best]);
+        return TW_OK;
+    }
+    int i = find_isa(isa);
+    if (i < 0)
+        return tw_errorf(err, TW_INVALID_ARGUMENT,
+                         "unknown kernel ISA '%.32s' (expected scalar, avx2, avx512 or auto)", isa);
+    if (!available[i])
+        return tw_errorf(err, TW_FAILED_PRECONDITION, "this CPU cannot run the %s kernels",
+                         isa_names[i]);
+    atomic_store(&current, &tables[i]);
+    return TW_OK;
+}
+
+float tw_dot_f32(const float *a, const float *b, size_t n)
+{
+    return tw_isa_current()->dot_f32(a, b, n);
+}

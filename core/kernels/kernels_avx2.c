@@ -1,0 +1,435 @@
+/* AVX2/FMA kernels: activation quantization and row dot products. The
+ * integer sums per block are exactly those of kernels_scalar.c; the
+ * unsigned x signed byte products (_mm256_maddubs_epi16) cannot saturate
+ * because activations stay within [-127, 127] and weight levels within
+ * [0, 63] (or |w| <= 128 through the sign trick for Q8_0 / Q4_0). */
+#include "kernels/blocks.h"
+#include "kernels/kernels_internal.h"
+#include "kernels/simd_x86.h"
+
+#ifdef TW_HAVE_X86
+
+TW_AVX2 static float dot_f32(const float *a, const float *b, size_t n)
+{
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
+    }
+    for (; i + 8 <= n; i += 8)
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    float s = tw_hsum256(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+static void rows1_f32(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                     const tw_act *act, float *y)
+{
+    for (size_t r = 0; r < rows; r++)
+        y[r] = dot_f32((const float *)(const void *)(w + r * row_bytes), act->x, cols);
+}
+
+TW_AVX2 static inline __m256 load_f16x8(const uint16_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+
+TW_AVX2 static inline __m256 load_bf16x8(const uint16_t *p)
+{
+    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+TW_AVX2 static void rows1_f16(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                             const tw_act *act, float *y)
+{
+    const float *x = act->x;
+    for (size_t r = 0; r < rows; r++) {
+        const uint16_t *h = (const uint16_t *)(const void *)(w + r * row_bytes);
+        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+        size_t i = 0;
+        for (; i + 16 <= cols; i += 16) {
+            s0 = _mm256_fmadd_ps(load_f16x8(h + i), _mm256_loadu_ps(x + i), s0);
+            s1 = _mm256_fmadd_ps(load_f16x8(h + i + 8), _mm256_loadu_ps(x + i + 8), s1);
+        }
+        for (; i + 8 <= cols; i += 8)
+            s0 = _mm256_fmadd_ps(load_f16x8(h + i), _mm256_loadu_ps(x + i), s0);
+        float s = tw_hsum256(_mm256_add_ps(s0, s1));
+        for (; i < cols; i++)
+            s += tw_h2f(h[i]) * x[i];
+        y[r] = s;
+    }
+}
+
+TW_AVX2 static void rows1_bf16(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                              const tw_act *act, float *y)
+{
+    const float *x = act->x;
+    for (size_t r = 0; r < rows; r++) {
+        const uint16_t *h = (const uint16_t *)(const void *)(w + r * row_bytes);
+        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+        size_t i = 0;
+        for (; i + 16 <= cols; i += 16) {
+            s0 = _mm256_fmadd_ps(load_bf16x8(h + i), _mm256_loadu_ps(x + i), s0);
+            s1 = _mm256_fmadd_ps(load_bf16x8(h + i + 8), _mm256_loadu_ps(x + i + 8), s1);
+        }
+        for (; i + 8 <= cols; i += 8)
+            s0 = _mm256_fmadd_ps(load_bf16x8(h + i), _mm256_loadu_ps(x + i), s0);
+        float s = tw_hsum256(_mm256_add_ps(s0, s1));
+        for (; i < cols; i++)
+            s += tw_bf16_to_f32(h[i]) * x[i];
+        y[r] = s;
+    }
+}
+
+
+/* f32-activation kernels, one activation row at a time (batches of these go
+ * through sgemm). */
+#define MULTI_ACT(name)                                                                         \
+    static void rows_##name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,        \
+                            const tw_act *acts, size_t n_act, float *y, size_t y_stride)         \
+    {                                                                                           \
+        for (size_t t = 0; t < n_act; t++)                                                      \
+            rows1_##name(w, row_bytes, rows, cols, &acts[t], y + t * y_stride);                  \
+    }
+MULTI_ACT(f32)
+MULTI_ACT(f16)
+MULTI_ACT(bf16)
+
+/* Sum of signed w times signed a, bytewise, as 8 int32 lanes: abs(w) is the
+ * unsigned operand and a takes w's sign. */
+TW_AVX2 static inline __m256i dot_i8(__m256i wabs, __m256i w, __m256i a)
+{
+    __m256i p = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(a, w));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+TW_AVX2 static inline __m256i load256(const void *p)
+{
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+/* 32 Q4_0 levels minus 8, in element order, as signed bytes. */
+TW_AVX2 static inline __m256i q4_0_levels(const uint8_t *qs)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)qs);
+    __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
+    both = _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+    return _mm256_sub_epi8(both, _mm256_set1_epi8(8));
+}
+
+/* The tile kernels below compute RB rows x TB activations. RB and TB are
+ * compile-time constants at every call site, so the loops over them unroll
+ * and the accumulators live in registers. Each output has exactly one vector
+ * accumulator, updated once per block in block order, which is what makes
+ * results independent of the tile shape (decode uses 4 x 1, batches 1 x 4). */
+#define TW_TILE static inline __attribute__((always_inline))
+#define MAX_TILE 4
+
+/* Q8_0 and Q4_0: 32-value blocks of signed levels with an f16 scale. */
+TW_AVX2 TW_TILE void tile_q32(const uint8_t *w, size_t row_bytes, size_t nb, const tw_act *acts,
+                              float *y, size_t y_stride, const int RB, const int TB,
+                              const int is_q4)
+{
+    __m256 acc[MAX_TILE][MAX_TILE];
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < TB; t++)
+            acc[r][t] = _mm256_setzero_ps();
+    for (size_t i = 0; i < nb; i++) {
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++) {
+            const uint8_t *blk = w + (size_t)r * row_bytes + i * (is_q4 ? 18 : 34);
+            uint16_t d16;
+            memcpy(&d16, blk, 2);
+            const __m256 dw = _mm256_set1_ps(tw_h2f(d16));
+            const __m256i q = is_q4 ? q4_0_levels(blk + 2) : load256(blk + 2);
+            const __m256i qabs = _mm256_sign_epi8(q, q);
+#pragma GCC unroll 4
+            for (int t = 0; t < TB; t++) {
+                __m256i p = dot_i8(qabs, q, load256(acts[t].qs + i * 32));
+                __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(&acts[t].d[i]));
+                acc[r][t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(p), acc[r][t]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < TB; t++)
+            y[(size_t)t * y_stride + r] = tw_hsum256(acc[r][t]);
+}
+
+/* Q4_K (is_q5 = 0) and Q5_K (is_q5 = 1). */
+TW_AVX2 TW_TILE void tile_k45(const uint8_t *w, size_t row_bytes, size_t nb, const tw_act *acts,
+                              float *y, size_t y_stride, const int RB, const int TB,
+                              const int is_q5)
+{
+    const size_t bb = is_q5 ? sizeof(tw_block_q5_k) : sizeof(tw_block_q4_k);
+    const size_t qs_off = is_q5 ? 48 : 16;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i one = _mm256_set1_epi8(1);
+    __m256 acc[MAX_TILE][MAX_TILE];
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < TB; t++)
+            acc[r][t] = _mm256_setzero_ps();
+    for (size_t i = 0; i < nb; i++) {
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++) {
+            const uint8_t *blk = w + (size_t)r * row_bytes + i * bb;
+            uint8_t sm[16];
+            tw_k_unpack_scales(blk + 4, sm);
+            uint16_t d16[2];
+            memcpy(d16, blk, 4);
+            const __m256 dw = _mm256_set1_ps(tw_h2f(d16[0]));
+            const __m256 dmin = _mm256_set1_ps(tw_h2f(d16[1]));
+            /* each min twice, one per 16-value half of its sub-block, to
+             * meet the 16-value activation sums */
+            __m128i m8 = _mm_loadl_epi64((const __m128i *)(const void *)(sm + 8));
+            const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+            __m256i sumi[MAX_TILE];
+#pragma GCC unroll 4
+            for (int t = 0; t < TB; t++)
+                sumi[t] = _mm256_setzero_si256();
+            const __m256i qh = is_q5 ? load256(blk + 16) : _mm256_setzero_si256();
+            for (int g = 0; g < 4; g++) {
+                __m256i q = load256(blk + qs_off + 32 * g);
+                __m256i lo = _mm256_and_si256(q, m4);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                if (is_q5) {
+                    /* bit 2g of qh[l] is bit 4 of value l of the low half,
+                     * bit 2g + 1 that of the high half */
+                    __m256i hb = _mm256_srli_epi16(qh, 2 * g);
+                    lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(hb, one), 4));
+                    hi = _mm256_or_si256(
+                        hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 1), one), 4));
+                }
+                const __m256i sclo = _mm256_set1_epi16((short)sm[2 * g]);
+                const __m256i schi = _mm256_set1_epi16((short)sm[2 * g + 1]);
+#pragma GCC unroll 4
+                for (int t = 0; t < TB; t++) {
+                    const int8_t *a = acts[t].qs + i * TW_QK_K + 64 * g;
+                    __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(a)), sclo);
+                    __m256i phi =
+                        _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(a + 32)), schi);
+                    sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(plo, phi));
+                }
+            }
+#pragma GCC unroll 4
+            for (int t = 0; t < TB; t++) {
+                const __m256 da = _mm256_broadcast_ss(&acts[t].d[i]);
+                __m256i summ = _mm256_madd_epi16(mins16, load256(acts[t].bsums + i * 16));
+                acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(sumi[t]),
+                                            acc[r][t]);
+                acc[r][t] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, da), _mm256_cvtepi32_ps(summ),
+                                             acc[r][t]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < TB; t++)
+            y[(size_t)t * y_stride + r] = tw_hsum256(acc[r][t]);
+}
+
+/* Two int16 scales, one per 128-bit lane (one per 16-value sub-block). */
+TW_AVX2 static inline __m256i scale_pair(int s0, int s1)
+{
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)s0)),
+                                   _mm_set1_epi16((short)s1), 1);
+}
+
+TW_AVX2 TW_TILE void tile_q6_k(const uint8_t *w, size_t row_bytes, size_t nb, const tw_act *acts,
+                               float *y, size_t y_stride, const int RB, const int TB)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i m2 = _mm256_set1_epi8(0x03);
+    __m256 acc[MAX_TILE][MAX_TILE];
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < TB; t++)
+            acc[r][t] = _mm256_setzero_ps();
+    for (size_t i = 0; i < nb; i++) {
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++) {
+            const tw_block_q6_k *b =
+                (const tw_block_q6_k *)(const void *)(w + (size_t)r * row_bytes) + i;
+            const __m256 dw = _mm256_set1_ps(tw_h2f(b->d));
+            __m256i sumi[MAX_TILE];
+            /* the -32 offset of every level: start from -32 * sum_j sc_j * bsum_j */
+            const __m256i sc16 =
+                _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)b->scales));
+#pragma GCC unroll 4
+            for (int t = 0; t < TB; t++) {
+                __m256i off = _mm256_madd_epi16(sc16, load256(acts[t].bsums + i * 16));
+                sumi[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+            }
+            for (int h = 0; h < 2; h++) {
+                const __m256i l0 = load256(b->ql + 64 * h);
+                const __m256i l1 = load256(b->ql + 64 * h + 32);
+                const __m256i hb = load256(b->qh + 32 * h);
+                const int8_t *sh = b->scales + 8 * h;
+                for (int k = 0; k < 4; k++) {
+                    /* quarter k: low nibbles of l0 / l1 for k = 0 / 1, high
+                     * nibbles for k = 2 / 3; bits 2k, 2k + 1 of hb on top */
+                    __m256i l = (k & 1) ? l1 : l0;
+                    __m256i lowbits = _mm256_and_si256(k < 2 ? l : _mm256_srli_epi16(l, 4), m4);
+                    __m256i highbits =
+                        _mm256_and_si256(k == 0 ? hb : _mm256_srli_epi16(hb, 2 * k), m2);
+                    __m256i q = _mm256_or_si256(lowbits, _mm256_slli_epi16(highbits, 4));
+                    __m256i sp = scale_pair(sh[2 * k], sh[2 * k + 1]);
+#pragma GCC unroll 4
+                    for (int t = 0; t < TB; t++) {
+                        const int8_t *a = acts[t].qs + i * TW_QK_K + 128 * h + 32 * k;
+                        __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, load256(a)), sp);
+                        sumi[t] = _mm256_add_epi32(sumi[t], p);
+                    }
+                }
+            }
+#pragma GCC unroll 4
+            for (int t = 0; t < TB; t++)
+                acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(&acts[t].d[i])),
+                                            _mm256_cvtepi32_ps(sumi[t]), acc[r][t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < TB; t++)
+            y[(size_t)t * y_stride + r] = tw_hsum256(acc[r][t]);
+}
+
+/* Drives a tile kernel over rows x n_act: blocks of 4 rows for one
+ * activation (decode), 1 row x 4 activations for batches, with exact-size
+ * tiles for the remainders. */
+#define TILE_DRIVER(name, call)                                                                \
+    TW_AVX2 static void rows_##name(const uint8_t *w, size_t row_bytes, size_t rows,             \
+                                    size_t cols, const tw_act *acts, size_t n_act, float *y,     \
+                                    size_t y_stride)                                             \
+    {                                                                                           \
+        const size_t nb = cols / tw_type_block_elems(name##_type);                             \
+        size_t t = 0;                                                                           \
+        for (; t + 4 <= n_act; t += 4)                                                          \
+            for (size_t r = 0; r < rows; r++)                                                   \
+                call(w + r * row_bytes, row_bytes, nb, acts + t, y + t * y_stride + r, y_stride, \
+                     1, 4);                                                                     \
+        for (; t < n_act; t++) {                                                                \
+            size_t r = 0;                                                                       \
+            for (; r + 4 <= rows; r += 4)                                                       \
+                call(w + r * row_bytes, row_bytes, nb, acts + t, y + t * y_stride + r, y_stride, \
+                     4, 1);                                                                     \
+            for (; r < rows; r++)                                                               \
+                call(w + r * row_bytes, row_bytes, nb, acts + t, y + t * y_stride + r, y_stride, \
+                     1, 1);                                                                     \
+        }                                                                                       \
+    }
+
+#define CALL_Q8_0(w, rb, nb, a, y, ys, RB, TB) tile_q32(w, rb, nb, a, y, ys, RB, TB, 0)
+#define CALL_Q4_0(w, rb, nb, a, y, ys, RB, TB) tile_q32(w, rb, nb, a, y, ys, RB, TB, 1)
+#define CALL_Q4_K(w, rb, nb, a, y, ys, RB, TB) tile_k45(w, rb, nb, a, y, ys, RB, TB, 0)
+#define CALL_Q5_K(w, rb, nb, a, y, ys, RB, TB) tile_k45(w, rb, nb, a, y, ys, RB, TB, 1)
+#define CALL_Q6_K(w, rb, nb, a, y, ys, RB, TB) tile_q6_k(w, rb, nb, a, y, ys, RB, TB)
+
+static const tw_type q8_0_type = TW_TYPE_Q8_0, q4_0_type = TW_TYPE_Q4_0, q4_k_type = TW_TYPE_Q4_K,
+                     q5_k_type = TW_TYPE_Q5_K, q6_k_type = TW_TYPE_Q6_K;
+
+TILE_DRIVER(q8_0, CALL_Q8_0)
+TILE_DRIVER(q4_0, CALL_Q4_0)
+TILE_DRIVER(q4_k, CALL_Q4_K)
+TILE_DRIVER(q5_k, CALL_Q5_K)
+TILE_DRIVER(q6_k, CALL_Q6_K)
+
+/* Quantizes groups of `group` floats (a multiple of 32) to int8 with the
+ * same arithmetic as the scalar version: d = amax / 127, levels rounded to
+ * nearest even of x * (127 / amax). */
+TW_AVX2 static void quant_act(size_t cols, size_t group, tw_act *act)
+{
+    const float *x = act->x;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i lo_lim = _mm256_set1_epi32(-127), hi_lim = _mm256_set1_epi32(127);
+    for (size_t g = 0; g < cols / group; g++) {
+        const float *xg = x + g * group;
+        __m256 mx = _mm256_setzero_ps();
+        for (size_t j = 0; j < group; j += 8)
+            mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(xg + j)));
+        float amax = tw_hmax256(mx);
+        float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        act->d[g] = amax / 127.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        int8_t *q = act->qs + g * group;
+        for (size_t j = 0; j < group; j += 32) {
+            __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xg + j), vid));
+            __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xg + j + 8), vid));
+            __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xg + j + 16), vid));
+            __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xg + j + 24), vid));
+            i0 = _mm256_min_epi32(_mm256_max_epi32(i0, lo_lim), hi_lim);
+            i1 = _mm256_min_epi32(_mm256_max_epi32(i1, lo_lim), hi_lim);
+            i2 = _mm256_min_epi32(_mm256_max_epi32(i2, lo_lim), hi_lim);
+            i3 = _mm256_min_epi32(_mm256_max_epi32(i3, lo_lim), hi_lim);
+            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+            _mm256_storeu_si256((__m256i *)(void *)(q + j), _mm256_permutevar8x32_epi32(p, perm));
+        }
+    }
+    /* 16-value sums: bytes widened to int16 pairs, then pairs summed */
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    for (size_t j = 0; j < cols; j += 32) {
+        __m256i v = load256(act->qs + j);
+        /* |v| <= 127 so sign(ones, v) * |v| sums are exact in int16 */
+        __m256i s16 = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(ones8, v));
+        __m256i s32 = _mm256_madd_epi16(s16, ones16); /* 8 sums of 4 */
+        /* lanes 0..3 are values 0..15, lanes 4..7 values 16..31 */
+        __m256i t = _mm256_hadd_epi32(s32, s32);
+        t = _mm256_hadd_epi32(t, t);
+        act->bsums[j / 16] = (int16_t)_mm256_extract_epi32(t, 0);
+        act->bsums[j / 16 + 1] = (int16_t)_mm256_extract_epi32(t, 4);
+    }
+}
+
+static void quant_act_q8(size_t cols, tw_act *act)
+{
+    quant_act(cols, 32, act);
+}
+
+static void quant_act_q8k(size_t cols, tw_act *act)
+{
+    quant_act(cols, TW_QK_K, act);
+}
+
+void tw_isa_fill_avx2(tw_isa_table *t)
+{
+    t->name = "avx2";
+    t->rows[tw_ktype_index(TW_TYPE_F32)] = rows_f32;
+    t->rows[tw_ktype_index(TW_TYPE_F16)] = rows_f16;
+    t->rows[tw_ktype_index(TW_TYPE_BF16)] = rows_bf16;
+    t->rows[tw_ktype_index(TW_TYPE_Q8_0)] = rows_q8_0;
+    t->rows[tw_ktype_index(TW_TYPE_Q4_0)] = rows_q4_0;
+    t->rows[tw_ktype_index(TW_TYPE_Q4_K)] = rows_q4_k;
+    t->rows[tw_ktype_index(TW_TYPE_Q5_K)] = rows_q5_k;
+    t->rows[tw_ktype_index(TW_TYPE_Q6_K)] = rows_q6_k;
+    t->quant_act[TW_ACT_Q8] = quant_act_q8;
+    t->quant_act[TW_ACT_Q8K] = quant_act_q8k;
+    t->dot_f32 = dot_f32;
+    tw_isa_fill_dequant_avx2(t->dequant);
+}
+
+#else
+
+void tw_isa_fill_avx2(tw_isa_table *t)
+{
+    t->name = "avx2";
+}
+
+#endif

@@ -1,0 +1,90 @@
+/* Internal interface between the kernel front end (matvec.c, dispatch.c) and
+ * the per-ISA implementations (kernels_scalar.c, kernels_avx2.c,
+ * kernels_avx512.c).
+ *
+ * Quantized weights are multiplied with activations quantized to int8 in one
+ * of two layouts, kept as separate arrays so SIMD loads stay aligned:
+ *   TW_ACT_Q8  (for Q8_0, Q4_0): one f32 scale per 32 values;
+ *   TW_ACT_Q8K (for K types):    one f32 scale per 256 values.
+ * Both carry the sum of every 16 quantized values, which the kernels need for
+ * the weight offsets (Q4_0's -8, Q6_K's -32, the K-type mins).
+ * Quantization is symmetric with levels in [-127, 127] so the unsigned x
+ * signed byte products of _mm256_maddubs_epi16 cannot saturate.
+ */
+#ifndef TW_KERNELS_INTERNAL_H
+#define TW_KERNELS_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tw/tensor.h"
+
+typedef enum tw_act_kind {
+    TW_ACT_F32, /* activations used as f32 (F32/F16/BF16 weights) */
+    TW_ACT_Q8,
+    TW_ACT_Q8K,
+} tw_act_kind;
+
+typedef struct tw_act {
+    const float *x; /* f32 activations (always set) */
+    int8_t *qs;     /* cols */
+    float *d;       /* cols / 32 or cols / 256 */
+    int16_t *bsums; /* cols / 16 */
+} tw_act;
+
+/* Bytes of quantized-activation scratch for one row of cols values
+ * (cols a multiple of 256 for Q8K, 32 for Q8), with each array 64-byte
+ * aligned. */
+size_t tw_act_bytes(tw_act_kind kind, size_t cols);
+
+/* Carves the arrays of one activation row out of buf (tw_act_bytes bytes,
+ * 64-byte aligned). */
+void tw_act_layout(tw_act_kind kind, size_t cols, void *buf, tw_act *act);
+
+/* Which activation layout a weight type's kernels consume. */
+tw_act_kind tw_act_kind_for(tw_type type);
+
+/* Number of weight types with kernels, and a dense index for each. */
+#define TW_KTYPE_COUNT 8
+int tw_ktype_index(tw_type type); /* -1 for unsupported */
+
+/* y[t * y_stride + r] = dot(row r, acts[t]) for r < rows, t < n_act; rows
+ * start row_bytes apart. Every output is accumulated block by block in the
+ * same order whatever rows and n_act are, so a row's result does not depend
+ * on how many rows or activations share the call. */
+typedef void (*tw_rows_fn)(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                           const tw_act *acts, size_t n_act, float *y, size_t y_stride);
+
+/* Fills act->qs/d/bsums from act->x (cols values). */
+typedef void (*tw_actq_fn)(size_t cols, tw_act *act);
+
+typedef void (*tw_dequant_fn)(const void *src, float *dst, size_t n);
+
+typedef float (*tw_dot_fn)(const float *a, const float *b, size_t n);
+
+typedef struct tw_isa_table {
+    const char *name;
+    tw_rows_fn rows[TW_KTYPE_COUNT];
+    tw_dequant_fn dequant[TW_KTYPE_COUNT];
+    tw_actq_fn quant_act[3]; /* indexed by tw_act_kind; [TW_ACT_F32] unused */
+    tw_dot_fn dot_f32;
+} tw_isa_table;
+
+/* Fills t with the functions of one ISA; entries an ISA lacks are left as
+ * they were, so callers start from the scalar table and overlay. */
+void tw_isa_fill_scalar(tw_isa_table *t);
+void tw_isa_fill_avx2(tw_isa_table *t);
+void tw_isa_fill_avx512(tw_isa_table *t);
+
+/* The scalar (reference) dequantizers, in tw_ktype_index order. */
+void tw_isa_fill_dequant_scalar(tw_dequant_fn *dq);
+void tw_isa_fill_dequant_avx2(tw_dequant_fn *dq);
+
+/* The table kernels dispatch through now. */
+const tw_isa_table *tw_isa_current(void);
+
+/* Scalar activation quantizers, exposed so SIMD files can finish a tail. */
+void tw_quant_act_q8_scalar(size_t cols, tw_act *act);
+void tw_quant_act_q8k_scalar(size_t cols, tw_act *act);
+
+#endif

@@ -1,0 +1,334 @@
+/* Portable kernels: activation quantization and row dot products for every
+ * weight type. They define the integer arithmetic the SIMD variants must
+ * reproduce exactly; only the order of the final float sums may differ. */
+#include <string.h>
+
+#include "kernels/blocks.h"
+#include "kernels/kernels_internal.h"
+
+int tw_ktype_index(tw_type type)
+{
+    switch (type) {
+    case TW_TYPE_F32:
+        return 0;
+    case TW_TYPE_F16:
+        return 1;
+    case TW_TYPE_BF16:
+        return 2;
+    case TW_TYPE_Q8_0:
+        return 3;
+    case TW_TYPE_Q4_0:
+        return 4;
+    case TW_TYPE_Q4_K:
+        return 5;
+    case TW_TYPE_Q5_K:
+        return 6;
+    case TW_TYPE_Q6_K:
+        return 7;
+    }
+    return -1;
+}
+
+tw_act_kind tw_act_kind_for(tw_type type)
+{
+    switch (type) {
+    case TW_TYPE_Q8_0:
+    case TW_TYPE_Q4_0:
+        return TW_ACT_Q8;
+    case TW_TYPE_Q4_K:
+    case TW_TYPE_Q5_K:
+    case TW_TYPE_Q6_K:
+        return TW_ACT_Q8K;
+    default:
+        return TW_ACT_F32;
+    }
+}
+
+static size_t align64(size_t n)
+{
+    return (n + 63) & ~(size_t)63;
+}
+
+size_t tw_act_bytes(tw_act_kind kind, size_t cols)
+{
+    if (kind == TW_ACT_F32)
+        return 0;
+    size_t group = kind == TW_ACT_Q8 ? 32 : TW_QK_K;
+    return align64(cols) + align64(cols / group * sizeof(float)) +
+           align64(cols / 16 * sizeof(int16_t));
+}
+
+void tw_act_layout(tw_act_kind kind, size_t cols, void *buf, tw_act *act)
+{
+    if (kind == TW_ACT_F32)
+        return;
+    size_t group = kind == TW_ACT_Q8 ? 32 : TW_QK_K;
+    uint8_t *p = buf;
+    act->qs = (int8_t *)p;
+    p += align64(cols);
+    act->d = (float *)(void *)p;
+    p += align64(cols / group * sizeof(float));
+    act->bsums = (int16_t *)(void *)p;
+}
+
+/* Round half to even without a float-to-int conversion (defined for NaN). */
+static inline int round_even(float f)
+{
+    float v = f + 12582912.f;
+    int32_t i;
+    memcpy(&i, &v, sizeof i);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+static void quant_act_groups(size_t cols, size_t group, tw_act *act)
+{
+    const float *x = act->x;
+    for (size_t g = 0; g < cols / group; g++) {
+        const float *xg = x + g * group;
+        float amax = 0.0f;
+        for (size_t j = 0; j < group; j++) {
+            float a = xg[j] < 0 ? -xg[j] : xg[j];
+            amax = a > amax ? a : amax;
+        }
+        float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        act->d[g] = amax / 127.0f;
+        int8_t *q = act->qs + g * group;
+        for (size_t j = 0; j < group; j++) {
+            int v = round_even(xg[j] * id);
+            q[j] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+        }
+    }
+    for (size_t b = 0; b < cols / 16; b++) {
+        int s = 0;
+        for (int j = 0; j < 16; j++)
+            s += act->qs[b * 16 + j];
+        act->bsums[b] = (int16_t)s;
+    }
+}
+
+void tw_quant_act_q8_scalar(size_t cols, tw_act *act)
+{
+    quant_act_groups(cols, 32, act);
+}
+
+void tw_quant_act_q8k_scalar(size_t cols, tw_act *act)
+{
+    quant_act_groups(cols, TW_QK_K, act);
+}
+
+static float dot_f32(const float *a, const float *b, size_t n)
+{
+    float s = 0.0f;
+    for (size_t i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+static void rows1_f32(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                     const tw_act *act, float *y)
+{
+    for (size_t r = 0; r < rows; r++)
+        y[r] = dot_f32((const float *)(const void *)(w + r * row_bytes), act->x, cols);
+}
+
+static void rows1_f16(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                     const tw_act *act, float *y)
+{
+    for (size_t r = 0; r < rows; r++) {
+        const uint16_t *h = (const uint16_t *)(const void *)(w + r * row_bytes);
+        float s = 0.0f;
+        for (size_t i = 0; i < cols; i++)
+            s += tw_f16_to_f32(h[i]) * act->x[i];
+        y[r] = s;
+    }
+}
+
+static void rows1_bf16(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                      const tw_act *act, float *y)
+{
+    for (size_t r = 0; r < rows; r++) {
+        const uint16_t *h = (const uint16_t *)(const void *)(w + r * row_bytes);
+        float s = 0.0f;
+        for (size_t i = 0; i < cols; i++)
+            s += tw_bf16_to_f32(h[i]) * act->x[i];
+        y[r] = s;
+    }
+}
+
+static void rows1_q8_0(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                      const tw_act *act, float *y)
+{
+    size_t nb = cols / TW_QK8_0;
+    for (size_t r = 0; r < rows; r++) {
+        const tw_block_q8_0 *b = (const tw_block_q8_0 *)(const void *)(w + r * row_bytes);
+        float s = 0.0f;
+        for (size_t i = 0; i < nb; i++) {
+            const int8_t *a = act->qs + i * 32;
+            int isum = 0;
+            for (int j = 0; j < 32; j++)
+                isum += b[i].qs[j] * a[j];
+            s += (tw_f16_to_f32(b[i].d) * act->d[i]) * (float)isum;
+        }
+        y[r] = s;
+    }
+}
+
+static void rows1_q4_0(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                      const tw_act *act, float *y)
+{
+    size_t nb = cols / TW_QK4_0;
+    for (size_t r = 0; r < rows; r++) {
+        const tw_block_q4_0 *b = (const tw_block_q4_0 *)(const void *)(w + r * row_bytes);
+        float s = 0.0f;
+        for (size_t i = 0; i < nb; i++) {
+            const int8_t *a = act->qs + i * 32;
+            int isum = 0;
+            for (int j = 0; j < 16; j++)
+                isum += (b[i].qs[j] & 0xF) * a[j] + (b[i].qs[j] >> 4) * a[j + 16];
+            isum -= 8 * (act->bsums[2 * i] + act->bsums[2 * i + 1]);
+            s += (tw_f16_to_f32(b[i].d) * act->d[i]) * (float)isum;
+        }
+        y[r] = s;
+    }
+}
+
+/* Sum over the 8 sub-blocks of a Q4_K/Q5_K block of scale * (q . a) and of
+ * min * sum(a); the caller applies d and dmin. q holds the 256 levels. */
+static void k_block_sums(const uint8_t *q, const uint8_t *scales, const int8_t *a,
+                         const int16_t *bsums, int *sumi, int *summ)
+{
+    int si = 0, sm = 0;
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, m;
+        tw_k_scale_min(j, scales, &sc, &m);
+        int dot = 0;
+        for (int l = 0; l < 32; l++)
+            dot += q[32 * j + l] * a[32 * j + l];
+        si += sc * dot;
+        sm += m * (bsums[2 * j] + bsums[2 * j + 1]);
+    }
+    *sumi = si;
+    *summ = sm;
+}
+
+static void rows1_q4_k(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                      const tw_act *act, float *y)
+{
+    size_t nb = cols / TW_QK_K;
+    uint8_t q[TW_QK_K];
+    for (size_t r = 0; r < rows; r++) {
+        const tw_block_q4_k *b = (const tw_block_q4_k *)(const void *)(w + r * row_bytes);
+        float s = 0.0f;
+        for (size_t i = 0; i < nb; i++) {
+            for (int g = 0; g < 4; g++) {
+                for (int l = 0; l < 32; l++) {
+                    q[64 * g + l] = b[i].qs[32 * g + l] & 0xF;
+                    q[64 * g + 32 + l] = b[i].qs[32 * g + l] >> 4;
+                }
+            }
+            int sumi, summ;
+            k_block_sums(q, b[i].scales, act->qs + i * TW_QK_K, act->bsums + i * 16, &sumi,
+                         &summ);
+            s += (tw_f16_to_f32(b[i].d) * act->d[i]) * (float)sumi -
+                 (tw_f16_to_f32(b[i].dmin) * act->d[i]) * (float)summ;
+        }
+        y[r] = s;
+    }
+}
+
+static void rows1_q5_k(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                      const tw_act *act, float *y)
+{
+    size_t nb = cols / TW_QK_K;
+    uint8_t q[TW_QK_K];
+    for (size_t r = 0; r < rows; r++) {
+        const tw_block_q5_k *b = (const tw_block_q5_k *)(const void *)(w + r * row_bytes);
+        float s = 0.0f;
+        for (size_t i = 0; i < nb; i++) {
+            for (int g = 0; g < 4; g++) {
+                for (int l = 0; l < 32; l++) {
+                    uint8_t h = b[i].qh[l];
+                    q[64 * g + l] =
+                        (uint8_t)((b[i].qs[32 * g + l] & 0xF) | (((h >> (2 * g)) & 1) << 4));
+                    q[64 * g + 32 + l] =
+                        (uint8_t)((b[i].qs[32 * g + l] >> 4) | (((h >> (2 * g + 1)) & 1) << 4));
+                }
+            }
+            int sumi, summ;
+            k_block_sums(q, b[i].scales, act->qs + i * TW_QK_K, act->bsums + i * 16, &sumi,
+                         &summ);
+            s += (tw_f16_to_f32(b[i].d) * act->d[i]) * (float)sumi -
+                 (tw_f16_to_f32(b[i].dmin) * act->d[i]) * (float)summ;
+        }
+        y[r] = s;
+    }
+}
+
+static void rows1_q6_k(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                      const tw_act *act, float *y)
+{
+    size_t nb = cols / TW_QK_K;
+    uint8_t q[TW_QK_K];
+    for (size_t r = 0; r < rows; r++) {
+        const tw_block_q6_k *b = (const tw_block_q6_k *)(const void *)(w + r * row_bytes);
+        float s = 0.0f;
+        for (size_t i = 0; i < nb; i++) {
+            const uint8_t *ql = b[i].ql;
+            const uint8_t *qh = b[i].qh;
+            for (int half = 0; half < 2; half++, ql += 64, qh += 32) {
+                uint8_t *qq = q + 128 * half;
+                for (int l = 0; l < 32; l++) {
+                    qq[l] = (uint8_t)((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4));
+                    qq[l + 32] = (uint8_t)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
+                    qq[l + 64] = (uint8_t)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+                    qq[l + 96] = (uint8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+                }
+            }
+            const int8_t *a = act->qs + i * TW_QK_K;
+            const int16_t *bs = act->bsums + i * 16;
+            int sumi = 0;
+            for (int j = 0; j < 16; j++) {
+                int dot = 0;
+                for (int l = 0; l < 16; l++)
+                    dot += q[16 * j + l] * a[16 * j + l];
+                sumi += b[i].scales[j] * (dot - 32 * bs[j]);
+            }
+            s += (tw_f16_to_f32(b[i].d) * act->d[i]) * (float)sumi;
+        }
+        y[r] = s;
+    }
+}
+
+/* The single-activation kernels above, applied to each activation row. */
+#define MULTI_ACT(name)                                                                         \
+    static void rows_##name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,        \
+                            const tw_act *acts, size_t n_act, float *y, size_t y_stride)         \
+    {                                                                                           \
+        for (size_t t = 0; t < n_act; t++)                                                      \
+            rows1_##name(w, row_bytes, rows, cols, &acts[t], y + t * y_stride);                  \
+    }
+MULTI_ACT(f32)
+MULTI_ACT(f16)
+MULTI_ACT(bf16)
+MULTI_ACT(q8_0)
+MULTI_ACT(q4_0)
+MULTI_ACT(q4_k)
+MULTI_ACT(q5_k)
+MULTI_ACT(q6_k)
+
+void tw_isa_fill_scalar(tw_isa_table *t)
+{
+    t->name = "scalar";
+    t->rows[tw_ktype_index(TW_TYPE_F32)] = rows_f32;
+    t->rows[tw_ktype_index(TW_TYPE_F16)] = rows_f16;
+    t->rows[tw_ktype_index(TW_TYPE_BF16)] = rows_bf16;
+    t->rows[tw_ktype_index(TW_TYPE_Q8_0)] = rows_q8_0;
+    t->rows[tw_ktype_index(TW_TYPE_Q4_0)] = rows_q4_0;
+    t->rows[tw_ktype_index(TW_TYPE_Q4_K)] = rows_q4_k;
+    t->rows[tw_ktype_index(TW_TYPE_Q5_K)] = rows_q5_k;
+    t->rows[tw_ktype_index(TW_TYPE_Q6_K)] = rows_q6_k;
+    tw_isa_fill_dequant_scalar(t->dequant);
+    t->quant_act[TW_ACT_Q8] = tw_quant_act_q8_scalar;
+    t->quant_act[TW_ACT_Q8K] = tw_quant_act_q8k_scalar;
+    t->dot_f32 = dot_f32;
+}

@@ -1,0 +1,23 @@
+/* Parts of the thread pool only the kernels use: the index of the thread a
+ * task runs on, and scratch buffers owned by the pool. */
+#ifndef TW_KERNELS_POOL_INTERNAL_H
+#define TW_KERNELS_POOL_INTERNAL_H
+
+#include <stddef.h>
+
+#include "tw/pool.h"
+
+/* Like tw_pool_fn, plus the index in [0, tw_pool_threads) of the thread
+ * running the task (0 is the caller), for per-thread scratch. */
+typedef void (*tw_pool_thread_fn)(void *ctx, int task, int n_tasks, int thread);
+
+void tw_pool_run_threads(tw_pool *pool, tw_pool_thread_fn fn, void *ctx, int n_tasks);
+
+/* Scratch slot `slot` (TW_POOL_SHARED or a thread index) grown to at least
+ * bytes, 64-byte aligned; NULL when pool is NULL or allocation fails (the
+ * old buffer is then kept). Only the thread driving the pool may call this,
+ * and never during a run; the contents do not survive growth. */
+#define TW_POOL_SHARED (-1)
+void *tw_pool_scratch(tw_pool *pool, int slot, size_t bytes);
+
+#endif

@@ -1,0 +1,145 @@
+/* The attention mixer: standard or gated (Qwen3.5), full or sliding window,
+ * optional q/k bias and per-head q/k RMSNorm, full or partial RoPE in either
+ * pair layout, grouped-query K/V shared across heads.
+ *
+ * All rows of a step first write their K/V into their sequence's cache;
+ * each row then attends over its own sequence's positions [start, pos], so a
+ * prefill chunk is causal without a mask and a decode batch mixes sequences
+ * freely. */
+#include <math.h>
+#include <string.h>
+
+#include "tw/kernels.h"
+
+#include "model/model_internal.h"
+
+#define SCORE_BLOCK 128
+
+typedef struct attn_job {
+    const tw_model *m;
+    const tw_layer *L;
+    const tw_batch *b;
+    const float *q; /* [rows][q_stride] */
+    size_t q_stride;
+    size_t gate_off; /* offset of a head's gate from its query, 0 = no gate */
+    float *att;      /* [rows][n_heads * head_dim] */
+} attn_job;
+
+/* One (row, head): softmax(q K^T * scale) V over the row's visible
+ * positions, as an online softmax over blocks of keys so no score buffer
+ * proportional to the context is needed. */
+static void attend_one(void *ctx, int task, int n_tasks)
+{
+    (void)n_tasks;
+    const attn_job *j = ctx;
+    const tw_mconfig *c = &j->m->cfg;
+    uint32_t hd = c->head_dim;
+    size_t r = (size_t)task / c->n_heads;
+    uint32_t h = (uint32_t)((size_t)task % c->n_heads);
+    uint32_t g = h / (c->n_heads / c->n_kv_heads);
+    const tw_seq *seq = j->b->seq[r];
+    uint32_t pos = j->b->pos[r];
+    const float *q = j->q + r * j->q_stride + (size_t)h * hd * (j->gate_off ? 2 : 1);
+    const float *K = tw_seq_kv(seq, j->L->attn_index, 0, g);
+    const float *V = tw_seq_kv(seq, j->L->attn_index, 1, g);
+    uint32_t start = 0;
+    if (j->L->sliding && pos + 1 > c->sliding_window)
+        start = pos + 1 - c->sliding_window;
+
+    float acc[TW_MAX_HEAD_DIM];
+    float sc[SCORE_BLOCK];
+    memset(acc, 0, hd * sizeof(float));
+    float mx = -INFINITY, sum = 0.0f;
+    const float scale = c->attn_scale, cap = c->attn_softcap;
+    for (uint32_t t0 = start; t0 <= pos; t0 += SCORE_BLOCK) {
+        uint32_t nb = pos + 1 - t0 < SCORE_BLOCK ? pos + 1 - t0 : SCORE_BLOCK;
+        float bmx = -INFINITY;
+        for (uint32_t i = 0; i < nb; i++) {
+            float s = tw_dot_f32(q, K + (size_t)(t0 + i) * hd, hd) * scale;
+            if (cap > 0.0f)
+                s = cap * tanhf(s / cap);
+            sc[i] = s;
+            bmx = s > bmx ? s : bmx;
+        }
+        if (bmx > mx) {
+            float corr = expf(mx - bmx); /* exp(-inf) = 0 on the first block */
+            for (uint32_t d = 0; d < hd; d++)
+                acc[d] *= corr;
+            sum *= corr;
+            mx = bmx;
+        }
+        for (uint32_t i = 0; i < nb; i++) {
+            float p = expf(sc[i] - mx);
+            sum += p;
+            const float *v = V + (size_t)(t0 + i) * hd;
+            for (uint32_t d = 0; d < hd; d++)
+                acc[d] += p * v[d];
+        }
+    }
+    float *out = j->att + r * (size_t)c->n_heads * hd + (size_t)h * hd;
+    float inv = 1.0f / sum;
+    if (j->gate_off) {
+        const float *gate = q + j->gate_off;
+        for (uint32_t d = 0; d < hd; d++)
+            out[d] = acc[d] * inv * tw_sigmoid(gate[d]);
+    } else {
+        for (uint32_t d = 0; d < hd; d++)
+            out[d] = acc[d] * inv;
+    }
+}
+
+static void add_bias(float *x, const float *bias, size_t rows, size_t n)
+{
+    if (!bias)
+        return;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t i = 0; i < n; i++)
+            x[r * n + i] += bias[i];
+}
+
+void tw_attention_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_batch *b,
+                        const float *xn, float *y)
+{
+    const tw_mconfig *c = &m->cfg;
+    tw_scratch *s = &m->s;
+    size_t n = b->n;
+    uint32_t hd = c->head_dim;
+    bool gated = c->family->attn_gate;
+    size_t q_stride = (size_t)c->n_heads * hd * (gated ? 2 : 1);
+    size_t kv_stride = (size_t)c->n_kv_heads * hd;
+
+    tw_mat_mul(pool, &L->wq, xn, n, s->q);
+    tw_mat_mul(pool, &L->wk, xn, n, s->k);
+    tw_mat_mul(pool, &L->wv, xn, n, s->v);
+    add_bias(s->q, L->bq, n, q_stride);
+    add_bias(s->k, L->bk, n, kv_stride);
+    add_bias(s->v, L->bv, n, kv_stride);
+
+    for (size_t r = 0; r < n; r++) {
+        uint32_t pos = b->pos[r];
+        tw_seq *seq = b->seq[r];
+        for (uint32_t h = 0; h < c->n_heads; h++) {
+            float *qh = s->q + r * q_stride + (size_t)h * hd * (gated ? 2 : 1);
+            if (L->q_norm)
+                tw_rmsnorm(qh, qh, L->q_norm, hd, c->norm_eps);
+            tw_rope_apply(L->rope, qh, pos);
+        }
+        for (uint32_t g = 0; g < c->n_kv_heads; g++) {
+            float *kh = s->k + r * kv_stride + (size_t)g * hd;
+            if (L->k_norm)
+                tw_rmsnorm(kh, kh, L->k_norm, hd, c->norm_eps);
+            tw_rope_apply(L->rope, kh, pos);
+            memcpy(tw_seq_kv(seq, L->attn_index, 0, g) + (size_t)pos * hd, kh,
+                   hd * sizeof(float));
+            memcpy(tw_seq_kv(seq, L->attn_index, 1, g) + (size_t)pos * hd,
+                   s->v + r * kv_stride + (size_t)g * hd, hd * sizeof(float));
+        }
+    }
+
+    attn_job j = {.m = m, .L = L, .b = b, .q = s->q, .q_stride = q_stride,
+                  .gate_off = gated ? hd : 0, .att = s->att};
+    tw_pool_run(pool, attend_one, &j, (int)(n * c->n_heads));
+
+    tw_mat_mul(pool, &L->wo, s->att, n, y);
+    add_bias(y, L->bo, n, c->hidden);
+}

@@ -1,0 +1,116 @@
+/* Feed-forward blocks: dense gated MLP (SwiGLU / GeGLU) and sparse MoE
+ * (softmax router, top-k experts, optional sigmoid-gated shared expert). */
+#include <math.h>
+#include <string.h>
+
+#include "tw/kernels.h"
+
+#include "model/model_internal.h"
+
+/* y = down(act(gate x) * up x) for n rows; dims from the matrices. */
+static void glu(tw_model *m, tw_pool *pool, const tw_mat *gate, const tw_mat *up,
+                const tw_mat *down, size_t n, const float *x, float *y)
+{
+    tw_scratch *s = &m->s;
+    size_t f = gate->rows;
+    tw_mat_mul(pool, gate, x, n, s->f_gate);
+    tw_mat_mul(pool, up, x, n, s->f_up);
+    float *g = s->f_gate;
+    const float *u = s->f_up;
+    if (m->cfg.family->act == TW_ACT_GELU_TANH) {
+        for (size_t i = 0; i < n * f; i++)
+            g[i] = tw_gelu_tanh(g[i]) * u[i];
+    } else {
+        for (size_t i = 0; i < n * f; i++)
+            g[i] = tw_silu(g[i]) * u[i];
+    }
+    tw_mat_mul(pool, down, g, n, y);
+}
+
+/* Softmax over the router logits, then the top_k largest probabilities
+ * (renormalised to sum 1 when the config says so). */
+static void route(const tw_mconfig *c, float *logits, uint32_t *sel, float *w)
+{
+    uint32_t E = c->n_experts;
+    float mx = logits[0];
+    for (uint32_t e = 1; e < E; e++)
+        mx = logits[e] > mx ? logits[e] : mx;
+    float sum = 0.0f;
+    for (uint32_t e = 0; e < E; e++) {
+        logits[e] = expf(logits[e] - mx);
+        sum += logits[e];
+    }
+    float picked = 0.0f;
+    for (uint32_t k = 0; k < c->top_k; k++) {
+        uint32_t best = UINT32_MAX;
+        for (uint32_t e = 0; e < E; e++) {
+            if (logits[e] >= 0.0f && (best == UINT32_MAX || logits[e] > logits[best]))
+                best = e;
+        }
+        sel[k] = best;
+        w[k] = logits[best] / sum;
+        picked += w[k];
+        logits[best] = -1.0f; /* taken */
+    }
+    if (c->norm_topk)
+        for (uint32_t k = 0; k < c->top_k; k++)
+            w[k] /= picked;
+}
+
+static void moe(tw_model *m, tw_pool *pool, const tw_layer *L, size_t n, const float *xn,
+                float *y)
+{
+    const tw_mconfig *c = &m->cfg;
+    tw_scratch *s = &m->s;
+    size_t H = c->hidden;
+    uint32_t K = c->top_k;
+
+    tw_mat_mul(pool, &L->router, xn, n, s->router);
+    for (size_t r = 0; r < n; r++)
+        route(c, s->router + r * c->n_experts, s->sel + r * K, s->sel_w + r * K);
+
+    memset(y, 0, n * H * sizeof(float));
+    for (uint32_t e = 0; e < c->n_experts; e++) {
+        size_t cnt = 0;
+        for (size_t r = 0; r < n; r++) {
+            for (uint32_t k = 0; k < K; k++) {
+                if (s->sel[r * K + k] != e)
+                    continue;
+                s->e_rows[cnt] = (uint32_t)r;
+                s->e_wt[cnt] = s->sel_w[r * K + k];
+                memcpy(s->e_x + cnt * H, xn + r * H, H * sizeof(float));
+                cnt++;
+            }
+        }
+        if (cnt == 0)
+            continue;
+        glu(m, pool, &L->exp_gate[e], &L->exp_up[e], &L->exp_down[e], cnt, s->e_x, s->e_out);
+        for (size_t i = 0; i < cnt; i++) {
+            float *yr = y + (size_t)s->e_rows[i] * H;
+            const float *o = s->e_out + i * H;
+            float w = s->e_wt[i];
+            for (size_t d = 0; d < H; d++)
+                yr[d] += w * o[d];
+        }
+    }
+    if (!L->has_shared)
+        return;
+    glu(m, pool, &L->sh_gate, &L->sh_up, &L->sh_down, n, xn, s->e_out);
+    tw_mat_mul(pool, &L->sh_router, xn, n, s->sh_g);
+    for (size_t r = 0; r < n; r++) {
+        float g = tw_sigmoid(s->sh_g[r]);
+        float *yr = y + r * H;
+        const float *o = s->e_out + r * H;
+        for (size_t d = 0; d < H; d++)
+            yr[d] += g * o[d];
+    }
+}
+
+void tw_ffn_block(tw_model *m, tw_pool *pool, const tw_layer *L, size_t n, const float *xn,
+                  float *y)
+{
+    if (L->ffn == TW_FFN_MOE)
+        moe(m, pool, L, n, xn, y);
+    else
+        glu(m, pool, &L->gate, &L->up, &L->down, n, xn, y);
+}

@@ -1,0 +1,157 @@
+/* The forward pass: embeddings, the layer stack, logits. Every family runs
+ * through this one function; what differs between them is data in the
+ * tw_layer table (which mixer, which FFN, which optional norms). */
+#include <math.h>
+#include <string.h>
+
+#include "tw/kernels.h"
+
+#include "model/model_internal.h"
+
+/* Runs the rows of `b` through the model and advances their sequences.
+ * Logits are produced for rows [first_logit, b->n) into `logits`. */
+static void step(tw_model *m, tw_pool *pool, const tw_batch *b, const uint32_t *tokens,
+                 size_t first_logit, float *logits)
+{
+    const tw_mconfig *c = &m->cfg;
+    tw_scratch *s = &m->s;
+    size_t n = b->n, H = c->hidden;
+
+    for (size_t r = 0; r < n; r++) {
+        float *x = s->x + r * H;
+        tw_dequant_row(m->embed.type, m->embed.w + (size_t)tokens[r] * m->embed.row_bytes, x, H);
+        if (m->embed_scale != 1.0f)
+            for (size_t d = 0; d < H; d++)
+                x[d] *= m->embed_scale;
+    }
+
+    for (uint32_t l = 0; l < c->n_layers; l++) {
+        const tw_layer *L = &m->layers[l];
+        tw_rmsnorm_rows(pool, s->xn, s->x, L->attn_norm, n, H, c->norm_eps);
+        if (L->mixer == TW_MIXER_ATTENTION)
+            tw_attention_block(m, pool, L, b, s->xn, s->y);
+        else
+            tw_deltanet_block(m, pool, L, b, s->xn, s->y);
+        if (L->post_attn_norm)
+            tw_rmsnorm_rows(pool, s->y, s->y, L->post_attn_norm, n, H, c->norm_eps);
+        for (size_t i = 0; i < n * H; i++)
+            s->x[i] += s->y[i];
+
+        tw_rmsnorm_rows(pool, s->xn, s->x, L->ffn_norm, n, H, c->norm_eps);
+        tw_ffn_block(m, pool, L, n, s->xn, s->y);
+        if (L->post_ffn_norm)
+            tw_rmsnorm_rows(pool, s->y, s->y, L->post_ffn_norm, n, H, c->norm_eps);
+        for (size_t i = 0; i < n * H; i++)
+            s->x[i] += s->y[i];
+    }
+
+    for (size_t r = 0; r < n; r++) {
+        tw_seq *seq = b->seq[r];
+        seq->stamp[b->pos[r]] = ++seq->clock;
+        seq->len = (size_t)b->pos[r] + 1;
+    }
+
+    if (first_logit >= n)
+        return;
+    size_t cnt = n - first_logit;
+    tw_rmsnorm_rows(pool, s->xn, s->x + first_logit * H, m->final_norm, cnt, H, c->norm_eps);
+    tw_mat_mul(pool, &m->lm_head, s->xn, cnt, logits);
+    if (c->final_softcap > 0.0f) {
+        float cap = c->final_softcap;
+        for (size_t i = 0; i < cnt * c->vocab; i++)
+            logits[i] = cap * tanhf(logits[i] / cap);
+    }
+}
+
+static tw_status check_tokens(const tw_model *m, const uint32_t *tokens, size_t n, tw_err *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (tokens[i] >= m->cfg.vocab)
+            return tw_errorf(err, TW_INVALID_ARGUMENT,
+                             "token id %u at index %zu is outside the vocabulary (%u)",
+                             tokens[i], i, m->cfg.vocab);
+    }
+    return TW_OK;
+}
+
+tw_status tw_model_forward(tw_model *model, tw_pool *pool, tw_seq *seq, const uint32_t *tokens,
+                           size_t n, float *logits, tw_logits_mode mode, tw_err *err)
+{
+    if (!model || !seq || seq->model != model)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "forward: sequence does not belong to model");
+    if (mode != TW_LOGITS_NONE && mode != TW_LOGITS_LAST && mode != TW_LOGITS_ALL)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "forward: bad logits mode %d", (int)mode);
+    if (mode != TW_LOGITS_NONE && !logits)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "forward: logits buffer is NULL");
+    if (n == 0) {
+        if (mode == TW_LOGITS_LAST)
+            return tw_errorf(err, TW_INVALID_ARGUMENT, "forward: no token to take logits of");
+        return TW_OK;
+    }
+    if (!tokens)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "forward: tokens is NULL");
+    tw_status st = check_tokens(model, tokens, n, err);
+    if (st)
+        return st;
+    if (n > seq->cap - seq->len)
+        return tw_errorf(err, TW_OUT_OF_RANGE,
+                         "context full: %zu tokens + %zu new exceed the sequence's %zu", seq->len,
+                         n, seq->cap);
+
+    tw_scratch *s = &model->s;
+    size_t V = model->cfg.vocab;
+    for (size_t done = 0; done < n;) {
+        size_t cnt = n - done < model->max_chunk ? n - done : model->max_chunk;
+        for (size_t i = 0; i < cnt; i++) {
+            s->row_seq[i] = seq;
+            s->pos[i] = (uint32_t)(seq->len + i);
+        }
+        tw_batch b = {.n = cnt, .seq = s->row_seq, .pos = s->pos, .one_seq = true};
+        size_t first = cnt;
+        float *out = NULL;
+        if (mode == TW_LOGITS_ALL) {
+            first = 0;
+            out = logits + done * V;
+        } else if (mode == TW_LOGITS_LAST && done + cnt == n) {
+            first = cnt - 1;
+            out = logits;
+        }
+        step(model, pool, &b, tokens + done, first, out);
+        done += cnt;
+    }
+    return TW_OK;
+}
+
+tw_status tw_model_decode_batch(tw_model *model, tw_pool *pool, tw_seq *const *seqs,
+                                const uint32_t *tokens, size_t n_seqs, float *logits,
+                                tw_err *err)
+{
+    if (!model || !seqs || !tokens || !logits)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "decode: NULL argument");
+    if (n_seqs == 0 || n_seqs > model->max_batch)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "decode: batch of %zu (allowed 1..%zu)",
+                         n_seqs, model->max_batch);
+    tw_status st = check_tokens(model, tokens, n_seqs, err);
+    if (st)
+        return st;
+    for (size_t i = 0; i < n_seqs; i++) {
+        if (!seqs[i] || seqs[i]->model != model)
+            return tw_errorf(err, TW_INVALID_ARGUMENT,
+                             "decode: sequence %zu does not belong to model", i);
+        for (size_t j = 0; j < i; j++)
+            if (seqs[j] == seqs[i])
+                return tw_errorf(err, TW_INVALID_ARGUMENT,
+                                 "decode: sequence appears twice (%zu, %zu)", j, i);
+        if (seqs[i]->len >= seqs[i]->cap)
+            return tw_errorf(err, TW_OUT_OF_RANGE, "context full: sequence %zu holds %zu tokens",
+                             i, seqs[i]->len);
+    }
+    tw_scratch *s = &model->s;
+    for (size_t i = 0; i < n_seqs; i++) {
+        s->row_seq[i] = seqs[i];
+        s->pos[i] = (uint32_t)seqs[i]->len;
+    }
+    tw_batch b = {.n = n_seqs, .seq = s->row_seq, .pos = s->pos, .one_seq = n_seqs == 1};
+    step(model, pool, &b, tokens, 0, logits);
+    return TW_OK;
+}

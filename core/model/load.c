@@ -1,0 +1,528 @@
+/* Building a tw_model from a weight source: checks every tensor's shape
+ * against the config, keeps matrices in their stored type (views into the
+ * mapped files), converts small vectors to f32, and sizes the scratch. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tw/kernels.h"
+
+#include "model/model_internal.h"
+#include "model/wsource.h"
+
+#define NAME_MAX_LEN 256
+
+/* Every allocation of a model is recorded here and freed with it. */
+typedef struct owned_list {
+    size_t n, cap;
+    void **p;
+} owned_list;
+
+static void *m_calloc(tw_model *m, size_t n, size_t size)
+{
+    owned_list *o = m->owned;
+    if (o->n == o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 64;
+        void **p = realloc(o->p, cap * sizeof *p);
+        if (!p)
+            return NULL;
+        o->p = p;
+        o->cap = cap;
+    }
+    void *v = calloc(n ? n : 1, size);
+    if (v)
+        o->p[o->n++] = v;
+    return v;
+}
+
+typedef struct loader {
+    tw_model *m;
+    const char *prefix; /* "model." or a multimodal checkpoint's text prefix */
+    char name[NAME_MAX_LEN];
+    tw_err *err;
+} loader;
+
+static const char *lname(loader *ld, int layer, const char *suffix)
+{
+    if (layer < 0)
+        snprintf(ld->name, sizeof ld->name, "%s%s", ld->prefix, suffix);
+    else
+        snprintf(ld->name, sizeof ld->name, "%slayers.%d.%s", ld->prefix, layer, suffix);
+    return ld->name;
+}
+
+static tw_status find(loader *ld, const char *name, bool optional, tw_wtensor *t, bool *found)
+{
+    tw_status st = tw_wsource_find(ld->m->src, name, t, ld->err);
+    if (found)
+        *found = st == TW_OK;
+    if (st == TW_NOT_FOUND) {
+        if (optional)
+            return TW_OK;
+        return tw_errorf(ld->err, TW_NOT_FOUND, "missing tensor %s", name);
+    }
+    return st;
+}
+
+/* A view of `count` stacked [rows x cols] matrices (count = 1 for a plain
+ * Linear weight). */
+static tw_status mat_view(loader *ld, const tw_wtensor *t, size_t count, size_t rows,
+                          size_t cols, tw_mat *out)
+{
+    uint64_t want_dims = count > 1 ? 3 : 2;
+    bool shape_ok = t->n_dims == want_dims &&
+                    (count > 1 ? t->shape[0] == count && t->shape[1] == rows && t->shape[2] == cols
+                               : t->shape[0] == rows && t->shape[1] == cols);
+    if (!shape_ok)
+        return tw_errorf(ld->err, TW_INVALID_ARGUMENT,
+                         "tensor %s: shape [%llu, %llu, %llu] does not match the config "
+                         "(%zu x %zu x %zu)",
+                         t->name, (unsigned long long)t->shape[0],
+                         (unsigned long long)t->shape[1], (unsigned long long)t->shape[2], count,
+                         rows, cols);
+    size_t rb = tw_type_row_bytes(t->type, cols);
+    size_t need;
+    if (rb == 0 || __builtin_mul_overflow(rb, rows * count, &need) || need != t->nbytes)
+        return tw_errorf(ld->err, TW_INVALID_ARGUMENT,
+                         "tensor %s: %s rows of %zu elements do not fit its %llu bytes", t->name,
+                         tw_type_name(t->type), cols, (unsigned long long)t->nbytes);
+    *out = (tw_mat){.w = t->data, .type = t->type, .rows = rows, .cols = cols, .row_bytes = rb};
+    return TW_OK;
+}
+
+static tw_status get_mat(loader *ld, const char *name, size_t rows, size_t cols, tw_mat *out)
+{
+    tw_wtensor t;
+    tw_status st = find(ld, name, false, &t, NULL);
+    if (st)
+        return st;
+    return mat_view(ld, &t, 1, rows, cols, out);
+}
+
+/* An f32 copy of a small tensor of n elements, with the stored transform
+ * undone and `plus_one` folded in, so *out is what the forward pass uses. */
+static tw_status get_vec(loader *ld, const char *name, size_t n, bool plus_one, bool optional,
+                         float **out)
+{
+    *out = NULL;
+    tw_wtensor t;
+    bool found;
+    tw_status st = find(ld, name, optional, &t, &found);
+    if (st || !found)
+        return st;
+    if (t.n_elems != n)
+        return tw_errorf(ld->err, TW_INVALID_ARGUMENT, "tensor %s: %llu elements, expected %zu",
+                         t.name, (unsigned long long)t.n_elems, n);
+    if (n % tw_type_block_elems(t.type) != 0 || tw_type_row_bytes(t.type, n) != t.nbytes)
+        return tw_errorf(ld->err, TW_INVALID_ARGUMENT, "tensor %s: bad size for %s", t.name,
+                         tw_type_name(t.type));
+    if (t.transform == TW_WT_NEG_EXP)
+        return tw_errorf(ld->err, TW_INVALID_ARGUMENT, "tensor %s: unexpected transform", t.name);
+    float *v = m_calloc(ld->m, n, sizeof(float));
+    if (!v)
+        return tw_errorf(ld->err, TW_RESOURCE_EXHAUSTED, "out of memory");
+    tw_dequant_row(t.type, t.data, v, n);
+    for (size_t i = 0; i < n; i++) {
+        if (t.transform == TW_WT_PLUS_ONE && !plus_one)
+            v[i] -= 1.0f;
+        else if (t.transform != TW_WT_PLUS_ONE && plus_one)
+            v[i] += 1.0f;
+    }
+    *out = v;
+    return TW_OK;
+}
+
+static tw_status load_attention(loader *ld, int l, tw_layer *L)
+{
+    tw_model *m = ld->m;
+    const tw_mconfig *c = &m->cfg;
+    size_t H = c->hidden, hd = c->head_dim;
+    size_t q_rows = (size_t)c->n_heads * hd * (c->family->attn_gate ? 2 : 1);
+    size_t kv_rows = (size_t)c->n_kv_heads * hd;
+    bool p1 = c->family->norm_plus_one;
+    tw_status st;
+    if ((st = get_mat(ld, lname(ld, l, "self_attn.q_proj.weight"), q_rows, H, &L->wq)) ||
+        (st = get_mat(ld, lname(ld, l, "self_attn.k_proj.weight"), kv_rows, H, &L->wk)) ||
+        (st = get_mat(ld, lname(ld, l, "self_attn.v_proj.weight"), kv_rows, H, &L->wv)) ||
+        (st = get_mat(ld, lname(ld, l, "self_attn.o_proj.weight"), H, (size_t)c->n_heads * hd,
+                      &L->wo)) ||
+        (st = get_vec(ld, lname(ld, l, "self_attn.q_proj.bias"), q_rows, false, true, &L->bq)) ||
+        (st = get_vec(ld, lname(ld, l, "self_attn.k_proj.bias"), kv_rows, false, true, &L->bk)) ||
+        (st = get_vec(ld, lname(ld, l, "self_attn.v_proj.bias"), kv_rows, false, true, &L->bv)) ||
+        (st = get_vec(ld, lname(ld, l, "self_attn.o_proj.bias"), H, false, true, &L->bo)) ||
+        (st = get_vec(ld, lname(ld, l, "self_attn.q_norm.weight"), hd, p1, !c->family->qk_norm,
+                      &L->q_norm)) ||
+        (st = get_vec(ld, lname(ld, l, "self_attn.k_norm.weight"), hd, p1, !c->family->qk_norm,
+                      &L->k_norm)))
+        return st;
+    L->sliding = c->sliding[l];
+    L->rope = &m->ropes[L->sliding ? 1 : 0];
+    L->attn_index = m->n_attn_layers++;
+    return TW_OK;
+}
+
+static tw_status load_deltanet(loader *ld, int l, tw_layer *L)
+{
+    tw_model *m = ld->m;
+    const tw_mconfig *c = &m->cfg;
+    size_t H = c->hidden;
+    size_t nv = c->dn_v_heads, vdim = nv * c->dn_v_dim;
+    size_t conv_dim = 2 * (size_t)c->dn_k_heads * c->dn_k_dim + vdim;
+    tw_status st;
+    if ((st = get_mat(ld, lname(ld, l, "linear_attn.in_proj_qkv.weight"), conv_dim, H,
+                      &L->in_qkv)) ||
+        (st = get_mat(ld, lname(ld, l, "linear_attn.in_proj_z.weight"), vdim, H, &L->in_z)) ||
+        (st = get_mat(ld, lname(ld, l, "linear_attn.in_proj_b.weight"), nv, H, &L->in_b)) ||
+        (st = get_mat(ld, lname(ld, l, "linear_attn.in_proj_a.weight"), nv, H, &L->in_a)) ||
+        (st = get_mat(ld, lname(ld, l, "linear_attn.out_proj.weight"), H, vdim, &L->out_proj)) ||
+        (st = get_vec(ld, lname(ld, l, "linear_attn.conv1d.weight"), conv_dim * c->dn_conv, false,
+                      false, &L->conv_w)) ||
+        (st = get_vec(ld, lname(ld, l, "linear_attn.dt_bias"), nv, false, false, &L->dt_bias)) ||
+        (st = get_vec(ld, lname(ld, l, "linear_attn.norm.weight"), c->dn_v_dim, false, false,
+                      &L->dn_norm)))
+        return st;
+
+    /* A_log, which a GGUF may store already as -exp(A_log) */
+    tw_wtensor t;
+    if ((st = find(ld, lname(ld, l, "linear_attn.A_log"), false, &t, NULL)))
+        return st;
+    if (t.n_elems != nv || tw_type_row_bytes(t.type, nv) != t.nbytes)
+        return tw_errorf(ld->err, TW_INVALID_ARGUMENT, "tensor %s: expected %zu values", t.name,
+                         nv);
+    if (!(L->dn_a = m_calloc(m, nv, sizeof(float))))
+        return tw_errorf(ld->err, TW_RESOURCE_EXHAUSTED, "out of memory");
+    tw_dequant_row(t.type, t.data, L->dn_a, nv);
+    if (t.transform != TW_WT_NEG_EXP)
+        for (size_t i = 0; i < nv; i++)
+            L->dn_a[i] = -expf(L->dn_a[i]);
+    L->dn_index = m->n_dn_layers++;
+    return TW_OK;
+}
+
+static tw_status load_moe(loader *ld, int l, tw_layer *L)
+{
+    tw_model *m = ld->m;
+    const tw_mconfig *c = &m->cfg;
+    size_t H = c->hidden, E = c->n_experts, I = c->moe_ffn_dim;
+    tw_status st;
+    if ((st = get_mat(ld, lname(ld, l, "mlp.gate.weight"), E, H, &L->router)))
+        return st;
+    L->exp_gate = m_calloc(m, E, sizeof(tw_mat));
+    L->exp_up = m_calloc(m, E, sizeof(tw_mat));
+    L->exp_down = m_calloc(m, E, sizeof(tw_mat));
+    if (!L->exp_gate || !L->exp_up || !L->exp_down)
+        return tw_errorf(ld->err, TW_RESOURCE_EXHAUSTED, "out of memory");
+
+    tw_wtensor t;
+    bool fused;
+    tw_mat all;
+    if ((st = find(ld, lname(ld, l, "mlp.experts.gate_up_proj"), true, &t, &fused)))
+        return st;
+    if (fused) {
+        /* HF stacks every expert's [gate; up] rows: [E, 2I, H] */
+        if ((st = mat_view(ld, &t, E, 2 * I, H, &all)))
+            return st;
+        for (size_t e = 0; e < E; e++) {
+            tw_mat g = all;
+            g.rows = I;
+            g.w = all.w + e * 2 * I * all.row_bytes;
+            L->exp_gate[e] = g;
+            g.w += I * all.row_bytes;
+            L->exp_up[e] = g;
+        }
+    } else {
+        /* separately stacked gate and up, [E, I, H] each */
+        const char *names[2] = {"mlp.experts.gate_proj", "mlp.experts.up_proj"};
+        tw_mat *dst[2] = {L->exp_gate, L->exp_up};
+        for (int w = 0; w < 2; w++) {
+            if ((st = find(ld, lname(ld, l, names[w]), false, &t, NULL)) ||
+                (st = mat_view(ld, &t, E, I, H, &all)))
+                return st;
+            for (size_t e = 0; e < E; e++) {
+                dst[w][e] = all;
+                dst[w][e].w = all.w + e * I * all.row_bytes;
+            }
+        }
+    }
+    if ((st = find(ld, lname(ld, l, "mlp.experts.down_proj"), false, &t, NULL)) ||
+        (st = mat_view(ld, &t, E, H, I, &all)))
+        return st;
+    for (size_t e = 0; e < E; e++) {
+        L->exp_down[e] = all;
+        L->exp_down[e].w = all.w + e * H * all.row_bytes;
+    }
+
+    size_t S = c->shared_ffn_dim;
+    L->has_shared = S > 0;
+    if (!L->has_shared)
+        return TW_OK;
+    if ((st = get_mat(ld, lname(ld, l, "mlp.shared_expert.gate_proj.weight"), S, H,
+                      &L->sh_gate)) ||
+        (st = get_mat(ld, lname(ld, l, "mlp.shared_expert.up_proj.weight"), S, H, &L->sh_up)) ||
+        (st = get_mat(ld, lname(ld, l, "mlp.shared_expert.down_proj.weight"), H, S,
+                      &L->sh_down)) ||
+        (st = get_mat(ld, lname(ld, l, "mlp.shared_expert_gate.weight"), 1, H, &L->sh_router)))
+        return st;
+    return TW_OK;
+}
+
+static tw_status load_layer(loader *ld, int l)
+{
+    tw_model *m = ld->m;
+    const tw_mconfig *c = &m->cfg;
+    tw_layer *L = &m->layers[l];
+    size_t H = c->hidden;
+    bool p1 = c->family->norm_plus_one;
+    tw_status st;
+    L->mixer = c->mixer[l];
+    L->ffn = c->ffn[l];
+    if ((st = get_vec(ld, lname(ld, l, "input_layernorm.weight"), H, p1, false, &L->attn_norm)))
+        return st;
+    if (c->family->sandwich_norms) {
+        if ((st = get_vec(ld, lname(ld, l, "post_attention_layernorm.weight"), H, p1, false,
+                          &L->post_attn_norm)) ||
+            (st = get_vec(ld, lname(ld, l, "pre_feedforward_layernorm.weight"), H, p1, false,
+                          &L->ffn_norm)) ||
+            (st = get_vec(ld, lname(ld, l, "post_feedforward_layernorm.weight"), H, p1, false,
+                          &L->post_ffn_norm)))
+            return st;
+    } else if ((st = get_vec(ld, lname(ld, l, "post_attention_layernorm.weight"), H, p1, false,
+                             &L->ffn_norm))) {
+        return st;
+    }
+    st = L->mixer == TW_MIXER_ATTENTION ? load_attention(ld, l, L) : load_deltanet(ld, l, L);
+    if (st)
+        return st;
+    if (L->ffn == TW_FFN_MOE)
+        return load_moe(ld, l, L);
+    size_t F = c->ffn_dim;
+    if ((st = get_mat(ld, lname(ld, l, "mlp.gate_proj.weight"), F, H, &L->gate)) ||
+        (st = get_mat(ld, lname(ld, l, "mlp.up_proj.weight"), F, H, &L->up)) ||
+        (st = get_mat(ld, lname(ld, l, "mlp.down_proj.weight"), H, F, &L->down)))
+        return st;
+    return TW_OK;
+}
+
+static size_t max3(size_t a, size_t b, size_t c)
+{
+    size_t m = a > b ? a : b;
+    return m > c ? m : c;
+}
+
+static tw_status alloc_scratch(tw_model *m, tw_err *err)
+{
+    const tw_mconfig *c = &m->cfg;
+    tw_scratch *s = &m->s;
+    size_t R = m->max_batch > m->max_chunk ? m->max_batch : m->max_chunk;
+    size_t H = c->hidden, hd = c->head_dim;
+    s->max_rows = R;
+#define ALLOC(field, count)                                                                   \
+    do {                                                                                      \
+        if (!(s->field = m_calloc(m, (count), sizeof *s->field)))                             \
+            return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory for scratch");        \
+    } while (0)
+    ALLOC(x, R * H);
+    ALLOC(xn, R * H);
+    ALLOC(y, R * H);
+    ALLOC(pos, R);
+    ALLOC(row_seq, R);
+    if (m->n_attn_layers) {
+        ALLOC(q, R * c->n_heads * hd * (c->family->attn_gate ? 2 : 1));
+        ALLOC(k, R * c->n_kv_heads * hd);
+        ALLOC(v, R * c->n_kv_heads * hd);
+        ALLOC(att, R * c->n_heads * hd);
+    }
+    if (m->n_dn_layers) {
+        size_t vdim = (size_t)c->dn_v_heads * c->dn_v_dim;
+        size_t conv_dim = 2 * (size_t)c->dn_k_heads * c->dn_k_dim + vdim;
+        ALLOC(qkv, R * conv_dim);
+        ALLOC(conv_in, (R + c->dn_conv - 1) * conv_dim);
+        ALLOC(z, R * vdim);
+        ALLOC(ba_b, R * c->dn_v_heads);
+        ALLOC(ba_a, R * c->dn_v_heads);
+        ALLOC(dn_out, R * vdim);
+        s->dn_chunk_floats = tw_deltanet_chunk_floats(c->dn_k_dim, c->dn_v_dim);
+        ALLOC(dn_chunk, s->dn_chunk_floats * c->dn_v_heads);
+    }
+    size_t F = max3(c->ffn_dim, c->moe_ffn_dim, c->shared_ffn_dim);
+    ALLOC(f_gate, R * F);
+    ALLOC(f_up, R * F);
+    if (c->family->moe) {
+        ALLOC(router, R * c->n_experts);
+        ALLOC(sel, R * c->top_k);
+        ALLOC(sel_w, R * c->top_k);
+        ALLOC(e_rows, R);
+        ALLOC(e_wt, R);
+        ALLOC(e_x, R * H);
+        ALLOC(e_out, R * H);
+        ALLOC(sh_g, R);
+    }
+#undef ALLOC
+    return TW_OK;
+}
+
+static void fill_info(tw_model *m)
+{
+    const tw_mconfig *c = &m->cfg;
+    tw_model_info *in = &m->info;
+    in->architecture = c->architecture;
+    in->model_type = c->model_type;
+    in->vocab_size = c->vocab;
+    in->hidden = c->hidden;
+    in->n_layers = c->n_layers;
+    in->bos_id = c->bos;
+    in->n_eos = c->n_eos;
+    for (uint32_t i = 0; i < c->n_eos && i < TW_MODEL_MAX_EOS; i++)
+        in->eos_ids[i] = c->eos[i];
+    in->recurrent = m->n_dn_layers > 0;
+    uint64_t per_type[64] = {0};
+    tw_wtensor t;
+    for (size_t i = 0; tw_wsource_at(m->src, i, &t); i++) {
+        in->n_params += t.n_elems;
+        if ((unsigned)t.type < 64)
+            per_type[t.type] += t.n_elems;
+    }
+    in->weight_type = TW_TYPE_F32;
+    for (unsigned ty = 0; ty < 64; ty++)
+        if (per_type[ty] > per_type[in->weight_type])
+            in->weight_type = (tw_type)ty;
+}
+
+static tw_status build(tw_model *m, const tw_model_opts *opts, tw_err *err)
+{
+    tw_mconfig *c = &m->cfg;
+    tw_status st;
+    if ((st = tw_mconfig_parse(tw_wsource_config(m->src), c, err)))
+        return st;
+    if (c->head_dim > TW_MAX_HEAD_DIM || c->dn_v_dim > TW_MAX_HEAD_DIM)
+        return tw_errorf(err, TW_UNIMPLEMENTED, "head dimension above %d", TW_MAX_HEAD_DIM);
+
+    size_t max_ctx = opts && opts->max_context ? opts->max_context
+                                               : (c->max_pos < 8192 ? c->max_pos : 8192);
+    if (max_ctx > c->max_pos || max_ctx > UINT32_MAX)
+        return tw_errorf(err, TW_INVALID_ARGUMENT,
+                         "max_context %zu exceeds the model's max_position_embeddings %u",
+                         max_ctx, c->max_pos);
+    m->info.max_context = max_ctx;
+    m->max_batch = opts && opts->max_batch ? opts->max_batch : 16;
+    m->max_chunk = opts && opts->max_chunk ? opts->max_chunk : 256;
+    if (m->max_batch > 4096 || m->max_chunk > 65536)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "max_batch / max_chunk too large");
+
+    loader ld = {.m = m, .prefix = "model.", .err = err};
+    static const char *prefixes[] = {"model.", "model.language_model.", "language_model.model."};
+    tw_wtensor t;
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
+        ld.prefix = prefixes[i];
+        if (tw_wsource_find(m->src, lname(&ld, -1, "embed_tokens.weight"), &t, NULL) !=
+            TW_NOT_FOUND)
+            break;
+    }
+    size_t H = c->hidden;
+    if ((st = get_mat(&ld, lname(&ld, -1, "embed_tokens.weight"), c->vocab, H, &m->embed)) ||
+        (st = get_vec(&ld, lname(&ld, -1, "norm.weight"), H, c->family->norm_plus_one, false,
+                      &m->final_norm)))
+        return st;
+    bool have_head;
+    if ((st = find(&ld, "lm_head.weight", true, &t, &have_head)))
+        return st;
+    if (have_head) {
+        if ((st = mat_view(&ld, &t, 1, c->vocab, H, &m->lm_head)))
+            return st;
+    } else if (c->tied || tw_wsource_is_gguf(m->src)) {
+        m->lm_head = m->embed;
+    } else {
+        return tw_errorf(err, TW_NOT_FOUND, "missing tensor lm_head.weight");
+    }
+    m->embed_scale = c->family->embed_scale ? (float)sqrt((double)H) : 1.0f;
+
+    bool uses[TW_ROPE_KINDS] = {false, false};
+    for (uint32_t l = 0; l < c->n_layers; l++)
+        if (c->mixer[l] == TW_MIXER_ATTENTION)
+            uses[c->sliding[l] ? 1 : 0] = true;
+    float *freq_div = NULL;
+    if (c->rope_freqs[0]) {
+        size_t half = (size_t)((double)c->head_dim * c->rope[0].partial) / 2;
+        if ((st = tw_wsource_find_raw(m->src, c->rope_freqs, &t, err)))
+            return st == TW_NOT_FOUND ? tw_errorf(err, st, "missing tensor %s", c->rope_freqs)
+                                      : st;
+        if (t.n_elems != half || tw_type_row_bytes(t.type, half) != t.nbytes ||
+            !(freq_div = m_calloc(m, half, sizeof(float))))
+            return tw_errorf(err, TW_INVALID_ARGUMENT, "tensor %s: expected %zu values", t.name,
+                             half);
+        tw_dequant_row(t.type, t.data, freq_div, half);
+        for (size_t i = 0; i < half; i++)
+            if (!(freq_div[i] > 0.0f))
+                return tw_errorf(err, TW_INVALID_ARGUMENT, "tensor %s: non-positive divisor",
+                                 t.name);
+    }
+    for (int k = 0; k < TW_ROPE_KINDS; k++) {
+        if (uses[k] && (st = tw_rope_build(&m->ropes[k], &c->rope[k], c->head_dim, max_ctx,
+                                           c->rope_adjacent, freq_div, err)))
+            return st;
+    }
+
+    if (!(m->layers = m_calloc(m, c->n_layers, sizeof *m->layers)))
+        return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory");
+    for (uint32_t l = 0; l < c->n_layers; l++) {
+        if ((st = load_layer(&ld, (int)l)))
+            return st;
+    }
+    if (m->n_dn_layers) {
+        size_t conv_dim = 2 * (size_t)c->dn_k_heads * c->dn_k_dim +
+                          (size_t)c->dn_v_heads * c->dn_v_dim;
+        m->dn_state_floats = (size_t)c->dn_v_heads * c->dn_k_dim * c->dn_v_dim;
+        m->dn_conv_floats = (size_t)(c->dn_conv - 1) * conv_dim;
+    }
+    if ((st = alloc_scratch(m, err)))
+        return st;
+    fill_info(m);
+    return TW_OK;
+}
+
+tw_status tw_model_load(const char *path, const tw_model_opts *opts, tw_model **out,
+                        tw_err *err)
+{
+    if (!out)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "model load: out is NULL");
+    *out = NULL;
+    tw_model *m = calloc(1, sizeof *m);
+    owned_list *o = calloc(1, sizeof *o);
+    if (!m || !o) {
+        free(m);
+        free(o);
+        return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory");
+    }
+    m->owned = o;
+    tw_status st = tw_wsource_open(path, &m->src, err);
+    if (!st)
+        st = build(m, opts, err);
+    if (st) {
+        tw_model_free(m);
+        return path ? tw_error_wrap(err, st, "loading %s", path) : st;
+    }
+    *out = m;
+    return TW_OK;
+}
+
+void tw_model_free(tw_model *m)
+{
+    if (!m)
+        return;
+    owned_list *o = m->owned;
+    for (size_t i = 0; o && i < o->n; i++)
+        free(o->p[i]);
+    if (o)
+        free(o->p);
+    free(o);
+    for (int k = 0; k < TW_ROPE_KINDS; k++)
+        tw_rope_free(&m->ropes[k]);
+    tw_wsource_close(m->src);
+    free(m);
+}
+
+const tw_model_info *tw_model_get_info(const tw_model *model)
+{
+    return model ? &model->info : NULL;
+}

@@ -1,0 +1,50 @@
+/* Elementwise helpers shared by the blocks of the forward pass. */
+#include <math.h>
+
+#include "tw/kernels.h"
+
+#include "model/model_internal.h"
+
+void tw_rmsnorm(float *out, const float *x, const float *w, size_t n, float eps)
+{
+    double ss = 0.0;
+    for (size_t i = 0; i < n; i++)
+        ss += (double)x[i] * x[i];
+    float r = (float)(1.0 / sqrt(ss / (double)n + eps));
+    if (w) {
+        for (size_t i = 0; i < n; i++)
+            out[i] = x[i] * r * w[i];
+    } else {
+        for (size_t i = 0; i < n; i++)
+            out[i] = x[i] * r;
+    }
+}
+
+void tw_rmsnorm_rows(tw_pool *pool, float *out, const float *x, const float *w, size_t rows,
+                     size_t n, float eps)
+{
+    (void)pool; /* rows * n is small next to any matmul; not worth a pool run */
+    for (size_t r = 0; r < rows; r++)
+        tw_rmsnorm(out + r * n, x + r * n, w, n, eps);
+}
+
+float tw_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+float tw_silu(float x) { return x / (1.0f + expf(-x)); }
+
+float tw_gelu_tanh(float x)
+{
+    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+
+/* torch's softplus: linear above 20 so exp cannot overflow */
+float tw_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+void tw_mat_mul(tw_pool *pool, const tw_mat *m, const float *x, size_t n, float *y)
+{
+    if (n == 1)
+        tw_matvec(pool, m->type, m->w, m->row_bytes, m->rows, m->cols, x, y);
+    else
+        tw_matmul(pool, m->type, m->w, m->row_bytes, m->rows, m->cols, x, n, y);
+}

@@ -1,0 +1,218 @@
+/* Internal representation of a loaded model, shared by the files of
+ * core/model/. Nothing here is public API.
+ *
+ * Conventions used throughout:
+ *  - A matrix (tw_mat) is a view of weight rows in their stored type; row r
+ *    is the r-th output feature, so y = W x is tw_matvec over `rows` rows.
+ *  - Every small per-feature vector (norm weights, biases, DeltaNet
+ *    constants) is converted to f32 at load and stored as the value the
+ *    forward pass multiplies or adds, so the (1 + w) of Gemma / Qwen3.5 norms
+ *    and the -exp(A_log) of DeltaNet are folded in once, whatever the source
+ *    file stored.
+ *  - Activations are row-major [rows x features] f32 buffers; a "row" is one
+ *    token of one sequence at one position.
+ */
+#ifndef TW_MODEL_INTERNAL_H
+#define TW_MODEL_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tw/model.h"
+#include "tw/pool.h"
+
+#include "model/config.h"
+
+typedef struct tw_mat {
+    const uint8_t *w;
+    tw_type type;
+    size_t rows;
+    size_t cols;
+    size_t row_bytes;
+} tw_mat;
+
+/* Rotary embedding of one layer kind: cos/sin per (position, pair). */
+typedef struct tw_rope_table {
+    uint32_t rot_dim;  /* leading dims of a head that rotate (even) */
+    bool adjacent;     /* pairs (2i, 2i+1) instead of (i, i + rot_dim/2) */
+    size_t n_pos;
+    float *cos;        /* [n_pos][rot_dim/2] */
+    float *sin;
+} tw_rope_table;
+
+typedef struct tw_layer {
+    tw_mixer_kind mixer;
+    tw_ffn_kind ffn;
+
+    float *attn_norm;      /* before the mixer */
+    float *post_attn_norm; /* after the mixer, before the residual (Gemma) */
+    float *ffn_norm;       /* before the FFN */
+    float *post_ffn_norm;  /* after the FFN, before the residual (Gemma) */
+
+    /* attention */
+    tw_mat wq, wk, wv, wo;
+    float *bq, *bk, *bv, *bo; /* optional biases */
+    float *q_norm, *k_norm;   /* per-head RMSNorm weights, optional */
+    bool sliding;
+    const tw_rope_table *rope;
+    uint32_t attn_index; /* which attention layer: index into a seq's KV */
+
+    /* Gated DeltaNet */
+    tw_mat in_qkv, in_z, in_b, in_a, out_proj;
+    float *conv_w;  /* [conv_dim][conv_kernel] */
+    float *dn_a;    /* -exp(A_log), [n_v_heads] */
+    float *dt_bias; /* [n_v_heads] */
+    float *dn_norm; /* gated RMSNorm weight, [v_head_dim] */
+    uint32_t dn_index; /* index into a seq's recurrent states */
+
+    /* dense FFN */
+    tw_mat gate, up, down;
+
+    /* MoE FFN */
+    tw_mat router;
+    tw_mat *exp_gate, *exp_up, *exp_down; /* [n_experts] */
+    tw_mat sh_gate, sh_up, sh_down;
+    tw_mat sh_router; /* 1 x hidden: the shared expert's sigmoid gate */
+    bool has_shared;
+} tw_layer;
+
+/* Per-model scratch, sized at load for max_rows rows. */
+typedef struct tw_scratch {
+    size_t max_rows;
+    float *x, *xn, *y;          /* [rows][hidden] */
+    float *q, *k, *v;           /* projections; q holds the gate too */
+    float *att;                 /* [rows][n_heads * head_dim] */
+    float *qkv, *conv_in, *z, *ba_b, *ba_a, *dn_out;
+    float *dn_chunk;            /* per value head chunk workspace */
+    size_t dn_chunk_floats;
+    float *f_gate, *f_up;       /* [rows][max ffn dim] */
+    float *router;              /* [rows][n_experts] */
+    uint32_t *sel;              /* [rows][top_k] */
+    float *sel_w;
+    uint32_t *e_rows;           /* rows routed to one expert */
+    float *e_x, *e_out;         /* gathered rows */
+    float *e_wt;                /* routing weight of each gathered row */
+    float *sh_g;                /* [rows] */
+    uint32_t *pos;              /* [rows] */
+    tw_seq **row_seq;           /* [rows] */
+} tw_scratch;
+
+/* A source of weights: the tensors of a safetensors set or a GGUF file,
+ * looked up by Hugging Face name (model/wsource.h). */
+typedef struct tw_wsource tw_wsource;
+
+struct tw_model {
+    tw_mconfig cfg;
+    tw_model_info info;
+    tw_wsource *src;
+
+    tw_mat embed;
+    tw_mat lm_head;
+    float *final_norm;
+    float embed_scale;
+
+    tw_layer *layers;
+    uint32_t n_attn_layers;
+    uint32_t n_dn_layers;
+    tw_rope_table ropes[TW_ROPE_KINDS];
+
+    /* per-sequence state geometry, in floats */
+    size_t kv_head_stride;  /* cap * head_dim, filled per seq */
+    size_t dn_state_floats; /* n_v_heads * k_dim * v_dim */
+    size_t dn_conv_floats;  /* (conv_kernel - 1) * conv_dim */
+
+    size_t max_batch;
+    size_t max_chunk;
+    tw_scratch s;
+
+    bool have_fingerprint;
+    char fingerprint[65];
+
+    void *owned; /* allocations to free with the model (arena list) */
+};
+
+struct tw_seq {
+    tw_model *model;
+    uint64_t id;
+    size_t cap;
+    size_t len;
+    float *kv;       /* [n_attn][2][n_kv_heads][cap][head_dim] */
+    float *state;    /* [n_dn][dn_state + dn_conv] */
+    uint64_t *stamp; /* [cap]: clock value when the position was written */
+    uint64_t clock;
+};
+
+/* K (which = 0) or V (which = 1) of one attention layer / kv head. */
+static inline float *tw_seq_kv(const tw_seq *s, uint32_t attn_index, int which, uint32_t head)
+{
+    const tw_mconfig *c = &s->model->cfg;
+    size_t per_head = s->cap * c->head_dim;
+    size_t per_layer = 2 * (size_t)c->n_kv_heads * per_head;
+    return s->kv + attn_index * per_layer + (size_t)which * c->n_kv_heads * per_head +
+           head * per_head;
+}
+
+static inline float *tw_seq_dn_state(const tw_seq *s, uint32_t dn_index)
+{
+    const tw_model *m = s->model;
+    return s->state + dn_index * (m->dn_state_floats + m->dn_conv_floats);
+}
+
+static inline float *tw_seq_dn_conv(const tw_seq *s, uint32_t dn_index)
+{
+    return tw_seq_dn_state(s, dn_index) + s->model->dn_state_floats;
+}
+
+/* A batch of rows flowing through one forward step. Rows of the same
+ * sequence are consecutive and at consecutive positions. */
+typedef struct tw_batch {
+    size_t n;
+    tw_seq **seq; /* [n] */
+    uint32_t *pos; /* [n] */
+    bool one_seq;  /* all rows belong to seq[0] (a prefill step) */
+} tw_batch;
+
+/* ---- shared math (model/mathops.c) ---- */
+void tw_rmsnorm(float *out, const float *x, const float *w, size_t n, float eps);
+void tw_rmsnorm_rows(tw_pool *pool, float *out, const float *x, const float *w, size_t rows,
+                     size_t n, float eps);
+float tw_silu(float x);
+float tw_gelu_tanh(float x);
+float tw_sigmoid(float x);
+float tw_softplus(float x);
+void tw_mat_mul(tw_pool *pool, const tw_mat *m, const float *x, size_t n, float *y);
+
+/* ---- blocks ---- */
+void tw_attention_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_batch *b,
+                        const float *xn, float *y);
+void tw_deltanet_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_batch *b,
+                       const float *xn, float *y);
+void tw_ffn_block(tw_model *m, tw_pool *pool, const tw_layer *L, size_t n, const float *xn,
+                  float *y);
+
+/* ---- rope (model/rope.c) ----
+ * freq_div, when not NULL, holds rot_dim/2 divisors of the frequencies
+ * (llama.cpp's rope_freqs tensor, its encoding of llama3 scaling). */
+tw_status tw_rope_build(tw_rope_table *t, const tw_rope_params *p, uint32_t head_dim,
+                        size_t n_pos, bool adjacent, const float *freq_div, tw_err *err);
+void tw_rope_free(tw_rope_table *t);
+void tw_rope_apply(const tw_rope_table *t, float *head, uint32_t pos);
+
+/* ---- DeltaNet cores, exposed for the chunked-vs-recurrent test ---- */
+/* One token for one value head: state [dk][dv] updated in place. q already
+ * l2-normalised and scaled, k l2-normalised. */
+void tw_deltanet_step(float *state, const float *q, const float *k, const float *v, float g,
+                      float beta, uint32_t dk, uint32_t dv, float *out);
+/* L tokens (L <= TW_DN_CHUNK) for one value head in the chunked form.
+ * q/k rows have stride qk_stride floats, v rows v_stride, g/beta gb_stride,
+ * out rows out_stride; work holds
+ * tw_deltanet_chunk_floats(dk, dv) floats. */
+#define TW_DN_CHUNK 64
+size_t tw_deltanet_chunk_floats(uint32_t dk, uint32_t dv);
+void tw_deltanet_chunk(float *state, const float *q, const float *k, size_t qk_stride,
+                       const float *v, size_t v_stride, const float *g, const float *beta,
+                       size_t gb_stride, size_t L, uint32_t dk, uint32_t dv, float *out,
+                       size_t out_stride, float *work);
+
+#endif

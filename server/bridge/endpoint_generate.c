@@ -1,0 +1,229 @@
+/* POST /v1/chat/completions and /v1/completions. */
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bridge.h"
+#include "response_json.h"
+#include "stream_shape.h"
+
+/* "chatcmpl-" / "cmpl-" followed by 24 random characters, like OpenAI's. */
+static void make_response_id(char *buf, size_t cap, tw_bridge_api_kind kind)
+{
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned char rnd[24];
+    if (RAND_bytes(rnd, sizeof rnd) != 1) {
+        /* The id only needs to be unique enough for logs; fall back to time. */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        for (size_t i = 0; i < sizeof rnd; i++)
+            rnd[i] = (unsigned char)((uint64_t)ts.tv_nsec >> (i % 8 * 8)) ^ (unsigned char)i;
+    }
+    char tail[sizeof rnd + 1];
+    for (size_t i = 0; i < sizeof rnd; i++)
+        tail[i] = alphabet[rnd[i] % (sizeof alphabet - 1)];
+    tail[sizeof rnd] = '\0';
+    snprintf(buf, cap, "%s%s", kind == TW_BRIDGE_API_CHAT ? "chatcmpl-" : "cmpl-", tail);
+}
+
+/* "fp_" + 10 hex digits of the engine's version: it changes when the engine
+ * that computes the answers changes, which is what the field promises. */
+static void make_fingerprint(tw_bridge *b, char *buf, size_t cap)
+{
+    char version[64];
+    tw_bridge_engine_version(b->engine, version, sizeof version);
+    unsigned char d[32];
+    SHA256((const unsigned char *)version, strlen(version), d);
+    snprintf(buf, cap, "fp_%02x%02x%02x%02x%02x", d[0], d[1], d[2], d[3], d[4]);
+}
+
+/* The name of the model that will answer a request naming none: the
+ * engine's default (streams carry no model name of their own). */
+static void default_model_name(tw_bridge *b, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    Tokenwire__V1__ListModelsRequest lm = TOKENWIRE__V1__LIST_MODELS_REQUEST__INIT;
+    Tokenwire__V1__Request req = TOKENWIRE__V1__REQUEST__INIT;
+    req.method_case = TOKENWIRE__V1__REQUEST__METHOD_LIST_MODELS;
+    req.list_models = &lm;
+    Tokenwire__V1__Reply *rep = NULL;
+    tw_bridge_apierr ae;
+    if (tw_bridge_engine_call(b->engine, &req, true, &rep, &ae) != TW_OK)
+        return;
+    if (rep->result_case == TOKENWIRE__V1__REPLY__RESULT_LIST_MODELS) {
+        const Tokenwire__V1__ListModelsReply *l = rep->list_models;
+        for (size_t i = 0; i < l->n_models; i++) {
+            if (l->models[i]->name && (l->models[i]->is_default || l->n_models == 1)) {
+                snprintf(buf, cap, "%s", l->models[i]->name);
+                break;
+            }
+        }
+    }
+    tw_wire_free_reply(rep);
+}
+
+static void generate_once(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_resp_meta *meta,
+                          tw_bridge_http_resp *resp)
+{
+    Tokenwire__V1__Request req = TOKENWIRE__V1__REQUEST__INIT;
+    req.method_case = TOKENWIRE__V1__REQUEST__METHOD_GENERATE;
+    req.generate = &g->gen;
+    Tokenwire__V1__Reply *rep = NULL;
+    tw_bridge_apierr ae;
+    if (tw_bridge_engine_call(b->engine, &req, false, &rep, &ae) != TW_OK) {
+        tw_bridge_resp_error(resp, &ae);
+        return;
+    }
+    if (rep->result_case != TOKENWIRE__V1__REPLY__RESULT_GENERATE) {
+        tw_wire_free_reply(rep);
+        tw_bridge_fail(&ae, TW_INTERNAL, NULL, NULL, "The engine answered Generate with "
+                                                     "another result.");
+        tw_bridge_resp_error(resp, &ae);
+        return;
+    }
+    const Tokenwire__V1__GenerateReply *gr = rep->generate;
+    if (gr->model && gr->model[0])
+        meta->model = gr->model;
+    json_t *out = NULL;
+    tw_status st = g->kind == TW_BRIDGE_API_CHAT
+                       ? tw_bridge_chat_completion_json(meta, g, gr, &out, &ae)
+                       : tw_bridge_text_completion_json(meta, g, gr, &out, &ae);
+    if (st == TW_OK)
+        tw_bridge_resp_json(resp, 200, out);
+    else
+        tw_bridge_resp_error(resp, &ae);
+    tw_wire_free_reply(rep);
+}
+
+/* The state of one streamed answer: the sink, whether the event-stream
+ * headers went out, and a reusable line buffer. */
+typedef struct stream_ctx {
+    tw_bridge *b;
+    const tw_bridge_sink *sink;
+    tw_bridge_shaper shaper;
+    bool begun;
+    bool gone; /* the client went away */
+} stream_ctx;
+
+static int sse_write(stream_ctx *sc, const char *data, size_t len)
+{
+    if (sc->gone)
+        return 1;
+    if (!sc->begun) {
+        if (sc->sink->begin(sc->sink->ctx)) {
+            sc->gone = true;
+            return 1;
+        }
+        sc->begun = true;
+        atomic_fetch_add(&sc->b->metrics.streams_active, 1);
+    }
+    if (sc->sink->write(sc->sink->ctx, data, len)) {
+        sc->gone = true;
+        return 1;
+    }
+    return 0;
+}
+
+static int on_event(void *user, const json_t *event)
+{
+    stream_ctx *sc = user;
+    char *text = json_dumps(event, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+    if (!text)
+        return 1;
+    size_t n = strlen(text);
+    /* One write per event keeps events whole on the wire. */
+    char *line = malloc(n + 9);
+    if (!line) {
+        free(text);
+        return 1;
+    }
+    memcpy(line, "data: ", 6);
+    memcpy(line + 6, text, n);
+    memcpy(line + 6 + n, "\n\n", 3);
+    free(text);
+    int rc = sse_write(user, line, n + 8);
+    free(line);
+    if (!rc)
+        atomic_fetch_add(&sc->b->metrics.stream_events, 1);
+    return rc;
+}
+
+static int on_chunk(void *user, const Tokenwire__V1__StreamChunk *chunk)
+{
+    stream_ctx *sc = user;
+    return tw_bridge_shaper_chunk(&sc->shaper, chunk);
+}
+
+static void generate_stream(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_resp_meta *meta,
+                            const tw_bridge_sink *sink, tw_bridge_http_resp *resp)
+{
+    char model[TW_BRIDGE_MAX_MODEL_NAME + 1];
+    if (!meta->model || !meta->model[0]) {
+        default_model_name(b, model, sizeof model);
+        meta->model = model;
+    }
+    stream_ctx sc = {.b = b, .sink = sink};
+    tw_bridge_apierr ae;
+    if (tw_bridge_shaper_init(&sc.shaper, meta, g, on_event, &sc) != TW_OK) {
+        tw_bridge_fail(&ae, TW_RESOURCE_EXHAUSTED, NULL, NULL, "Out of memory.");
+        tw_bridge_resp_error(resp, &ae);
+        return;
+    }
+    g->gen.has_stream = 1;
+    g->gen.stream = 1;
+    tw_status st = tw_bridge_engine_stream(b->engine, &g->gen, on_chunk, &sc, &ae);
+    if (!sc.begun && !sc.gone && st != TW_OK && st != TW_CANCELLED) {
+        /* Nothing was sent yet: answer with a plain HTTP error, as OpenAI
+         * does for a stream request it refuses. */
+        tw_bridge_resp_error(resp, &ae);
+        tw_bridge_shaper_fini(&sc.shaper);
+        return;
+    }
+    if (st != TW_OK && st != TW_CANCELLED && !sc.shaper.stopped)
+        tw_bridge_shaper_error(&sc.shaper, &ae);
+    else if (st == TW_OK)
+        tw_bridge_shaper_end(&sc.shaper);
+    if (!sc.gone)
+        sse_write(&sc, "data: [DONE]\n\n", 14);
+    if (sc.gone)
+        atomic_fetch_add(&b->metrics.streams_aborted, 1);
+    if (sc.begun)
+        atomic_fetch_sub(&b->metrics.streams_active, 1);
+    tw_bridge_shaper_fini(&sc.shaper);
+    resp->status = 200;
+    resp->streamed = true;
+}
+
+void tw_bridge_ep_generate(tw_bridge *b, tw_bridge_api_kind kind, const tw_bridge_http_req *rq,
+                           const tw_bridge_sink *sink, tw_bridge_http_resp *resp)
+{
+    json_t *root = NULL;
+    tw_bridge_apierr ae;
+    if (tw_bridge_parse_body(rq, &root, &ae) != TW_OK) {
+        tw_bridge_resp_error(resp, &ae);
+        return;
+    }
+    tw_bridge_gen_request g;
+    tw_status st = kind == TW_BRIDGE_API_CHAT ? tw_bridge_map_chat_request(root, &g, &ae)
+                                              : tw_bridge_map_completion_request(root, &g, &ae);
+    json_decref(root);
+    if (st != TW_OK) {
+        tw_bridge_resp_error(resp, &ae);
+        tw_bridge_gen_request_fini(&g);
+        return;
+    }
+    char id[48], fp[16];
+    make_response_id(id, sizeof id, kind);
+    make_fingerprint(b, fp, sizeof fp);
+    tw_bridge_resp_meta meta = {
+        .id = id, .created = (long long)time(NULL), .model = g.gen.model, .fingerprint = fp};
+    if (g.stream && sink)
+        generate_stream(b, &g, &meta, sink, resp);
+    else
+        generate_once(b, &g, &meta, resp);
+    tw_bridge_gen_request_fini(&g);
+}

@@ -1,0 +1,58 @@
+/* The bridge's own counters, and the Prometheus text of /metrics.
+ *
+ * Counters are atomics updated from any worker thread without locks.
+ */
+#ifndef TW_BRIDGE_METRICS_H
+#define TW_BRIDGE_METRICS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tokenwire.pb-c.h"
+
+/* The routes, as they are labelled in metrics. */
+typedef enum tw_bridge_route {
+    TW_BRIDGE_ROUTE_CHAT,
+    TW_BRIDGE_ROUTE_COMPLETIONS,
+    TW_BRIDGE_ROUTE_MODELS,
+    TW_BRIDGE_ROUTE_MODEL,
+    TW_BRIDGE_ROUTE_PULL,
+    TW_BRIDGE_ROUTE_HEALTH,
+    TW_BRIDGE_ROUTE_METRICS,
+    TW_BRIDGE_ROUTE_TOKENIZE,
+    TW_BRIDGE_ROUTE_DETOKENIZE,
+    TW_BRIDGE_ROUTE_OTHER, /* unknown paths */
+    TW_BRIDGE_ROUTE_COUNT
+} tw_bridge_route;
+
+/* The HTTP statuses counted apart; everything else is "other". */
+#define TW_BRIDGE_METRIC_CODES 12
+
+typedef struct tw_bridge_metrics {
+    atomic_uint_fast64_t requests[TW_BRIDGE_ROUTE_COUNT][TW_BRIDGE_METRIC_CODES];
+    atomic_uint_fast64_t duration_us[TW_BRIDGE_ROUTE_COUNT];
+    atomic_uint_fast64_t stream_events;   /* SSE data events written */
+    atomic_uint_fast64_t streams_aborted; /* streams whose client went away */
+    atomic_uint_fast64_t rejected_busy;   /* answered 429 for want of a worker */
+    atomic_int inflight;
+    atomic_int streams_active;
+} tw_bridge_metrics;
+
+void tw_bridge_metrics_init(tw_bridge_metrics *m);
+
+/* Counts one answered request. */
+void tw_bridge_metrics_request(tw_bridge_metrics *m, tw_bridge_route route, int http_status,
+                               uint64_t duration_us);
+
+/* The label of a route ("chat_completions", ...). */
+const char *tw_bridge_route_name(tw_bridge_route route);
+
+/* Renders the Prometheus text exposition of the bridge counters, whether the
+ * engine is up, and the engine's stats when given (NULL: left out). Returns a
+ * malloc'd NUL-terminated string, or NULL when memory runs out. */
+char *tw_bridge_metrics_render(tw_bridge_metrics *m, bool engine_up,
+                               const Tokenwire__V1__StatsReply *stats);
+
+#endif

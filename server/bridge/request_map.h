@@ -1,0 +1,81 @@
+/* OpenAI /v1/chat/completions and /v1/completions request bodies → the
+ * engine's GenerateRequest.
+ *
+ * Every field is type- and range-checked; a bad one fails with a 400 whose
+ * `param` names it. Unknown fields are ignored, as OpenAI-compatible servers
+ * commonly do, so newer SDKs keep working.
+ */
+#ifndef TW_BRIDGE_REQUEST_MAP_H
+#define TW_BRIDGE_REQUEST_MAP_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "api_error.h"
+#include "arena.h"
+#include "tokenwire.pb-c.h"
+
+/* Bounds of the request fields besides those of messages_map.h. */
+#define TW_BRIDGE_MAX_N 128
+#define TW_BRIDGE_MAX_STOP 16
+#define TW_BRIDGE_MAX_STOP_BYTES 1024
+#define TW_BRIDGE_MAX_LOGIT_BIAS 1024
+#define TW_BRIDGE_MAX_TOP_LOGPROBS 20
+#define TW_BRIDGE_MAX_LEGACY_LOGPROBS 5
+#define TW_BRIDGE_MAX_PROMPT_TOKENS (1u << 20)
+#define TW_BRIDGE_MAX_MODEL_NAME 256
+/* OpenAI's default max_tokens for /v1/completions. */
+#define TW_BRIDGE_COMPLETIONS_DEFAULT_MAX_TOKENS 16
+
+typedef enum tw_bridge_api_kind {
+    TW_BRIDGE_API_CHAT,       /* /v1/chat/completions */
+    TW_BRIDGE_API_COMPLETION, /* /v1/completions */
+} tw_bridge_api_kind;
+
+/* A GenerateRequest and everything it points to, plus the response options
+ * that stay in the bridge. All sub-messages are members, variable parts live
+ * in the arena, strings point into `root` (held by a reference). */
+typedef struct tw_bridge_gen_request {
+    tw_bridge_api_kind kind;
+    Tokenwire__V1__GenerateRequest gen;
+    Tokenwire__V1__SamplingParams sampling;
+    Tokenwire__V1__StopRules stop;
+    Tokenwire__V1__ThinkingOptions thinking;
+    Tokenwire__V1__LogprobOptions logprobs;
+    Tokenwire__V1__TokenIds token_ids;
+    Tokenwire__V1__ChatInput chat;
+
+    bool stream;            /* answer with server-sent events */
+    bool include_usage;     /* stream_options.include_usage */
+    bool want_logprobs;     /* logprobs requested (chat: true; completions: an int) */
+    unsigned top_logprobs;  /* alternatives per position */
+    bool parse_tool_calls;  /* tools offered: look for calls in the output */
+    bool return_token_ids;  /* extension: add the generated ids to each choice */
+
+    json_t *root; /* the request body; strings of gen point into it */
+    tw_bridge_arena arena;
+} tw_bridge_gen_request;
+
+/* Validates a chat completion request body and fills out (which the caller
+ * releases with tw_bridge_gen_request_fini, also on failure). root is
+ * borrowed: out takes its own reference. */
+tw_status tw_bridge_map_chat_request(json_t *root, tw_bridge_gen_request *out,
+                                     tw_bridge_apierr *ae);
+
+/* As tw_bridge_map_chat_request for a /v1/completions body. The prompt is a
+ * string, an array of token ids, or a one-element array of either (several
+ * prompts in one request are refused). */
+tw_status tw_bridge_map_completion_request(json_t *root, tw_bridge_gen_request *out,
+                                           tw_bridge_apierr *ae);
+
+/* Releases what a map function allocated; safe on a zeroed struct and twice. */
+void tw_bridge_gen_request_fini(tw_bridge_gen_request *r);
+
+/* Reads an array of token ids (each 0..UINT32_MAX-1, at most max_count) into
+ * an arena array. `path` names the field in errors. */
+tw_status tw_bridge_map_token_ids(const json_t *arr, const char *path, size_t max_count,
+                                  tw_bridge_arena *arena, uint32_t **ids, size_t *n,
+                                  tw_bridge_apierr *ae);
+
+#endif

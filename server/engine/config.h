@@ -1,0 +1,65 @@
+/* tokenwired's configuration: defaults, an INI file, the environment and the
+ * command line, in rising precedence. Every INI key is also a long option of
+ * the same name (dashes and underscores are interchangeable in the file; the
+ * section a key sits in does not matter).
+ */
+#ifndef TWD_CONFIG_H
+#define TWD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tw/status.h"
+
+#define TWD_DEFAULT_LISTEN "tcp://127.0.0.1:7470"
+#define TWD_DEFAULT_PUBLISH "tcp://127.0.0.1:7471"
+#define TWD_MAX_LISTEN 8
+#define TWD_MAX_MODELS 16
+#define TWD_MAX_API_KEYS 16
+
+typedef struct twd_model_spec {
+    char *path;
+    char *name; /* NULL: derived from the path */
+} twd_model_spec;
+
+typedef struct twd_config {
+    twd_model_spec models[TWD_MAX_MODELS];
+    size_t n_models;
+    char *listen[TWD_MAX_LISTEN];
+    size_t n_listen;
+    char *publish;
+    uint32_t threads; /* 0: the engine's default */
+    char *api_keys[TWD_MAX_API_KEYS];
+    size_t n_api_keys;
+    char *tls_cert; /* PEM files for tls+tcp:// listeners */
+    char *tls_key;
+    char *models_dir;
+    size_t max_message_bytes;
+    uint32_t max_prompt_tokens;
+    uint32_t max_concurrent;      /* generations running or queued at once */
+    uint32_t default_deadline_ms; /* applied when a request sets none; 0: none */
+    uint32_t stream_grace_ms;     /* how long a finished stream stays resumable */
+    size_t max_stream_bytes;      /* chunks kept per stream before the oldest expire */
+    uint32_t max_streams;         /* streams kept at once */
+    uint32_t rpc_contexts;        /* REP contexts (requests served at once) */
+    uint32_t max_resume_wait_ms;
+    bool verbose;
+    bool help;
+    bool version;
+} twd_config;
+
+/* Fills cfg with the defaults (no allocation). */
+void twd_config_defaults(twd_config *cfg);
+
+/* Builds cfg from argv (and the --config file and the environment it
+ * names). INVALID_ARGUMENT names the bad option, file line or value. On
+ * failure cfg is left valid for twd_config_free. */
+tw_status twd_config_load(twd_config *cfg, int argc, char **argv, tw_err *err);
+
+void twd_config_free(twd_config *cfg);
+
+/* Writes the usage text to f (a FILE *). */
+void twd_config_usage(void *f, const char *prog);
+
+#endif

@@ -1,0 +1,432 @@
+/* JSON request bodies → GenerateRequest: field mapping, and 400s naming the
+ * field for hostile input. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bridge.h"
+#include "request_map.h"
+
+static tw_status map_chat(const char *body, tw_bridge_gen_request *g, tw_bridge_apierr *ae)
+{
+    json_error_t jerr;
+    json_t *root = json_loads(body, 0, &jerr);
+    if (!root)
+        fail_msg("test body does not parse: %s: %s", jerr.text, body);
+    tw_status st = tw_bridge_map_chat_request(root, g, ae);
+    json_decref(root);
+    return st;
+}
+
+static tw_status map_completion(const char *body, tw_bridge_gen_request *g,
+                                tw_bridge_apierr *ae)
+{
+    json_t *root = json_loads(body, 0, NULL);
+    assert_non_null(root);
+    tw_status st = tw_bridge_map_completion_request(root, g, ae);
+    json_decref(root);
+    return st;
+}
+
+/* The body must be refused with a 400 whose param is `param`. */
+static void expect_chat_400(const char *body, const char *param)
+{
+    tw_bridge_gen_request g;
+    tw_bridge_apierr ae;
+    memset(&ae, 0, sizeof ae);
+    tw_status st = map_chat(body, &g, &ae);
+    tw_bridge_gen_request_fini(&g);
+    if (st == TW_OK)
+        fail_msg("accepted: %s", body);
+    assert_int_equal(ae.http_status, 400);
+    assert_string_equal(ae.type, "invalid_request_error");
+    if (strcmp(ae.param, param) != 0)
+        fail_msg("body %s: param '%s' (message: %s), expected '%s'", body, ae.param,
+                 ae.err.msg, param);
+    assert_true(strlen(ae.err.msg) > 0);
+}
+
+static void expect_completion_400(const char *body, const char *param)
+{
+    tw_bridge_gen_request g;
+    tw_bridge_apierr ae;
+    memset(&ae, 0, sizeof ae);
+    tw_status st = map_completion(body, &g, &ae);
+    tw_bridge_gen_request_fini(&g);
+    if (st == TW_OK)
+        fail_msg("accepted: %s", body);
+    assert_int_equal(ae.http_status, 400);
+    if (strcmp(ae.param, param) != 0)
+        fail_msg("body %s: param '%s' (message: %s), expected '%s'", body, ae.param,
+                 ae.err.msg, param);
+}
+
+#define MSG "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
+
+static void test_chat_full_mapping(void **state)
+{
+    (void)state;
+    tw_bridge_gen_request g;
+    tw_bridge_apierr ae;
+    const char *body =
+        "{\"model\":\"qwen\",\"messages\":["
+        "{\"role\":\"developer\",\"content\":\"be brief\"},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+        "{\"type\":\"text\",\"text\":\"b\"}]},"
+        "{\"role\":\"assistant\",\"content\":null,\"reasoning_content\":\"hmm\","
+        "\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":"
+        "\"f\",\"arguments\":\"{\\\"x\\\":1}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"42\"}],"
+        "\"max_completion_tokens\":77,\"max_tokens\":5,\"temperature\":0.5,\"top_p\":0.9,"
+        "\"n\":2,\"stop\":[\"END\",\"STOP\"],\"stream\":true,"
+        "\"stream_options\":{\"include_usage\":true},\"seed\":-1,\"presence_penalty\":0.5,"
+        "\"frequency_penalty\":-0.5,\"logit_bias\":{\"15\":-100,\"7\":2.5},"
+        "\"logprobs\":true,\"top_logprobs\":3,\"user\":\"u1\","
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":"
+        "\"d\",\"parameters\":{\"type\":\"object\",\"properties\":{}}}}],"
+        "\"tool_choice\":\"auto\",\"response_format\":{\"type\":\"text\"},"
+        "\"chat_template_kwargs\":{\"enable_thinking\":false},\"max_thinking_tokens\":100,"
+        "\"top_k\":40,\"min_p\":0.05,\"repetition_penalty\":1.1,\"unknown_field\":[1]}";
+    assert_int_equal(map_chat(body, &g, &ae), TW_OK);
+    const Tokenwire__V1__GenerateRequest *r = &g.gen;
+    assert_string_equal(r->model, "qwen");
+    assert_int_equal(r->prompt_case, TOKENWIRE__V1__GENERATE_REQUEST__PROMPT_CHAT);
+    const Tokenwire__V1__ChatInput *c = r->chat;
+    assert_int_equal(c->n_messages, 4);
+    assert_string_equal(c->messages[0]->role, "system");
+    assert_string_equal(c->messages[1]->content, "a\nb");
+    assert_null(c->messages[2]->content);
+    assert_string_equal(c->messages[2]->reasoning_content, "hmm");
+    assert_int_equal(c->messages[2]->n_tool_calls, 1);
+    assert_string_equal(c->messages[2]->tool_calls[0]->arguments_json, "{\"x\":1}");
+    assert_string_equal(c->messages[3]->tool_call_id, "call_1");
+    assert_int_equal(c->n_tools, 1);
+    assert_string_equal(c->tools[0]->parameters_json,
+                        "{\"type\":\"object\",\"properties\":{}}");
+    assert_string_equal(c->tool_choice, "auto");
+    assert_true(g.parse_tool_calls);
+    assert_true(r->stop->has_max_tokens);
+    assert_int_equal(r->stop->max_tokens, 77);
+    assert_int_equal(r->stop->n_stop_strings, 2);
+    assert_string_equal(r->stop->stop_strings[1], "STOP");
+    assert_true(r->sampling->has_temperature);
+    assert_float_equal(r->sampling->temperature, 0.5f, 1e-6);
+    assert_float_equal(r->sampling->top_p, 0.9f, 1e-6);
+    assert_int_equal(r->n, 2);
+    assert_true(g.stream);
+    assert_true(g.include_usage);
+    assert_int_equal(r->sampling->seed, UINT64_MAX);
+    assert_float_equal(r->sampling->frequency_penalty, -0.5f, 1e-6);
+    assert_int_equal(r->sampling->n_logit_bias, 2);
+    assert_int_equal(r->sampling->logit_bias[0]->token_id, 15);
+    assert_float_equal(r->sampling->logit_bias[0]->bias, -100.0f, 1e-6);
+    assert_true(r->logprobs->enabled);
+    assert_int_equal(r->logprobs->top_logprobs, 3);
+    assert_string_equal(r->user, "u1");
+    assert_true(r->thinking->has_enable_thinking);
+    assert_false(r->thinking->enable_thinking);
+    assert_int_equal(r->thinking->max_thinking_tokens, 100);
+    assert_int_equal(r->sampling->top_k, 40);
+    assert_float_equal(r->sampling->min_p, 0.05f, 1e-6);
+    assert_float_equal(r->sampling->repetition_penalty, 1.1f, 1e-6);
+
+    /* The mapped request encodes: every required pointer is in place. */
+    size_t len = protobuf_c_message_get_packed_size(&r->base);
+    assert_true(len > 0);
+    uint8_t *buf = malloc(len);
+    assert_int_equal(protobuf_c_message_pack(&r->base, buf), len);
+    free(buf);
+    tw_bridge_gen_request_fini(&g);
+}
+
+static void test_chat_defaults_leave_fields_unset(void **state)
+{
+    (void)state;
+    tw_bridge_gen_request g;
+    tw_bridge_apierr ae;
+    assert_int_equal(map_chat("{" MSG ",\"temperature\":null,\"stop\":\"x\"}", &g, &ae), TW_OK);
+    assert_string_equal(g.gen.model, "");
+    assert_false(g.sampling.has_temperature);
+    assert_false(g.stop.has_max_tokens);
+    assert_false(g.gen.has_n);
+    assert_false(g.stream);
+    assert_null(g.gen.logprobs);
+    assert_false(g.parse_tool_calls);
+    assert_int_equal(g.stop.n_stop_strings, 1);
+    tw_bridge_gen_request_fini(&g);
+    /* tool_choice "none" offers tools but asks for no parsing. */
+    assert_int_equal(map_chat("{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{"
+                              "\"name\":\"f\"}}],\"tool_choice\":\"none\"}",
+                              &g, &ae),
+                     TW_OK);
+    assert_false(g.parse_tool_calls);
+    tw_bridge_gen_request_fini(&g);
+    assert_int_equal(map_chat("{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{"
+                              "\"name\":\"f\"}}],\"tool_choice\":{\"type\":\"function\","
+                              "\"function\":{\"name\":\"f\"}}}",
+                              &g, &ae),
+                     TW_OK);
+    assert_string_equal(g.chat.tool_choice, "f");
+    tw_bridge_gen_request_fini(&g);
+}
+
+static void test_chat_hostile_fields_name_the_field(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *body;
+        const char *param;
+    } cases[] = {
+        {"{}", "messages"},
+        {"{\"messages\":null}", "messages"},
+        {"{\"messages\":[]}", "messages"},
+        {"{\"messages\":{}}", "messages"},
+        {"{\"messages\":\"hi\"}", "messages"},
+        {"{\"messages\":[1]}", "messages[0]"},
+        {"{\"messages\":[{\"content\":\"x\"}]}", "messages[0].role"},
+        {"{\"messages\":[{\"role\":\"wizard\",\"content\":\"x\"}]}", "messages[0].role"},
+        {"{\"messages\":[{\"role\":7,\"content\":\"x\"}]}", "messages[0].role"},
+        {"{\"messages\":[{\"role\":\"user\"}]}", "messages[0].content"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":5}]}", "messages[0].content"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}",
+         "messages[0].content[0].type"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\"}]}]}",
+         "messages[0].content[0].text"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":[\"x\"]}]}", "messages[0].content[0]"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"tool\","
+         "\"content\":\"r\"}]}",
+         "messages[1].tool_call_id"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"a\",\"tool_calls\":[]}]}",
+         "messages[0].tool_calls"},
+        {"{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"type\":\"function\"}]}]}",
+         "messages[0].tool_calls[0].function"},
+        {"{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":"
+         "\"f\",\"arguments\":5}}]}]}",
+         "messages[0].tool_calls[0].function.arguments"},
+        {"{" MSG ",\"n\":0}", "n"},
+        {"{" MSG ",\"n\":-3}", "n"},
+        {"{" MSG ",\"n\":1.5}", "n"},
+        {"{" MSG ",\"n\":\"2\"}", "n"},
+        {"{" MSG ",\"n\":129}", "n"},
+        {"{" MSG ",\"n\":99999999999999999}", "n"},
+        {"{" MSG ",\"n\":1e300}", "n"},
+        {"{" MSG ",\"max_tokens\":0}", "max_tokens"},
+        {"{" MSG ",\"max_tokens\":4294967296}", "max_tokens"},
+        {"{" MSG ",\"max_completion_tokens\":true}", "max_completion_tokens"},
+        {"{" MSG ",\"temperature\":2.5}", "temperature"},
+        {"{" MSG ",\"temperature\":-0.1}", "temperature"},
+        {"{" MSG ",\"temperature\":\"hot\"}", "temperature"},
+        {"{" MSG ",\"top_p\":1.01}", "top_p"},
+        {"{" MSG ",\"presence_penalty\":3}", "presence_penalty"},
+        {"{" MSG ",\"frequency_penalty\":[]}", "frequency_penalty"},
+        {"{" MSG ",\"top_logprobs\":21,\"logprobs\":true}", "top_logprobs"},
+        {"{" MSG ",\"top_logprobs\":2}", "top_logprobs"},
+        {"{" MSG ",\"logprobs\":1}", "logprobs"},
+        {"{" MSG ",\"stop\":5}", "stop"},
+        {"{" MSG ",\"stop\":[\"a\",7]}", "stop[1]"},
+        {"{" MSG ",\"stop\":[\"\"]}", "stop[0]"},
+        {"{" MSG ",\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\",\"10\","
+         "\"11\",\"12\",\"13\",\"14\",\"15\",\"16\",\"17\"]}",
+         "stop"},
+        {"{" MSG ",\"stream\":\"yes\"}", "stream"},
+        {"{" MSG ",\"stream_options\":{\"include_usage\":true}}", "stream_options"},
+        {"{" MSG ",\"stream\":true,\"stream_options\":{\"include_usage\":1}}",
+         "stream_options.include_usage"},
+        {"{" MSG ",\"logit_bias\":{\"abc\":1}}", "logit_bias"},
+        {"{" MSG ",\"logit_bias\":{\"-1\":1}}", "logit_bias"},
+        {"{" MSG ",\"logit_bias\":{\"99999999999\":1}}", "logit_bias"},
+        {"{" MSG ",\"logit_bias\":{\"5\":101}}", "logit_bias.5"},
+        {"{" MSG ",\"logit_bias\":{\"5\":\"x\"}}", "logit_bias.5"},
+        {"{" MSG ",\"logit_bias\":[1]}", "logit_bias"},
+        {"{" MSG ",\"seed\":1.25}", "seed"},
+        {"{" MSG ",\"user\":5}", "user"},
+        {"{" MSG ",\"model\":[]}", "model"},
+        {"{" MSG ",\"tools\":{}}", "tools"},
+        {"{" MSG ",\"tools\":[{\"type\":\"retrieval\"}]}", "tools[0].type"},
+        {"{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{}}]}",
+         "tools[0].function.name"},
+        {"{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"bad name\"}}]}",
+         "tools[0].function.name"},
+        {"{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+         "\"parameters\":\"{}\"}}]}",
+         "tools[0].function.parameters"},
+        {"{" MSG ",\"tool_choice\":\"auto\"}", "tool_choice"},
+        {"{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+         "\"tool_choice\":\"sometimes\"}",
+         "tool_choice"},
+        {"{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+         "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}",
+         "tool_choice.function.name"},
+        {"{" MSG ",\"response_format\":{\"type\":\"json_object\"}}", "response_format"},
+        {"{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}",
+         "response_format"},
+        {"{" MSG ",\"response_format\":{\"type\":\"yaml\"}}", "response_format.type"},
+        {"{" MSG ",\"response_format\":\"json\"}", "response_format"},
+        {"{" MSG ",\"chat_template_kwargs\":{\"enable_thinking\":\"no\"}}",
+         "chat_template_kwargs.enable_thinking"},
+        {"{" MSG ",\"max_thinking_tokens\":-1}", "max_thinking_tokens"},
+        {"{" MSG ",\"top_k\":-2}", "top_k"},
+        {"{" MSG ",\"min_p\":2}", "min_p"},
+        {"{" MSG ",\"repetition_penalty\":0}", "repetition_penalty"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_chat_400(cases[i].body, cases[i].param);
+}
+
+static void test_response_format_message_says_not_supported(void **state)
+{
+    (void)state;
+    tw_bridge_gen_request g;
+    tw_bridge_apierr ae;
+    assert_int_equal(map_chat("{" MSG ",\"response_format\":{\"type\":\"json_object\"}}", &g,
+                              &ae),
+                     TW_INVALID_ARGUMENT);
+    assert_non_null(strstr(ae.err.msg, "not supported"));
+    tw_bridge_gen_request_fini(&g);
+}
+
+static void test_completion_prompts(void **state)
+{
+    (void)state;
+    tw_bridge_gen_request g;
+    tw_bridge_apierr ae;
+    assert_int_equal(map_completion("{\"prompt\":[1,2,3]}", &g, &ae), TW_OK);
+    assert_int_equal(g.gen.prompt_case, TOKENWIRE__V1__GENERATE_REQUEST__PROMPT_TOKEN_IDS);
+    assert_int_equal(g.gen.token_ids->n_ids, 3);
+    assert_int_equal(g.gen.token_ids->ids[2], 3);
+    /* OpenAI's default max_tokens for completions. */
+    assert_int_equal(g.gen.stop->max_tokens, 16);
+    /* Think tags stay in the text of a raw completion. */
+    assert_true(g.gen.thinking->has_separate_reasoning);
+    assert_false(g.gen.thinking->separate_reasoning);
+    tw_bridge_gen_request_fini(&g);
+
+    assert_int_equal(map_completion("{\"prompt\":[[4,5]],\"max_tokens\":3,\"logprobs\":2}", &g,
+                                    &ae),
+                     TW_OK);
+    assert_int_equal(g.gen.token_ids->n_ids, 2);
+    assert_int_equal(g.gen.stop->max_tokens, 3);
+    assert_true(g.want_logprobs);
+    assert_int_equal(g.gen.logprobs->top_logprobs, 2);
+    tw_bridge_gen_request_fini(&g);
+
+    assert_int_equal(map_completion("{\"prompt\":[\"hello\"],\"echo\":false}", &g, &ae), TW_OK);
+    assert_int_equal(g.gen.prompt_case, TOKENWIRE__V1__GENERATE_REQUEST__PROMPT_TEXT);
+    assert_string_equal(g.gen.text, "hello");
+    tw_bridge_gen_request_fini(&g);
+}
+
+static void test_completion_hostile(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *body;
+        const char *param;
+    } cases[] = {
+        {"{}", "prompt"},
+        {"{\"prompt\":5}", "prompt"},
+        {"{\"prompt\":[]}", "prompt"},
+        {"{\"prompt\":[1,-2]}", "prompt[1]"},
+        {"{\"prompt\":[1,4294967295]}", "prompt[1]"},
+        {"{\"prompt\":[1,2.5]}", "prompt[1]"},
+        {"{\"prompt\":[1,\"a\"]}", "prompt[1]"},
+        {"{\"prompt\":[\"a\",\"b\"]}", "prompt"},
+        {"{\"prompt\":[[1],[2]]}", "prompt"},
+        {"{\"prompt\":[[]]}", "prompt[0]"},
+        {"{\"prompt\":\"x\",\"echo\":true}", "echo"},
+        {"{\"prompt\":\"x\",\"suffix\":\"tail\"}", "suffix"},
+        {"{\"prompt\":\"x\",\"best_of\":3}", "best_of"},
+        {"{\"prompt\":\"x\",\"logprobs\":6}", "logprobs"},
+        {"{\"prompt\":\"x\",\"logprobs\":true}", "logprobs"},
+        {"{\"prompt\":\"x\",\"n\":0}", "n"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_completion_400(cases[i].body, cases[i].param);
+}
+
+/* Raw bodies through the same parser the HTTP path uses. */
+static void expect_body_400(const char *body, size_t len)
+{
+    tw_bridge_http_req rq = {.method = "POST", .path = "/v1/chat/completions", .body = body,
+                             .body_len = len};
+    json_t *j = NULL;
+    tw_bridge_apierr ae;
+    assert_int_not_equal(tw_bridge_parse_body(&rq, &j, &ae), TW_OK);
+    assert_null(j);
+    assert_int_equal(ae.http_status, 400);
+}
+
+static void test_hostile_bodies(void **state)
+{
+    (void)state;
+    expect_body_400("", 0);
+    expect_body_400("not json", 8);
+    expect_body_400("[1,2]", 5);
+    expect_body_400("{\"a\":NaN}", 9);
+    expect_body_400("{\"a\":Infinity}", 14);
+    expect_body_400("{\"a\":1e999}", 11);
+    expect_body_400("{\"a\":123456789012345678901234567890}", 36);
+    expect_body_400("{\"a\":\"\xff\xfe\"}", 10);          /* invalid UTF-8 */
+    expect_body_400("{\"a\":\"\xed\xa0\x80\"}", 11);      /* a surrogate */
+    expect_body_400("{\"a\":\"x\\u0000y\"}", 16);         /* NUL inside a string */
+    expect_body_400("{\"a\":1,\"a\":2}", 13);             /* duplicate key */
+    const char with_nul[] = "{\"a\":1}\0{}";
+    expect_body_400(with_nul, sizeof with_nul - 1);
+    /* Deep nesting: within jansson's limit but past the bridge's. */
+    size_t depth = 1000;
+    char *deep = malloc(2 * depth + 16);
+    size_t o = 0;
+    o += (size_t)sprintf(deep, "{\"a\":");
+    memset(deep + o, '[', depth);
+    o += depth;
+    memset(deep + o, ']', depth);
+    o += depth;
+    deep[o++] = '}';
+    expect_body_400(deep, o);
+    /* And far past jansson's own limit. */
+    depth = 100000;
+    deep = realloc(deep, 2 * depth + 16);
+    memset(deep, '[', depth);
+    memset(deep + depth, ']', depth);
+    expect_body_400(deep, 2 * depth);
+    free(deep);
+}
+
+static void test_huge_arrays_are_bounded(void **state)
+{
+    (void)state;
+    /* 5000 messages: past the limit, refused without building them. */
+    size_t n = 5000;
+    const char *one = "{\"role\":\"user\",\"content\":\"x\"},";
+    size_t cap = n * strlen(one) + 64;
+    char *body = malloc(cap);
+    size_t o = (size_t)sprintf(body, "{\"messages\":[");
+    for (size_t i = 0; i < n; i++)
+        o += (size_t)sprintf(body + o, "%s", one);
+    body[o - 1] = ']';
+    body[o++] = '}';
+    body[o] = '\0';
+    expect_chat_400(body, "messages");
+    free(body);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chat_full_mapping),
+        cmocka_unit_test(test_chat_defaults_leave_fields_unset),
+        cmocka_unit_test(test_chat_hostile_fields_name_the_field),
+        cmocka_unit_test(test_response_format_message_says_not_supported),
+        cmocka_unit_test(test_completion_prompts),
+        cmocka_unit_test(test_completion_hostile),
+        cmocka_unit_test(test_hostile_bodies),
+        cmocka_unit_test(test_huge_arrays_are_bounded),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

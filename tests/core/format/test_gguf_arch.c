@@ -1,0 +1,138 @@
+/* HF <-> GGUF names and transforms against values worked out by hand from
+ * llama.cpp's converter. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+
+#include "tw/gguf_arch.h"
+
+static tw_arch_params params(const char *json)
+{
+    json_t *c = json_loads(json, 0, NULL);
+    assert_non_null(c);
+    tw_arch_params p;
+    tw_err err;
+    assert_int_equal(tw_arch_params_from_hf(c, &p, &err), TW_OK);
+    json_decref(c);
+    return p;
+}
+
+static void test_llama_rope_permute(void **state)
+{
+    (void)state;
+    tw_arch_params p = params("{\"architectures\":[\"MistralForCausalLM\"],\"hidden_size\":8,"
+                              "\"num_hidden_layers\":2,\"num_attention_heads\":2,"
+                              "\"num_key_value_heads\":1}");
+    assert_int_equal(p.arch, TW_ARCH_LLAMA);
+    tw_gguf_name_map m[2];
+    size_t n;
+    tw_err err;
+    assert_int_equal(tw_gguf_name_from_hf(&p, "model.layers.1.self_attn.k_proj.weight", m, &n, &err),
+                     TW_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(m[0].gguf_name, "blk.1.attn_k.weight");
+    assert_true(m[0].xform & TW_XF_ROPE_PERMUTE);
+    assert_int_equal(m[0].rope_heads, 1);
+    /* one head of 4 rows: llama.cpp's permute gives rows 0, 2, 1, 3 */
+    float v[4] = {0, 1, 2, 3};
+    assert_int_equal(tw_gguf_xform_from_hf(&m[0], v, 4, 1, &err), TW_OK);
+    assert_true(v[0] == 0 && v[1] == 2 && v[2] == 1 && v[3] == 3);
+    assert_int_equal(tw_gguf_xform_to_hf(&m[0], v, 4, 1, &err), TW_OK);
+    assert_true(v[0] == 0 && v[1] == 1 && v[2] == 2 && v[3] == 3);
+    /* rows that are not whole heads are refused */
+    assert_int_equal(tw_gguf_xform_from_hf(&m[0], v, 3, 1, &err), TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_gguf_name_from_hf(&p, "model.layers.2.mlp.up_proj.weight", m, &n, &err),
+                     TW_NOT_FOUND);
+    assert_int_equal(tw_gguf_name_from_hf(&p, "model.layers.01.mlp.up_proj.weight", m, &n, &err),
+                     TW_NOT_FOUND);
+    tw_gguf_name_map back;
+    assert_int_equal(tw_gguf_name_to_hf(&p, "output_norm.weight", &back, &err), TW_OK);
+    assert_string_equal(back.hf_name, "model.norm.weight");
+    assert_int_equal(back.xform, 0);
+    assert_int_equal(tw_gguf_name_to_hf(&p, "blk.0.ssm_a", &back, &err), TW_NOT_FOUND);
+}
+
+static void test_qwen35_value_heads(void **state)
+{
+    (void)state;
+    tw_arch_params p = params("{\"architectures\":[\"Qwen3_5MoeForCausalLM\"],\"hidden_size\":8,"
+                              "\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+                              "\"linear_num_key_heads\":2,\"linear_num_value_heads\":4,"
+                              "\"linear_key_head_dim\":1,\"linear_value_head_dim\":1,"
+                              "\"num_experts\":2}");
+    tw_gguf_name_map m[2];
+    size_t n;
+    tw_err err;
+    assert_int_equal(tw_gguf_name_from_hf(&p, "model.layers.0.linear_attn.A_log", m, &n, &err),
+                     TW_OK);
+    assert_string_equal(m[0].gguf_name, "blk.0.ssm_a");
+    /* grouped [k0v0, k0v1, k1v0, k1v1] -> tiled [k0v0, k1v0, k0v1, k1v1], then -exp */
+    float a[4] = {0, 1, 2, 3};
+    assert_int_equal(tw_gguf_xform_from_hf(&m[0], a, 4, 1, &err), TW_OK);
+    assert_true(fabsf(a[0] + 1.0f) < 1e-6f && fabsf(a[1] + expf(2)) < 1e-4f &&
+                fabsf(a[2] + expf(1)) < 1e-5f);
+    assert_int_equal(tw_gguf_xform_to_hf(&m[0], a, 4, 1, &err), TW_OK);
+    for (int i = 0; i < 4; i++)
+        assert_true(fabsf(a[i] - (float)i) < 1e-5f);
+    /* in_proj_qkv: q and k rows (2 * nk * dk = 4) stay, value rows reorder */
+    assert_int_equal(
+        tw_gguf_name_from_hf(&p, "model.layers.0.linear_attn.in_proj_qkv.weight", m, &n, &err),
+        TW_OK);
+    assert_string_equal(m[0].gguf_name, "blk.0.attn_qkv.weight");
+    float q[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    assert_int_equal(tw_gguf_xform_from_hf(&m[0], q, 8, 1, &err), TW_OK);
+    const float want[8] = {0, 1, 2, 3, 4, 6, 5, 7};
+    assert_memory_equal(q, want, sizeof want);
+    /* out_proj columns */
+    assert_int_equal(
+        tw_gguf_name_from_hf(&p, "model.layers.0.linear_attn.out_proj.weight", m, &n, &err),
+        TW_OK);
+    assert_true(m[0].xform & TW_XF_VHEAD_COLS);
+    float o[8] = {0, 1, 2, 3, 10, 11, 12, 13};
+    assert_int_equal(tw_gguf_xform_from_hf(&m[0], o, 2, 4, &err), TW_OK);
+    const float want_o[8] = {0, 2, 1, 3, 10, 12, 11, 13};
+    assert_memory_equal(o, want_o, sizeof want_o);
+    /* fused experts split in two, norms carry +1 */
+    assert_int_equal(
+        tw_gguf_name_from_hf(&p, "model.layers.0.mlp.experts.gate_up_proj", m, &n, &err), TW_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(m[0].gguf_name, "blk.0.ffn_gate_exps.weight");
+    assert_string_equal(m[1].gguf_name, "blk.0.ffn_up_exps.weight");
+    assert_int_equal(tw_gguf_name_from_hf(&p, "model.language_model.layers.0.input_layernorm.weight",
+                                          m, &n, &err),
+                     TW_OK);
+    assert_string_equal(m[0].gguf_name, "blk.0.attn_norm.weight");
+    assert_int_equal(m[0].xform, TW_XF_PLUS_ONE);
+    assert_int_equal(tw_gguf_name_from_hf(&p, "model.layers.0.linear_attn.norm.weight", m, &n,
+                                          &err),
+                     TW_OK);
+    assert_int_equal(m[0].xform, 0);
+}
+
+static void test_unknown_family(void **state)
+{
+    (void)state;
+    json_t *c = json_loads("{\"architectures\":[\"GPT2LMHeadModel\"]}", 0, NULL);
+    tw_arch_params p;
+    tw_err err;
+    assert_int_equal(tw_arch_params_from_hf(c, &p, &err), TW_UNIMPLEMENTED);
+    assert_non_null(strstr(err.msg, "GPT2LMHeadModel"));
+    json_decref(c);
+    assert_int_equal(tw_arch_from_gguf_name("qwen35moe"), TW_ARCH_QWEN35MOE);
+    assert_string_equal(tw_arch_gguf_name(TW_ARCH_GEMMA3), "gemma3");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_llama_rope_permute),
+        cmocka_unit_test(test_qwen35_value_heads),
+        cmocka_unit_test(test_unknown_family),
+    };
+    return cmocka_run_group_tests_name("core/format/gguf_arch", tests, NULL, NULL);
+}

@@ -1,0 +1,388 @@
+/* Model-level behaviour on the golden checkpoints: DeltaNet chunked prefill
+ * vs the token recurrence, snapshots, batched decode, argument checks. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+#include "tw/model.h"
+#include "tw/pool.h"
+#include "tw/safetensors.h"
+
+#include "model/model_internal.h"
+
+typedef struct fixture {
+    tw_model *m;
+    tw_pool *pool;
+    uint32_t *ids; /* golden long_ids */
+    size_t n_ids;
+    uint32_t V;
+} fixture;
+
+/* Loads golden/<name> and its long_ids; false (after skip output) when the
+ * reference data is absent. */
+static bool open_golden(const char *name, fixture *f)
+{
+    memset(f, 0, sizeof *f);
+    const char *dir = tw_test_shared_dir();
+    if (!dir) {
+        tw_test_print_skip();
+        return false;
+    }
+    char path[4096];
+    tw_err err = {{0}};
+    snprintf(path, sizeof path, "%s/golden/%s", dir, name);
+    tw_model_opts opts = {.max_context = 512, .max_batch = 4, .max_chunk = 256};
+    if (tw_model_load(path, &opts, &f->m, &err))
+        fail_msg("load %s: %s", path, err.msg);
+    assert_int_equal(tw_pool_create(2, &f->pool, &err), TW_OK);
+    f->V = tw_model_get_info(f->m)->vocab_size;
+    snprintf(path, sizeof path, "%s/golden/%s/golden.safetensors", dir, name);
+    tw_st_file *g;
+    assert_int_equal(tw_st_open(path, &g, &err), TW_OK);
+    const tw_st_tensor *t = tw_st_find(g, "long_ids");
+    assert_non_null(t);
+    f->n_ids = t->n_elems;
+    f->ids = malloc(f->n_ids * sizeof(uint32_t));
+    memcpy(f->ids, t->data, f->n_ids * sizeof(uint32_t)); /* int32, all >= 0 */
+    tw_st_close(g);
+    return true;
+}
+
+static void close_golden(fixture *f)
+{
+    free(f->ids);
+    tw_pool_destroy(f->pool);
+    tw_model_free(f->m);
+}
+
+static double max_rel_diff(const float *a, const float *b, size_t n)
+{
+    double mx = 0.0, d = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        mx = fmax(mx, fabs(b[i]));
+        d = fmax(d, fabs((double)a[i] - b[i]));
+    }
+    return mx > 0 ? d / mx : d;
+}
+
+/* The chunked form over random inputs equals the token recurrence. */
+static void test_deltanet_chunk_equals_recurrence(void **state)
+{
+    (void)state;
+    enum { DK = 16, DV = 24, L = 45 };
+    tw_test_rng rng = {.s = 12345};
+    float q[L][DK], k[L][DK], v[L][DV], g[L], beta[L];
+    for (int t = 0; t < L; t++) {
+        double nq = 0, nk = 0;
+        for (int i = 0; i < DK; i++) {
+            q[t][i] = tw_test_rand_f32(&rng);
+            k[t][i] = tw_test_rand_f32(&rng);
+            nq += q[t][i] * q[t][i];
+            nk += k[t][i] * k[t][i];
+        }
+        for (int i = 0; i < DK; i++) {
+            q[t][i] /= (float)sqrt(nq) * 4.0f;
+            k[t][i] /= (float)sqrt(nk);
+        }
+        for (int i = 0; i < DV; i++)
+            v[t][i] = tw_test_rand_f32(&rng);
+        g[t] = -0.5f * (tw_test_rand_f32(&rng) + 1.0f);
+        beta[t] = 0.5f * (tw_test_rand_f32(&rng) + 1.0f);
+    }
+    float s1[DK * DV], s2[DK * DV], o1[L][DV], o2[L][DV];
+    for (int i = 0; i < DK * DV; i++)
+        s1[i] = s2[i] = 0.1f * tw_test_rand_f32(&rng);
+    for (int t = 0; t < L; t++)
+        tw_deltanet_step(s1, q[t], k[t], v[t], g[t], beta[t], DK, DV, o1[t]);
+    float *work = malloc(tw_deltanet_chunk_floats(DK, DV) * sizeof(float));
+    /* two uneven chunks, so the state carries across a chunk boundary */
+    tw_deltanet_chunk(s2, q[0], k[0], DK, v[0], DV, g, beta, 1, 30, DK, DV, o2[0], DV, work);
+    tw_deltanet_chunk(s2, q[30], k[30], DK, v[30], DV, g + 30, beta + 30, 1, L - 30, DK, DV,
+                      o2[30], DV, work);
+    free(work);
+    assert_true(max_rel_diff(&o2[0][0], &o1[0][0], L * DV) < 1e-5);
+    assert_true(max_rel_diff(s2, s1, DK * DV) < 1e-5);
+    /* and it is not trivially equal: the outputs vary */
+    assert_true(fabs(o1[3][0] - o1[40][0]) > 1e-6);
+}
+
+/* Whole-model check of the same thing: a 160-token prefill (three DeltaNet
+ * chunks) against feeding the tokens one by one. */
+static void test_hybrid_prefill_equals_decode(void **state)
+{
+    (void)state;
+    fixture f;
+    if (!open_golden("qwen3_5", &f)) {
+        skip();
+        return;
+    }
+    tw_err err = {{0}};
+    tw_seq *a, *b;
+    assert_int_equal(tw_seq_create(f.m, 0, &a, &err), TW_OK);
+    assert_int_equal(tw_seq_create(f.m, 0, &b, &err), TW_OK);
+    float *pre = malloc(f.n_ids * f.V * sizeof(float));
+    float *one = malloc(f.V * sizeof(float));
+    assert_int_equal(tw_model_forward(f.m, f.pool, a, f.ids, f.n_ids, pre, TW_LOGITS_ALL, &err),
+                     TW_OK);
+    double worst = 0.0;
+    for (size_t i = 0; i < f.n_ids; i++) {
+        assert_int_equal(tw_model_forward(f.m, f.pool, b, &f.ids[i], 1, one, TW_LOGITS_LAST, &err),
+                         TW_OK);
+        worst = fmax(worst, max_rel_diff(one, pre + i * f.V, f.V));
+    }
+    assert_true(worst < 1e-4);
+    assert_int_equal(tw_seq_len(a), f.n_ids);
+    assert_int_equal(tw_seq_len(b), f.n_ids);
+    free(pre);
+    free(one);
+    tw_seq_free(a);
+    tw_seq_free(b);
+    close_golden(&f);
+}
+
+/* Snapshot, decode, restore, decode again: bit-identical logits. */
+static void snapshot_roundtrip(const char *name)
+{
+    fixture f;
+    if (!open_golden(name, &f)) {
+        skip();
+        return;
+    }
+    tw_err err = {{0}};
+    tw_seq *s;
+    tw_snapshot_pool *sp;
+    assert_int_equal(tw_seq_create(f.m, 64, &s, &err), TW_OK);
+    assert_int_equal(tw_snapshot_pool_create(f.m, 2, &sp, &err), TW_OK);
+    float *l1 = malloc(5 * f.V * sizeof(float)), *l2 = malloc(5 * f.V * sizeof(float));
+    assert_int_equal(tw_model_forward(f.m, f.pool, s, f.ids, 20, NULL, TW_LOGITS_NONE, &err),
+                     TW_OK);
+    assert_int_equal(tw_seq_snapshot(s, sp, 1, &err), TW_OK);
+    assert_int_equal(tw_model_forward(f.m, f.pool, s, f.ids + 20, 5, l1, TW_LOGITS_ALL, &err),
+                     TW_OK);
+    assert_int_equal(tw_seq_restore(s, sp, 1, &err), TW_OK);
+    assert_int_equal(tw_seq_len(s), 20);
+    assert_int_equal(tw_model_forward(f.m, f.pool, s, f.ids + 20, 5, l2, TW_LOGITS_ALL, &err),
+                     TW_OK);
+    assert_memory_equal(l1, l2, 5 * f.V * sizeof(float));
+
+    /* an empty slot, another sequence's slot, and a rewritten prefix are refused */
+    assert_int_equal(tw_seq_restore(s, sp, 0, &err), TW_FAILED_PRECONDITION);
+    tw_seq *other;
+    assert_int_equal(tw_seq_create(f.m, 64, &other, &err), TW_OK);
+    assert_int_equal(tw_seq_restore(other, sp, 1, &err), TW_FAILED_PRECONDITION);
+    tw_seq_free(other);
+    tw_seq_reset(s);
+    assert_int_equal(tw_model_forward(f.m, f.pool, s, f.ids + 40, 3, NULL, TW_LOGITS_NONE, &err),
+                     TW_OK);
+    assert_int_equal(tw_seq_restore(s, sp, 1, &err), TW_FAILED_PRECONDITION);
+    assert_int_equal(tw_seq_len(s), 3);
+    assert_int_equal(tw_seq_restore(s, sp, 7, &err), TW_OUT_OF_RANGE);
+
+    free(l1);
+    free(l2);
+    tw_snapshot_pool_free(sp);
+    tw_seq_free(s);
+    close_golden(&f);
+}
+
+static void test_snapshot_hybrid(void **state)
+{
+    (void)state;
+    snapshot_roundtrip("qwen3_5");
+}
+
+static void test_snapshot_attention(void **state)
+{
+    (void)state;
+    snapshot_roundtrip("gemma3_text");
+}
+
+/* Truncation: free on attention-only models, refused on hybrid ones. */
+static void test_truncate(void **state)
+{
+    (void)state;
+    fixture f;
+    if (!open_golden("llama", &f)) {
+        skip();
+        return;
+    }
+    tw_err err = {{0}};
+    tw_seq *s;
+    assert_int_equal(tw_seq_create(f.m, 64, &s, &err), TW_OK);
+    float *all = malloc(24 * f.V * sizeof(float)), *tail = malloc(4 * f.V * sizeof(float));
+    assert_int_equal(tw_model_forward(f.m, f.pool, s, f.ids, 24, all, TW_LOGITS_ALL, &err), TW_OK);
+    assert_int_equal(tw_seq_truncate(s, 25, &err), TW_OUT_OF_RANGE);
+    assert_int_equal(tw_seq_truncate(s, 20, &err), TW_OK);
+    assert_int_equal(tw_model_forward(f.m, f.pool, s, f.ids + 20, 4, tail, TW_LOGITS_ALL, &err),
+                     TW_OK);
+    assert_true(max_rel_diff(tail, all + 20 * f.V, 4 * f.V) < 1e-5);
+    free(all);
+    free(tail);
+    tw_seq_free(s);
+    close_golden(&f);
+
+    if (!open_golden("qwen3_5", &f))
+        return;
+    assert_int_equal(tw_seq_create(f.m, 64, &s, &err), TW_OK);
+    assert_int_equal(tw_model_forward(f.m, f.pool, s, f.ids, 10, NULL, TW_LOGITS_NONE, &err),
+                     TW_OK);
+    assert_int_equal(tw_seq_truncate(s, 5, &err), TW_FAILED_PRECONDITION);
+    assert_int_equal(tw_seq_len(s), 10);
+    assert_int_equal(tw_seq_truncate(s, 0, &err), TW_OK);
+    assert_int_equal(tw_seq_len(s), 0);
+    tw_seq_free(s);
+    close_golden(&f);
+}
+
+/* Three sequences at different lengths decoded together equal decoding
+ * each alone. */
+static void batch_equals_single(const char *name)
+{
+    fixture f;
+    if (!open_golden(name, &f)) {
+        skip();
+        return;
+    }
+    enum { N = 3, STEPS = 4 };
+    tw_err err = {{0}};
+    tw_seq *bs[N], *ss[N];
+    size_t prompt[N] = {5, 17, 30};
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(tw_seq_create(f.m, 64, &bs[i], &err), TW_OK);
+        assert_int_equal(tw_seq_create(f.m, 64, &ss[i], &err), TW_OK);
+        const uint32_t *p = f.ids + 40 * i;
+        assert_int_equal(tw_model_forward(f.m, f.pool, bs[i], p, prompt[i], NULL, TW_LOGITS_NONE,
+                                          &err), TW_OK);
+        assert_int_equal(tw_model_forward(f.m, f.pool, ss[i], p, prompt[i], NULL, TW_LOGITS_NONE,
+                                          &err), TW_OK);
+    }
+    float *lb = malloc(N * f.V * sizeof(float)), *ls = malloc(f.V * sizeof(float));
+    double worst = 0.0;
+    for (int step = 0; step < STEPS; step++) {
+        uint32_t toks[N];
+        for (int i = 0; i < N; i++)
+            toks[i] = f.ids[130 + 7 * i + step];
+        assert_int_equal(tw_model_decode_batch(f.m, f.pool, bs, toks, N, lb, &err), TW_OK);
+        for (int i = 0; i < N; i++) {
+            assert_int_equal(tw_model_decode_batch(f.m, f.pool, &ss[i], &toks[i], 1, ls, &err),
+                             TW_OK);
+            worst = fmax(worst, max_rel_diff(lb + i * f.V, ls, f.V));
+        }
+    }
+    assert_true(worst < 1e-5);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(tw_seq_len(bs[i]), prompt[i] + STEPS);
+        tw_seq_free(bs[i]);
+        tw_seq_free(ss[i]);
+    }
+    free(lb);
+    free(ls);
+    close_golden(&f);
+}
+
+static void test_batch_moe_hybrid(void **state)
+{
+    (void)state;
+    batch_equals_single("qwen3_5_moe");
+}
+
+static void test_batch_sliding(void **state)
+{
+    (void)state;
+    batch_equals_single("gemma3_text");
+}
+
+/* Bad input leaves the sequence untouched and says why. */
+static void test_argument_checks(void **state)
+{
+    (void)state;
+    fixture f;
+    if (!open_golden("qwen3", &f)) {
+        skip();
+        return;
+    }
+    tw_err err = {{0}};
+    tw_seq *s, *s2;
+    float *l = malloc(4 * f.V * sizeof(float));
+    assert_int_equal(tw_seq_create(f.m, 8, &s, &err), TW_OK);
+    assert_int_equal(tw_seq_create(f.m, 100000, &s2, &err), TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_seq_create(f.m, 8, &s2, &err), TW_OK);
+    uint32_t bad[3] = {1, f.V, 2};
+    assert_int_equal(tw_model_forward(f.m, f.pool, s, bad, 3, l, TW_LOGITS_ALL, &err),
+                     TW_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.msg, "vocabulary"));
+    assert_int_equal(tw_seq_len(s), 0);
+    assert_int_equal(tw_model_forward(f.m, f.pool, s, f.ids, 6, l, TW_LOGITS_LAST, &err), TW_OK);
+    assert_int_equal(tw_model_forward(f.m, f.pool, s, f.ids, 3, l, TW_LOGITS_LAST, &err),
+                     TW_OUT_OF_RANGE);
+    assert_int_equal(tw_seq_len(s), 6);
+    assert_int_equal(tw_model_forward(f.m, f.pool, s, f.ids, 2, NULL, TW_LOGITS_ALL, &err),
+                     TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_model_forward(f.m, f.pool, s, f.ids, 2, l, TW_LOGITS_ALL, &err), TW_OK);
+    assert_int_equal(tw_model_forward(f.m, f.pool, s, f.ids, 1, l, TW_LOGITS_LAST, &err),
+                     TW_OUT_OF_RANGE);
+
+    tw_seq *dup[2] = {s2, s2};
+    uint32_t toks[2] = {1, 2};
+    assert_int_equal(tw_model_decode_batch(f.m, f.pool, dup, toks, 2, l, &err),
+                     TW_INVALID_ARGUMENT);
+    tw_seq *pair[2] = {s2, s};
+    assert_int_equal(tw_model_decode_batch(f.m, f.pool, pair, toks, 2, l, &err), TW_OUT_OF_RANGE);
+    assert_int_equal(tw_model_decode_batch(f.m, f.pool, pair, toks, 5, l, &err),
+                     TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_seq_len(s2), 0);
+
+    char fp[65], fp2[65];
+    assert_int_equal(tw_model_fingerprint(f.m, fp, &err), TW_OK);
+    assert_int_equal(strlen(fp), 64);
+    assert_int_equal(tw_model_fingerprint(f.m, fp2, &err), TW_OK);
+    assert_string_equal(fp, fp2);
+
+    free(l);
+    tw_seq_free(s);
+    tw_seq_free(s2);
+    close_golden(&f);
+}
+
+static void test_load_errors(void **state)
+{
+    (void)state;
+    tw_err err = {{0}};
+    tw_model *m = (tw_model *)1;
+    assert_int_equal(tw_model_load("/nonexistent/model", NULL, &m, &err), TW_NOT_FOUND);
+    assert_null(m);
+    char *dir = tw_test_mkdtemp();
+    assert_non_null(dir);
+    assert_int_not_equal(tw_model_load(dir, NULL, &m, &err), TW_OK);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    const char *cfg = "{\"model_type\": \"llama\", \"vocab_size\": 16}";
+    assert_true(tw_test_write_file(path, cfg, strlen(cfg)));
+    assert_int_not_equal(tw_model_load(dir, NULL, &m, &err), TW_OK);
+    assert_null(m);
+    tw_test_rmtree(dir);
+    free(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_deltanet_chunk_equals_recurrence),
+        cmocka_unit_test(test_hybrid_prefill_equals_decode),
+        cmocka_unit_test(test_snapshot_hybrid),
+        cmocka_unit_test(test_snapshot_attention),
+        cmocka_unit_test(test_truncate),
+        cmocka_unit_test(test_batch_moe_hybrid),
+        cmocka_unit_test(test_batch_sliding),
+        cmocka_unit_test(test_argument_checks),
+        cmocka_unit_test(test_load_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,493 @@
+/* Integration tests: the real tokenwired, started as a subprocess on ipc://
+ * endpoints in a temporary directory, spoken to through libtokenwire. The
+ * daemon must also exit 0 on SIGTERM (under ASan that includes no leaks). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test_support.h"
+#include "tokenwire/client.h"
+
+typedef struct daemon_proc {
+    pid_t pid;
+    char *dir;
+    char rpc[300];
+    char pub[300];
+} daemon_proc;
+
+static void daemon_start(daemon_proc *d, const char *const *extra, const char *env_key)
+{
+    const char *build = getenv("TW_BUILD_DIR");
+    assert_non_null(build);
+    char prog[1024];
+    snprintf(prog, sizeof prog, "%s/server/engine/tokenwired", build);
+    d->dir = tw_test_mkdtemp();
+    assert_non_null(d->dir);
+    snprintf(d->rpc, sizeof d->rpc, "ipc://%s/rpc", d->dir);
+    snprintf(d->pub, sizeof d->pub, "ipc://%s/pub", d->dir);
+    const char *argv[32];
+    int n = 0;
+    argv[n++] = prog;
+    argv[n++] = "--listen";
+    argv[n++] = d->rpc;
+    argv[n++] = "--publish";
+    argv[n++] = d->pub;
+    argv[n++] = "--rpc-contexts";
+    argv[n++] = "16";
+    for (; extra && *extra && n < 30; extra++)
+        argv[n++] = *extra;
+    argv[n] = NULL;
+    d->pid = fork();
+    assert_true(d->pid >= 0);
+    if (d->pid == 0) {
+        if (env_key)
+            setenv("TOKENWIRE_API_KEY", env_key, 1);
+        else
+            unsetenv("TOKENWIRE_API_KEY");
+        execv(prog, (char *const *)argv);
+        _exit(127);
+    }
+    /* Ready once it answers anything at all. */
+    tw_client_opts o;
+    tw_client_opts_init(&o);
+    o.rpc_url = d->rpc;
+    o.pub_url = "";
+    o.timeout_ms = 300;
+    tw_client *c;
+    assert_int_equal(tw_client_open(&o, &c, NULL), TW_OK);
+    tw_status st = TW_UNAVAILABLE;
+    for (int i = 0; i < 100; i++) {
+        Tokenwire__V1__Reply *rep = NULL;
+        st = tw_client_health(c, NULL, &rep, NULL);
+        tw_wire_free_reply(rep);
+        if (st != TW_UNAVAILABLE && st != TW_DEADLINE_EXCEEDED)
+            break;
+        int status;
+        assert_int_equal(waitpid(d->pid, &status, WNOHANG), 0); /* still running */
+    }
+    tw_client_close(c);
+    assert_true(st != TW_UNAVAILABLE && st != TW_DEADLINE_EXCEEDED);
+}
+
+static void daemon_stop(daemon_proc *d)
+{
+    assert_int_equal(kill(d->pid, SIGTERM), 0);
+    int status = 0;
+    assert_int_equal(waitpid(d->pid, &status, 0), d->pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    tw_test_rmtree(d->dir);
+    free(d->dir);
+}
+
+static tw_client *connect_to(const daemon_proc *d, const char *key)
+{
+    tw_client_opts o;
+    tw_client_opts_init(&o);
+    o.rpc_url = d->rpc;
+    o.pub_url = d->pub;
+    o.api_key = key;
+    o.timeout_ms = 20000;
+    o.stream_poll_ms = 200;
+    tw_client *c = NULL;
+    tw_err err;
+    assert_int_equal(tw_client_open(&o, &c, &err), TW_OK);
+    return c;
+}
+
+/* Sends raw bytes on a plain REQ socket and decodes the answer. */
+static Tokenwire__V1__Reply *raw_call(const daemon_proc *d, const void *buf, size_t len)
+{
+    nng_socket s;
+    assert_int_equal(nng_req0_open(&s), 0);
+    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 10000);
+    assert_int_equal(nng_dial(s, d->rpc, NULL, 0), 0);
+    assert_int_equal(nng_send(s, (void *)buf, len, 0), 0);
+    char *ans = NULL;
+    size_t n = 0;
+    assert_int_equal(nng_recv(s, &ans, &n, NNG_FLAG_ALLOC), 0);
+    Tokenwire__V1__Reply *rep = NULL;
+    tw_err err;
+    assert_int_equal(tw_wire_decode_reply((uint8_t *)ans, n, NULL, &rep, &err), TW_OK);
+    nng_free(ans, n);
+    nng_close(s);
+    return rep;
+}
+
+static void expect_health_ok(tw_client *c)
+{
+    Tokenwire__V1__Reply *rep = NULL;
+    tw_err err;
+    assert_int_equal(tw_client_health(c, NULL, &rep, &err), TW_OK);
+    assert_int_equal(rep->result_case, TOKENWIRE__V1__REPLY__RESULT_HEALTH);
+    tw_wire_free_reply(rep);
+}
+
+/* ------------------------------------------------------------ without a model */
+
+static void test_health_and_bad_requests(void **state)
+{
+    (void)state;
+    daemon_proc d;
+    daemon_start(&d, NULL, NULL);
+    tw_client *c = connect_to(&d, NULL);
+
+    Tokenwire__V1__Reply *rep = NULL;
+    tw_err err;
+    assert_int_equal(tw_client_health(c, NULL, &rep, &err), TW_OK);
+    assert_string_equal(rep->health->state, "loading"); /* no model loaded */
+    assert_non_null(rep->health->version);
+    assert_int_equal(rep->health->models_ready, 0);
+    tw_wire_free_reply(rep);
+
+    /* Garbage bytes: INVALID_ARGUMENT, and the engine goes on serving. */
+    const uint8_t garbage[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
+    rep = raw_call(&d, garbage, sizeof garbage);
+    assert_int_equal(rep->status->code, TOKENWIRE__V1__STATUS_CODE__INVALID_ARGUMENT);
+    assert_non_null(strstr(rep->status->message, "not a valid protobuf"));
+    tw_wire_free_reply(rep);
+    expect_health_ok(c);
+
+    /* An empty message is a Request with no method. */
+    rep = raw_call(&d, "", 0);
+    assert_int_equal(rep->status->code, TOKENWIRE__V1__STATUS_CODE__UNIMPLEMENTED);
+    tw_wire_free_reply(rep);
+
+    /* A method this engine does not know (field 40). */
+    const uint8_t unknown[] = {0x10, 0x07, 0xc2, 0x02, 0x00};
+    rep = raw_call(&d, unknown, sizeof unknown);
+    assert_int_equal(rep->status->code, TOKENWIRE__V1__STATUS_CODE__UNIMPLEMENTED);
+    assert_int_equal(rep->request_id, 7);
+    tw_wire_free_reply(rep);
+
+    /* A newer protocol major version. */
+    Tokenwire__V1__HealthRequest h = TOKENWIRE__V1__HEALTH_REQUEST__INIT;
+    Tokenwire__V1__Request r = TOKENWIRE__V1__REQUEST__INIT;
+    r.has_version = 1;
+    r.version = (Tokenwire__V1__ProtocolVersion)2;
+    r.method_case = TOKENWIRE__V1__REQUEST__METHOD_HEALTH;
+    r.health = &h;
+    assert_int_equal(tw_client_call(c, &r, &rep, &err), TW_FAILED_PRECONDITION);
+    assert_non_null(strstr(err.msg, "newer"));
+    tw_wire_free_reply(rep);
+
+    /* Resume of a stream nobody started; Cancel of nothing. */
+    Tokenwire__V1__ResumeRequest rr = TOKENWIRE__V1__RESUME_REQUEST__INIT;
+    rr.stream_id = "nope";
+    assert_int_equal(tw_client_resume(c, &rr, &rep, &err), TW_NOT_FOUND);
+    tw_wire_free_reply(rep);
+    rr.stream_id = "bad/id";
+    assert_int_equal(tw_client_resume(c, &rr, &rep, &err), TW_INVALID_ARGUMENT);
+    tw_wire_free_reply(rep);
+    Tokenwire__V1__CancelRequest cr = TOKENWIRE__V1__CANCEL_REQUEST__INIT;
+    cr.stream_id = "nope";
+    assert_int_equal(tw_client_cancel(c, &cr, &rep, &err), TW_OK);
+    assert_false(rep->cancel->cancelled);
+    tw_wire_free_reply(rep);
+
+    /* Generate without a model, and without a prompt. */
+    Tokenwire__V1__GenerateRequest g = TOKENWIRE__V1__GENERATE_REQUEST__INIT;
+    assert_int_equal(tw_client_generate(c, &g, &rep, &err), TW_INVALID_ARGUMENT);
+    tw_wire_free_reply(rep);
+    uint32_t ids[] = {1, 2, 3};
+    Tokenwire__V1__TokenIds t = TOKENWIRE__V1__TOKEN_IDS__INIT;
+    t.n_ids = 3;
+    t.ids = ids;
+    g.prompt_case = TOKENWIRE__V1__GENERATE_REQUEST__PROMPT_TOKEN_IDS;
+    g.token_ids = &t;
+    assert_int_equal(tw_client_generate(c, &g, &rep, &err), TW_NOT_FOUND);
+    tw_wire_free_reply(rep);
+
+    /* LoadModel of a path that is not a model. */
+    Tokenwire__V1__LoadModelRequest lm = TOKENWIRE__V1__LOAD_MODEL_REQUEST__INIT;
+    lm.source = d.dir;
+    tw_status st = tw_client_load_model(c, &lm, &rep, &err);
+    assert_int_not_equal(st, TW_OK);
+    assert_true(st != TW_UNAVAILABLE && st != TW_DEADLINE_EXCEEDED);
+    tw_wire_free_reply(rep);
+    lm.source = "https://example.invalid/model.gguf";
+    assert_int_equal(tw_client_load_model(c, &lm, &rep, &err), TW_UNIMPLEMENTED);
+    tw_wire_free_reply(rep);
+    expect_health_ok(c);
+
+    tw_client_close(c);
+    daemon_stop(&d);
+}
+
+static void test_auth(void **state)
+{
+    (void)state;
+    daemon_proc d;
+    const char *extra[] = {"--api-key", "cli-key", NULL};
+    daemon_start(&d, extra, "env-key");
+    Tokenwire__V1__Reply *rep = NULL;
+    tw_err err;
+
+    tw_client *anon = connect_to(&d, NULL);
+    assert_int_equal(tw_client_health(anon, NULL, &rep, &err), TW_UNAUTHENTICATED);
+    assert_non_null(strstr(err.msg, "missing"));
+    assert_null(rep->health);
+    tw_wire_free_reply(rep);
+    tw_client_close(anon);
+
+    tw_client *wrong = connect_to(&d, "cli-kez");
+    assert_int_equal(tw_client_health(wrong, NULL, &rep, &err), TW_UNAUTHENTICATED);
+    assert_non_null(strstr(err.msg, "invalid"));
+    tw_wire_free_reply(rep);
+    tw_client_close(wrong);
+
+    tw_client *cli = connect_to(&d, "cli-key");
+    expect_health_ok(cli);
+    tw_client_close(cli);
+    tw_client *env = connect_to(&d, "env-key");
+    expect_health_ok(env);
+    tw_client_close(env);
+    daemon_stop(&d);
+}
+
+static void test_oversized_request(void **state)
+{
+    (void)state;
+    daemon_proc d;
+    const char *extra[] = {"--max-message-bytes", "4096", NULL};
+    daemon_start(&d, extra, NULL);
+    tw_client *c = connect_to(&d, NULL);
+    char text[10000];
+    memset(text, 'x', sizeof text - 1);
+    text[sizeof text - 1] = '\0';
+    Tokenwire__V1__TokenizeRequest t = TOKENWIRE__V1__TOKENIZE_REQUEST__INIT;
+    t.text = text;
+    Tokenwire__V1__Reply *rep = NULL;
+    tw_err err;
+    assert_int_equal(tw_client_tokenize(c, &t, &rep, &err), TW_RESOURCE_EXHAUSTED);
+    assert_non_null(strstr(err.msg, "limit"));
+    tw_wire_free_reply(rep);
+    expect_health_ok(c);
+    tw_client_close(c);
+    daemon_stop(&d);
+}
+
+typedef struct hammer_arg {
+    tw_client *c;
+    int ok;
+} hammer_arg;
+
+static void *hammer(void *p)
+{
+    hammer_arg *a = p;
+    for (int i = 0; i < 25; i++) {
+        Tokenwire__V1__Reply *rep = NULL;
+        if (tw_client_health(a->c, NULL, &rep, NULL) == TW_OK &&
+            rep->result_case == TOKENWIRE__V1__REPLY__RESULT_HEALTH)
+            a->ok++;
+        tw_wire_free_reply(rep);
+    }
+    return NULL;
+}
+
+static void test_concurrent_callers(void **state)
+{
+    (void)state;
+    daemon_proc d;
+    daemon_start(&d, NULL, NULL);
+    tw_client *c = connect_to(&d, NULL);
+    pthread_t th[8];
+    hammer_arg args[8];
+    for (int i = 0; i < 8; i++) {
+        args[i] = (hammer_arg){c, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, hammer, &args[i]), 0);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(args[i].ok, 25);
+    }
+    tw_client_close(c);
+    daemon_stop(&d);
+}
+
+/* ------------------------------------------------------------ with the golden model */
+
+typedef struct golden {
+    uint32_t input[64];
+    size_t n_input;
+    uint32_t greedy[64];
+    size_t n_greedy;
+} golden;
+
+static void read_ids(json_t *arr, uint32_t *out, size_t cap, size_t *n)
+{
+    assert_true(json_is_array(arr));
+    *n = json_array_size(arr);
+    assert_true(*n > 0 && *n <= cap);
+    for (size_t i = 0; i < *n; i++)
+        out[i] = (uint32_t)json_integer_value(json_array_get(arr, i));
+}
+
+static void load_golden(const char *shared, golden *g, char *model_dir, size_t cap)
+{
+    snprintf(model_dir, cap, "%s/golden/qwen2", shared);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/golden.json", model_dir);
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    assert_non_null(root);
+    read_ids(json_object_get(root, "input_ids"), g->input, 64, &g->n_input);
+    read_ids(json_object_get(root, "greedy_ids"), g->greedy, 64, &g->n_greedy);
+    json_decref(root);
+}
+
+static void greedy_request(const golden *gd, Tokenwire__V1__GenerateRequest *g,
+                           Tokenwire__V1__TokenIds *t, Tokenwire__V1__SamplingParams *sp,
+                           Tokenwire__V1__StopRules *stop)
+{
+    tokenwire__v1__generate_request__init(g);
+    tokenwire__v1__token_ids__init(t);
+    tokenwire__v1__sampling_params__init(sp);
+    tokenwire__v1__stop_rules__init(stop);
+    t->n_ids = gd->n_input;
+    t->ids = (uint32_t *)gd->input;
+    sp->has_temperature = 1;
+    sp->temperature = 0;
+    stop->has_max_tokens = 1;
+    stop->max_tokens = (uint32_t)gd->n_greedy;
+    stop->has_ignore_eos = 1;
+    stop->ignore_eos = 1;
+    g->prompt_case = TOKENWIRE__V1__GENERATE_REQUEST__PROMPT_TOKEN_IDS;
+    g->token_ids = t;
+    g->sampling = sp;
+    g->stop = stop;
+}
+
+typedef struct collected {
+    uint32_t ids[256];
+    size_t n;
+    uint64_t last_seq;
+    int chunks;
+    int finals;
+} collected;
+
+static int collect(void *user, const Tokenwire__V1__StreamChunk *ch)
+{
+    collected *c = user;
+    if (c->chunks > 0 && ch->seq != c->last_seq + 1)
+        return 1; /* out of order: cancel, which fails the test */
+    c->last_seq = ch->seq;
+    c->chunks++;
+    for (size_t i = 0; i < ch->n_token_ids && c->n < 256; i++)
+        c->ids[c->n++] = ch->token_ids[i];
+    if (ch->final)
+        c->finals++;
+    return 0;
+}
+
+static void test_generate_golden(void **state)
+{
+    (void)state;
+    TW_REQUIRE_SHARED(shared);
+    golden gd;
+    char model_dir[1024];
+    load_golden(shared, &gd, model_dir, sizeof model_dir);
+    daemon_proc d;
+    const char *extra[] = {"--model", model_dir, "--model-name", "qwen2", "--threads", "2",
+                           NULL};
+    daemon_start(&d, extra, NULL);
+    tw_client *c = connect_to(&d, NULL);
+    Tokenwire__V1__Reply *rep = NULL;
+    tw_err err;
+
+    Tokenwire__V1__GenerateRequest g;
+    Tokenwire__V1__TokenIds t;
+    Tokenwire__V1__SamplingParams sp;
+    Tokenwire__V1__StopRules stop;
+    greedy_request(&gd, &g, &t, &sp, &stop);
+
+    /* Non-streaming. */
+    assert_int_equal(tw_client_generate(c, &g, &rep, &err), TW_OK);
+    assert_int_equal(rep->generate->n_choices, 1);
+    const Tokenwire__V1__Choice *ch = rep->generate->choices[0];
+    assert_int_equal(ch->n_token_ids, gd.n_greedy);
+    assert_memory_equal(ch->token_ids, gd.greedy, gd.n_greedy * sizeof(uint32_t));
+    assert_int_equal(ch->finish_reason, TOKENWIRE__V1__FINISH_REASON__FINISH_LENGTH);
+    assert_string_equal(rep->generate->model, "qwen2");
+    assert_int_equal(rep->generate->usage->prompt_tokens, gd.n_input);
+    tw_wire_free_reply(rep);
+
+    /* Streaming: the same tokens, in order, exactly once. */
+    collected col;
+    memset(&col, 0, sizeof col);
+    char sid[TW_WIRE_STREAM_ID_MAX + 1];
+    assert_int_equal(tw_client_generate_stream(c, &g, collect, &col, sid, &err), TW_OK);
+    assert_int_equal(col.finals, 1);
+    assert_int_equal(col.n, gd.n_greedy);
+    assert_memory_equal(col.ids, gd.greedy, gd.n_greedy * sizeof(uint32_t));
+
+    /* Resume after reading nothing: start a stream nobody subscribed to,
+     * then fetch every chunk over REQ/REP. */
+    g.has_stream = 1;
+    g.stream = 1;
+    g.stream_id = "unread-1";
+    Tokenwire__V1__Request r = TOKENWIRE__V1__REQUEST__INIT;
+    r.method_case = TOKENWIRE__V1__REQUEST__METHOD_GENERATE;
+    r.generate = &g;
+    assert_int_equal(tw_client_call(c, &r, &rep, &err), TW_OK);
+    assert_string_equal(rep->generate->stream_id, "unread-1");
+    tw_wire_free_reply(rep);
+    /* The same id again while it is held: refused. */
+    assert_int_equal(tw_client_call(c, &r, &rep, &err), TW_ALREADY_EXISTS);
+    tw_wire_free_reply(rep);
+    memset(&col, 0, sizeof col);
+    bool finished = false;
+    for (int round = 0; round < 200 && !finished; round++) {
+        Tokenwire__V1__ResumeRequest rr = TOKENWIRE__V1__RESUME_REQUEST__INIT;
+        rr.stream_id = "unread-1";
+        rr.has_from_seq = 1;
+        rr.from_seq = col.chunks ? col.last_seq + 1 : 0;
+        rr.has_wait_ms = 1;
+        rr.wait_ms = 2000;
+        assert_int_equal(tw_client_resume(c, &rr, &rep, &err), TW_OK);
+        assert_false(rep->resume->expired);
+        for (size_t i = 0; i < rep->resume->n_chunks; i++)
+            assert_int_equal(collect(&col, rep->resume->chunks[i]), 0);
+        finished = rep->resume->finished;
+        tw_wire_free_reply(rep);
+    }
+    assert_true(finished);
+    assert_int_equal(col.finals, 1);
+    assert_int_equal(col.n, gd.n_greedy);
+    assert_memory_equal(col.ids, gd.greedy, gd.n_greedy * sizeof(uint32_t));
+    /* Everything is still there for a late reader. */
+    Tokenwire__V1__ResumeRequest again = TOKENWIRE__V1__RESUME_REQUEST__INIT;
+    again.stream_id = "unread-1";
+    assert_int_equal(tw_client_resume(c, &again, &rep, &err), TW_OK);
+    assert_int_equal(rep->resume->n_chunks, (size_t)col.chunks);
+    assert_int_equal(rep->resume->chunks[0]->seq, 0);
+    tw_wire_free_reply(rep);
+
+    tw_client_close(c);
+    daemon_stop(&d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_health_and_bad_requests),
+        cmocka_unit_test(test_auth),
+        cmocka_unit_test(test_oversized_request),
+        cmocka_unit_test(test_concurrent_callers),
+        cmocka_unit_test(test_generate_golden),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
