@@ -57,7 +57,7 @@ test)
     meson test -C build-test --num-processes "$jobs" --print-errorlogs --timeout-multiplier 3 || status=$?
     # cmocka's own summary line of every test program, so a reader sees what ran.
     echo "---- cmocka summary ----"
-    awk '/^test: /{name=$2}
+    awk '/^test: /{name=$0; sub(/^test: +/, "", name)}
          /^\[  (PASSED|FAILED|SKIPPED) *\]/{print name ": " $0}
          /^SKIPPED \(/{print name ": " $0}' build-test/meson-logs/testlog.txt || true
     exit "$status"

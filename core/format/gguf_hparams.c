@@ -159,8 +159,24 @@ static tw_status layer_types(const reader *r, tw_arch arch, uint32_t n_layers, j
                              "gguf config: full_attention_interval is 0");
         set_new(cfg, "full_attention_interval", json_integer(interval));
     }
+    /* A layer's tensors say what it is: DeltaNet layers carry ssm_a. That
+     * covers hybrids whose full-attention layers are not on a fixed interval,
+     * which full_attention_interval alone cannot describe. */
+    bool by_tensors = false;
+    if (interval) {
+        for (uint32_t il = 0; il < n_layers && !by_tensors; il++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%u.ssm_a", il);
+            by_tensors = tw_gguf_find_tensor(r->g, name) != NULL;
+        }
+    }
     for (uint32_t il = 0; il < n_layers; il++) {
         bool linear = interval && (il + 1) % interval != 0;
+        if (by_tensors) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%u.ssm_a", il);
+            linear = tw_gguf_find_tensor(r->g, name) != NULL;
+        }
         json_array_append_new(lt, json_string(linear ? "linear_attention" : "full_attention"));
     }
     return TW_OK;
@@ -268,7 +284,13 @@ static tw_status build_config(const reader *r, tw_arch arch, json_t *cfg)
             return st;
         if (found)
             set_new(cfg, "sliding_window", json_integer(u));
-        set_new(cfg, "query_pre_attn_scalar", json_integer(head_dim));
+        /* attention.scale is written only when Gemma's query_pre_attn_scalar
+         * differs from head_dim (llama.cpp derives the same default). */
+        double scale;
+        if (!opt_f32(r, "attention.scale", &scale, &found) && found && scale > 0.0)
+            set_new(cfg, "query_pre_attn_scalar", json_real(1.0 / (scale * scale)));
+        else
+            set_new(cfg, "query_pre_attn_scalar", json_integer(head_dim));
         double cap;
         if (!opt_f32(r, "final_logit_softcapping", &cap, &found) && found)
             set_new(cfg, "final_logit_softcapping", json_real(cap));
@@ -464,15 +486,21 @@ tw_status tw_gguf_hparams_from_hf(const json_t *config, tw_gguf_writer *w, tw_er
         }
     }
 
+    /* transformers 5 reads the factor from rope_parameters; the top-level key
+     * is a legacy default that may disagree with it. */
     double prf = 1.0;
-    if (!num(cget(config, "partial_rotary_factor"), &prf))
-        num(json_object_get(rope, "partial_rotary_factor"), &prf);
+    if (!num(json_object_get(rope, "partial_rotary_factor"), &prf))
+        num(cget(config, "partial_rotary_factor"), &prf);
     switch (p.arch) {
     case TW_ARCH_LLAMA:
         put_u32(&h, "rope.dimension_count", p.head_dim);
         break;
     case TW_ARCH_GEMMA3: {
         copy_u32(&h, config, "sliding_window", "attention.sliding_window");
+        double qpas;
+        if (num(cget(config, "query_pre_attn_scalar"), &qpas) && qpas > 0.0 &&
+            qpas != (double)p.head_dim)
+            put_f32(&h, "attention.scale", 1.0 / sqrt(qpas));
         if (num(cget(config, "final_logit_softcapping"), &d))
             put_f32(&h, "final_logit_softcapping", d);
         const json_t *lt = cget(config, "layer_types");

@@ -17,7 +17,7 @@ static const tw_family families[] = {
      .act = TW_ACT_SILU},
     {.model_type = "gemma3_text", .architecture = "Gemma3ForCausalLM", .norm_plus_one = true,
      .embed_scale = true, .qk_norm = true, .sandwich_norms = true, .scale_from_qpas = true,
-     .act = TW_ACT_GELU_TANH},
+     .no_attn_softcap = true, .act = TW_ACT_GELU_TANH},
     {.model_type = "qwen3_5_text", .architecture = "Qwen3_5ForCausalLM", .norm_plus_one = true,
      .qk_norm = true, .attn_gate = true, .hybrid = true, .act = TW_ACT_SILU},
     {.model_type = "qwen3_5_moe_text", .architecture = "Qwen3_5MoeForCausalLM",
@@ -307,7 +307,10 @@ tw_status tw_mconfig_parse(const json_t *root, tw_mconfig *cfg, tw_err *err)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "config: norm/attention constants out of range");
     cfg->norm_eps = (float)eps;
     cfg->attn_scale = (float)(1.0 / sqrt(f->scale_from_qpas ? qpas : (double)cfg->head_dim));
-    cfg->attn_softcap = (float)softcap;
+    /* Gemma 3 replaced Gemma 2's attention soft-capping with q/k norms; its
+     * reference implementation ignores attn_logit_softcapping if a config sets
+     * it, and so must we to produce the same logits. */
+    cfg->attn_softcap = f->no_attn_softcap ? 0.0f : (float)softcap;
     cfg->final_softcap = (float)final_softcap;
     cfg->tied = get_bool(c, "tie_word_embeddings", get_bool(root, "tie_word_embeddings", false));
     cfg->rope_adjacent = get_bool(root, "tw_rope_interleaved", false);

@@ -47,6 +47,8 @@ typedef struct tw_family {
     bool hybrid;              /* layer_types may name linear_attention (DeltaNet) */
     bool moe;                 /* sparse MoE FFN with a shared expert */
     bool scale_from_qpas;     /* attention scale from query_pre_attn_scalar */
+    bool no_attn_softcap;     /* the family's attention never soft-caps scores, even
+                               * when its config carries attn_logit_softcapping */
     tw_act act;
 } tw_family;
 

@@ -1,12 +1,11 @@
 #!/bin/sh
-# Runs tw-conform on one golden family, from the HF checkpoint directly or
-# after converting it to GGUF with tw-convert.
-#   conform.sh TW_CONFORM FAMILY            (HF directory)
-#   conform.sh TW_CONFORM FAMILY TW_CONVERT TYPE   (GGUF of TYPE)
+# Runs tw-conform on one golden checkpoint directory, directly or after
+# converting it to GGUF with tw-convert.
+#   conform.sh TW_CONFORM GOLDEN_DIR
+#   conform.sh TW_CONFORM GOLDEN_DIR TW_CONVERT TYPE [MIN_TOP1_PERCENT]
 set -u
 conform=$1
-family=$2
-golden="${TW_SHARED_DIR:-../shared}/golden/$family"
+golden=$2
 if [ ! -f "$golden/golden.safetensors" ]; then
     echo "SKIPPED (no ../shared reference data)"
     exit 0
@@ -16,9 +15,13 @@ if [ $# -lt 4 ]; then
 fi
 convert=$3
 type=$4
-out="${TW_BUILD_DIR:-.}/conform-$family-$type.gguf"
-"$convert" "$golden" "$out" --type "$type" || exit 1
-"$conform" "$out" "$golden/golden.safetensors"
+out="${TW_BUILD_DIR:-.}/conform-$(basename "$golden")-$type-$$.gguf"
+"$convert" "$golden" "$out" --type "$type" || { rm -f "$out"; exit 1; }
+if [ $# -ge 5 ]; then
+    "$conform" "$out" "$golden/golden.safetensors" --min-top1 "$5"
+else
+    "$conform" "$out" "$golden/golden.safetensors"
+fi
 rc=$?
 rm -f "$out"
 exit $rc
