@@ -557,7 +557,7 @@ static bool f_sum(const fctx *c, jv *out)
 static bool f_int(const fctx *c, jv *out)
 {
     BIND("default", "base");
-    int64_t dflt, base;
+    int64_t dflt = 0, base = 0;
     if (!arg_int(c, a[0], 0, &dflt) || !arg_int(c, a[1], 10, &base))
         return false;
     jv v = c->in;
@@ -623,7 +623,7 @@ static bool f_indent(const fctx *c, jv *out)
     if (a[0].kind == JV_STR) {
         ind = jv_ref(a[0]);
     } else {
-        int64_t w;
+        int64_t w = 0;
         ok = arg_int(c, a[0], 4, &w);
         if (ok && (w < 0 || w > 4096))
             w = w < 0 ? 0 : 4096;
@@ -700,7 +700,7 @@ static bool f_escape(const fctx *c, jv *out)
 static bool f_truncate(const fctx *c, jv *out)
 {
     BIND("length", "killwords", "end", "leeway");
-    int64_t length, leeway;
+    int64_t length = 0, leeway = 0;
     if (!arg_int(c, a[0], 255, &length) || !arg_int(c, a[3], 5, &leeway))
         return false;
     jv s, end;
@@ -744,7 +744,7 @@ static bool f_truncate(const fctx *c, jv *out)
 static bool f_round(const fctx *c, jv *out)
 {
     BIND("precision", "method");
-    int64_t prec;
+    int64_t prec = 0;
     if (!arg_int(c, a[0], 0, &prec))
         return false;
     if (!jv_is_num(c->in))
@@ -876,7 +876,7 @@ static bool f_string_op(const fctx *c, jv *out)
                         a[0].kind == JV_STR ? jv_str_of(a[0]) : NULL, true, true, out);
     } else if (!strcmp(n, "replace")) {
         BIND("old", "new", "count");
-        int64_t count;
+        int64_t count = 0;
         if (a[0].kind != JV_STR || a[1].kind != JV_STR)
             return jr_fail(c->r, c->at, TW_INVALID_ARGUMENT, "replace needs string arguments");
         if (!arg_int(c, a[2], -1, &count) || !to_str(c, c->in, &s))
@@ -885,7 +885,7 @@ static bool f_string_op(const fctx *c, jv *out)
                           out);
     } else if (!strcmp(n, "center")) {
         BIND("width");
-        int64_t w;
+        int64_t w = 0;
         if (!arg_int(c, a[0], 80, &w) || !to_str(c, c->in, &s))
             return false;
         jv fn;
@@ -958,7 +958,7 @@ static bool f_abs(const fctx *c, jv *out)
 static bool f_batch(const fctx *c, jv *out)
 {
     BIND("linecount", "fill_with");
-    int64_t size;
+    int64_t size = 0;
     if (!arg_int(c, a[0], 0, &size))
         return false;
     if (size <= 0)

@@ -662,7 +662,7 @@ static bool str_method(jrender *r, const jnode *at, const jfunc *f, const jv *ar
     }
     if (!strcmp(m, "split") || !strcmp(m, "rsplit")) {
         BIND(m, "sep", "maxsplit");
-        int64_t maxsplit;
+        int64_t maxsplit = 0;
         return opt_int(r, at, a[1], -1, &maxsplit) &&
                str_split(r, at, s, a[0], maxsplit, m[0] == 'r', out);
     }
@@ -680,7 +680,7 @@ static bool str_method(jrender *r, const jnode *at, const jfunc *f, const jv *ar
     }
     if (!strcmp(m, "replace")) {
         BIND(m, "old", "new", "count");
-        int64_t count;
+        int64_t count = 0;
         return need_str(r, at, a[0], "old") && need_str(r, at, a[1], "new") &&
                opt_int(r, at, a[2], -1, &count) &&
                jstr_replace(r, at, s, jv_str_of(a[0]), jv_str_of(a[1]), count, out);
@@ -776,7 +776,7 @@ static bool str_method(jrender *r, const jnode *at, const jfunc *f, const jv *ar
     }
     if (!strcmp(m, "center") || !strcmp(m, "ljust") || !strcmp(m, "rjust")) {
         BIND(m, "width", "fillchar");
-        int64_t w;
+        int64_t w = 0;
         return opt_int(r, at, a[0], 0, &w) &&
                str_pad(r, at, s, w, m[0] == 'c' ? 0 : m[0] == 'l' ? -1 : 1, a[1], out);
     }

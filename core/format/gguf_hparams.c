@@ -257,7 +257,7 @@ static tw_status build_config(const reader *r, tw_arch arch, json_t *cfg)
     }
 
     /* RoPE */
-    json_t *rope;
+    json_t *rope = NULL;
     if ((st = rope_object(r, &rope)))
         return st;
     uint32_t rot_dims;

@@ -99,7 +99,7 @@ static tw_status rd_u64(cursor *c, uint64_t *v, const char *what)
  * arena. */
 static tw_status rd_str(cursor *c, strref *out, uint64_t max_len, const char *what)
 {
-    uint64_t len;
+    uint64_t len = 0;
     tw_status st = rd_u64(c, &len, what);
     if (st)
         return st;
@@ -263,8 +263,8 @@ static tw_status rd_array(cursor *c, tw_gguf_value *v, int depth, const char *ke
         return tw_errorf(c->err, TW_INVALID_ARGUMENT,
                          "gguf: key '%s': arrays nested deeper than %d levels", key,
                          TW_GGUF_MAX_DEPTH);
-    uint32_t et;
-    uint64_t n;
+    uint32_t et = 0;
+    uint64_t n = 0;
     tw_status st = rd_u32(c, &et, "array element type");
     if (!st)
         st = rd_u64(c, &n, "array length");
@@ -355,7 +355,7 @@ static int cmp_tensor_offset(const void *a, const void *b, void *ctx)
 static tw_status parse_header(tw_gguf *g, tw_err *err)
 {
     cursor c = {g->map.data, g->map.size, 0, err, &g->arena};
-    uint32_t magic, version;
+    uint32_t magic, version = 0;
     tw_status st;
     if (c.size < 4)
         return tw_errorf(err, TW_INVALID_ARGUMENT,
@@ -381,7 +381,7 @@ static tw_status parse_header(tw_gguf *g, tw_err *err)
     }
     g->version = version;
 
-    uint64_t n_tensors, n_kv;
+    uint64_t n_tensors = 0, n_kv = 0;
     if ((st = rd_u64(&c, &n_tensors, "tensor count")) || (st = rd_u64(&c, &n_kv, "key count")))
         return st;
     /* A key needs at least 8 (name length) + 4 (type) + 1 (value) bytes, a
@@ -403,7 +403,7 @@ static tw_status parse_header(tw_gguf *g, tw_err *err)
 
     for (uint64_t i = 0; i < n_kv; i++) {
         strref name;
-        uint32_t type;
+        uint32_t type = 0;
         if ((st = rd_str(&c, &name, MAX_NAME_LEN, "key name")))
             return tw_error_wrap(err, st, "key %llu", (unsigned long long)i);
         if (!valid_name(&name))

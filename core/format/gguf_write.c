@@ -441,7 +441,7 @@ tw_status tw_gguf_writer_add_tensor(tw_gguf_writer *w, const char *name, uint32_
                                     uint32_t n_dims, const uint64_t *dims, const void *data,
                                     size_t nbytes, tw_err *err)
 {
-    wtensor *t;
+    wtensor *t = NULL;
     tw_status st = add_tensor(w, name, type, n_dims, dims, &t, err);
     if (st)
         return st;
@@ -471,7 +471,7 @@ tw_status tw_gguf_writer_add_tensor_fn(tw_gguf_writer *w, const char *name, uint
     if (!fill)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "gguf writer: tensor '%s' has no fill function",
                          name ? name : "");
-    wtensor *t;
+    wtensor *t = NULL;
     tw_status st = add_tensor(w, name, type, n_dims, dims, &t, err);
     if (st)
         return st;

@@ -204,7 +204,7 @@ static tw_status parse(tw_st_file *f, tw_err *err)
             continue;
         }
         tw_st_tensor *t = &f->tensors[f->n];
-        uint64_t begin;
+        uint64_t begin = 0;
         if ((st = parse_entry(f, key, val, data_size, t, &begin, err)))
             goto done;
         t->data = data + begin;

@@ -130,7 +130,7 @@ static tw_status parse_rope(const json_t *o, double theta_def, double partial_de
 static tw_status parse_ropes(const json_t *c, tw_mconfig *cfg, tw_err *err)
 {
     tw_status st;
-    double partial, theta;
+    double partial = 0, theta = 0;
     if ((st = get_f64(c, "partial_rotary_factor", 1.0, &partial, err)) ||
         (st = get_f64(c, "rope_theta", 10000.0, &theta, err)))
         return st;
@@ -158,7 +158,7 @@ static tw_status parse_ropes(const json_t *c, tw_mconfig *cfg, tw_err *err)
     const json_t *rs = json_object_get(c, "rope_scaling");
     if ((st = parse_rope(json_is_object(rs) ? rs : NULL, theta, partial, &cfg->rope[0], err)))
         return st;
-    double local;
+    double local = 0;
     if ((st = get_f64(c, "rope_local_base_freq", 0.0, &local, err)))
         return st;
     if (local > 0.0) {
@@ -201,7 +201,7 @@ static tw_status parse_layer_types(const json_t *c, tw_mconfig *cfg, tw_err *err
             }
         }
     } else if (cfg->family->hybrid) {
-        uint32_t every;
+        uint32_t every = 0;
         if ((st = get_u32(c, "full_attention_interval", 4, n ? n : 1, false, &every, err)))
             return st;
         if (every == 0)
@@ -210,7 +210,7 @@ static tw_status parse_layer_types(const json_t *c, tw_mconfig *cfg, tw_err *err
             cfg->mixer[i] = (i + 1) % every == 0 ? TW_MIXER_ATTENTION : TW_MIXER_DELTANET;
     } else if (cfg->family->sandwich_norms) {
         /* Gemma 3 configs before layer_types: every pattern-th layer is global */
-        uint32_t pattern;
+        uint32_t pattern = 0;
         if ((st = get_u32(c, "sliding_window_pattern", 6, 1u << 20, false, &pattern, err)))
             return st;
         for (uint32_t i = 0; i < n; i++)

@@ -89,7 +89,7 @@ static tw_status parse_normalizer(tw_tokenizer *tok, json_t *n, int depth, tw_er
     const char *type = get_type(n, "normalizer", err, &st);
     if (!type)
         return st;
-    tok_norm *nm;
+    tok_norm *nm = NULL;
     if (strcmp(type, "Sequence") == 0) {
         json_t *list = json_object_get(n, "normalizers");
         if (!json_is_array(list))
@@ -200,7 +200,7 @@ static tw_status parse_pretokenizer(tw_tokenizer *tok, json_t *n, int depth, boo
      * step that would run on them afterwards cannot be honoured. */
     if (*saw_byte_level)
         return tw_errorf(err, TW_UNIMPLEMENTED, "pre_tokenizer \"%s\" after ByteLevel", type);
-    tok_pre *p;
+    tok_pre *p = NULL;
     if (strcmp(type, "Split") == 0) {
         if ((st = add_pre(tok, &p, err)) != TW_OK)
             return st;
@@ -351,7 +351,7 @@ static tw_status parse_vocab(tw_tokenizer *tok, json_t *model, json_t *added, tw
     json_t *vocab = json_object_get(model, "vocab");
     if (!json_is_object(vocab))
         return tw_errorf(err, TW_INVALID_ARGUMENT, "model.vocab must be an object");
-    uint32_t n = 0, id;
+    uint32_t n = 0, id = 0;
     const char *key;
     json_t *v;
     tw_status st;
