@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <nng/nng.h>
+
+#include "pull.h"
 #include "tokenwire/client.h"
 
 #define EXIT_REFUSED 1
@@ -20,6 +23,8 @@ typedef struct cli {
     const char *pub;
     const char *api_key;
     const char *ca_file;
+    const char *tls_server_name;
+    const char *sha256;
     unsigned timeout_ms;
     /* command options */
     const char *model;
@@ -33,6 +38,11 @@ typedef struct cli {
     unsigned long long seed;
     unsigned top_k;
     unsigned max_tokens;
+    /* speculative decoding */
+    const char *draft;
+    bool has_speculate, has_draft_tokens;
+    int speculate; /* Tokenwire__V1__SpeculationMode */
+    unsigned draft_tokens;
 } cli;
 
 static void usage(FILE *f)
@@ -43,19 +53,23 @@ static void usage(FILE *f)
             "  health                     is the engine up?\n"
             "  models                     list loaded models\n"
             "  stats [--model M]          engine counters\n"
-            "  load PATH [--name N] [--default]\n"
+            "  load PATH [--name N] [--default] [--draft DRAFT_PATH]\n"
+            "  pull URL [--sha256 HEX] [--name N]   download a model and load it\n"
             "  unload NAME\n"
             "  tokenize [--model M] TEXT\n"
             "  detokenize [--model M] ID...\n"
             "  generate [--model M] [--ids 1,2,3 | PROMPT] [--stream] [sampling]\n"
             "  chat [--model M] [--system TEXT] [--stream] [sampling] MESSAGE\n"
             "  watch                      print every stream the engine publishes\n\n"
-            "sampling: --max-tokens N --temperature T --top-k K --top-p P --seed S\n\n"
+            "sampling: --max-tokens N --temperature T --top-k K --top-p P --seed S\n"
+            "speculative decoding: --speculate auto|off|lookup|draft --draft-tokens K\n"
+            "  (auto: the engine decides; draft needs a model loaded with --draft)\n\n"
             "global options:\n"
             "  --engine URL    RPC endpoint (default %s, or $TOKENWIRE_ENGINE)\n"
             "  --pub URL       stream endpoint (default: the engine's TCP port + 1)\n"
             "  --api-key KEY   API key (or $TOKENWIRE_API_KEY)\n"
             "  --ca FILE       CA bundle for tls+tcp:// engines\n"
+            "  --tls-server-name NAME  name the engine's certificate must carry\n"
             "  --timeout MS    per-call timeout (default 30000)\n",
             TW_CLIENT_DEFAULT_RPC_URL);
 }
@@ -118,6 +132,26 @@ static bool parse_float(const char *s, float *out)
     return true;
 }
 
+static bool parse_speculate(const char *s, int *out)
+{
+    static const struct {
+        const char *name;
+        int mode;
+    } modes[] = {
+        {"auto", TOKENWIRE__V1__SPECULATION_MODE__SPECULATE_AUTO},
+        {"off", TOKENWIRE__V1__SPECULATION_MODE__SPECULATE_OFF},
+        {"lookup", TOKENWIRE__V1__SPECULATION_MODE__SPECULATE_LOOKUP},
+        {"draft", TOKENWIRE__V1__SPECULATION_MODE__SPECULATE_DRAFT},
+    };
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        if (!strcmp(s, modes[i].name)) {
+            *out = modes[i].mode;
+            return true;
+        }
+    }
+    return false;
+}
+
 /* "1,2,3" or "1 2 3" -> ids (malloc'd). */
 static bool parse_ids(const char *s, uint32_t **ids, size_t *n)
 {
@@ -163,10 +197,13 @@ static void print_status_reply(const Tokenwire__V1__Reply *rep)
     case TOKENWIRE__V1__REPLY__RESULT_LIST_MODELS:
         for (size_t i = 0; i < rep->list_models->n_models; i++) {
             const Tokenwire__V1__ModelInfo *m = rep->list_models->models[i];
-            printf("%s%s\t%s\t%s\tctx=%u\tvocab=%u\t%s\n", m->name ? m->name : "?",
+            printf("%s%s\t%s\t%s\tctx=%u\tvocab=%u\t%s", m->name ? m->name : "?",
                    m->is_default ? " (default)" : "", m->state ? m->state : "?",
                    m->architecture ? m->architecture : "?", m->max_context, m->vocab_size,
                    m->path ? m->path : "");
+            if (m->draft_model && *m->draft_model)
+                printf("\tdraft=%s", m->draft_model);
+            printf("\n");
         }
         break;
     case TOKENWIRE__V1__REPLY__RESULT_STATS: {
@@ -181,6 +218,9 @@ static void print_status_reply(const Tokenwire__V1__Reply *rep)
                (unsigned long long)s->generated_tokens_total, s->decode_tokens_per_s,
                s->prefill_tokens_per_s, (unsigned long long)s->rss_bytes,
                (unsigned long long)s->chunks_published, (unsigned long long)s->resumes_served);
+        printf("spec_drafted: %llu\nspec_accepted: %llu\nspec_speedup: %.2f\n",
+               (unsigned long long)s->spec_drafted, (unsigned long long)s->spec_accepted,
+               s->spec_speedup);
         break;
     }
     case TOKENWIRE__V1__REPLY__RESULT_LOAD_MODEL:
@@ -203,16 +243,26 @@ static void print_status_reply(const Tokenwire__V1__Reply *rep)
     }
 }
 
+/* How streamed chunks are printed: a watcher tags each with its stream and
+ * sequence number; token ids are printed for chunks without text only when
+ * the prompt was given as ids (a model without tokenizer), never in the
+ * middle of text (a chunk may carry only a control token such as </think>). */
+typedef struct print_mode {
+    bool watch;
+    bool ids;
+} print_mode;
+
 static int print_chunk(void *user, const Tokenwire__V1__StreamChunk *ch)
 {
-    bool watch = user != NULL;
+    const print_mode *pm = user;
+    bool watch = pm->watch;
     if (watch)
         printf("[%s #%llu] ", ch->stream_id, (unsigned long long)ch->seq);
     if (ch->reasoning_delta)
         fputs(ch->reasoning_delta, stdout);
     if (ch->text_delta)
         fputs(ch->text_delta, stdout);
-    else if (!ch->reasoning_delta)
+    else if (!ch->reasoning_delta && pm->ids)
         for (size_t i = 0; i < ch->n_token_ids; i++)
             printf("%u ", ch->token_ids[i]);
     if (watch || ch->final)
@@ -228,6 +278,7 @@ static int do_generate(tw_client *c, const cli *o, int argc, char **argv, bool c
     Tokenwire__V1__SamplingParams sp = TOKENWIRE__V1__SAMPLING_PARAMS__INIT;
     Tokenwire__V1__StopRules stop = TOKENWIRE__V1__STOP_RULES__INIT;
     Tokenwire__V1__ChatInput ci = TOKENWIRE__V1__CHAT_INPUT__INIT;
+    Tokenwire__V1__SpeculativeOptions spec = TOKENWIRE__V1__SPECULATIVE_OPTIONS__INIT;
     Tokenwire__V1__ChatMessage msgs[2];
     Tokenwire__V1__ChatMessage *mp[2];
     uint32_t *ids = NULL;
@@ -287,10 +338,18 @@ static int do_generate(tw_client *c, const cli *o, int argc, char **argv, bool c
         stop.max_tokens = o->max_tokens;
         g.stop = &stop;
     }
+    if (o->has_speculate || o->has_draft_tokens) {
+        spec.has_mode = o->has_speculate;
+        spec.mode = (Tokenwire__V1__SpeculationMode)o->speculate;
+        spec.has_max_draft_tokens = o->has_draft_tokens;
+        spec.max_draft_tokens = o->draft_tokens;
+        g.speculative = &spec;
+    }
     tw_err err;
     tw_status st;
     if (o->stream) {
-        st = tw_client_generate_stream(c, &g, print_chunk, NULL, NULL, &err);
+        print_mode pm = {false, o->ids != NULL};
+        st = tw_client_generate_stream(c, &g, print_chunk, &pm, NULL, &err);
     } else {
         Tokenwire__V1__Reply *rep = NULL;
         st = tw_client_generate(c, &g, &rep, &err);
@@ -321,8 +380,14 @@ static int run_command(tw_client *c, const cli *o, const char *cmd, int argc, ch
     tw_status st;
     if (!strcmp(cmd, "generate") || !strcmp(cmd, "chat"))
         return do_generate(c, o, argc, argv, !strcmp(cmd, "chat"));
+    if (!strcmp(cmd, "pull") && argc == 1) {
+        cli_pull_args pa = {argv[0], o->name, o->sha256, true, 250};
+        st = cli_pull(c, &pa, &err);
+        return report(st, &err);
+    }
     if (!strcmp(cmd, "watch")) {
-        st = tw_client_watch(c, print_chunk, (void *)1, 0, &err);
+        print_mode pm = {true, true};
+        st = tw_client_watch(c, print_chunk, &pm, 0, &err);
         return report(st, &err);
     }
     if (!strcmp(cmd, "health") && argc == 0) {
@@ -339,6 +404,7 @@ static int run_command(tw_client *c, const cli *o, const char *cmd, int argc, ch
         m.name = (char *)o->name;
         m.has_make_default = o->make_default;
         m.make_default = o->make_default;
+        m.draft_source = (char *)o->draft;
         st = tw_client_load_model(c, &m, &rep, &err);
     } else if (!strcmp(cmd, "unload") && argc == 1) {
         Tokenwire__V1__UnloadModelRequest m = TOKENWIRE__V1__UNLOAD_MODEL_REQUEST__INIT;
@@ -382,16 +448,22 @@ static int run_command(tw_client *c, const cli *o, const char *cmd, int argc, ch
 int main(int argc, char **argv)
 {
     cli o = {0};
+    /* NNG frees a closed socket's dialers on its own threads; at exit, wait
+     * for that so that nothing is left half-freed. */
+    atexit(nng_fini);
     o.engine = getenv("TOKENWIRE_ENGINE");
     o.api_key = getenv("TOKENWIRE_API_KEY");
     o.timeout_ms = 30000;
     enum { O_ENGINE = 1, O_PUB, O_KEY, O_CA, O_TIMEOUT, O_MODEL, O_IDS, O_SYSTEM, O_NAME,
-           O_STREAM, O_DEFAULT, O_TEMP, O_TOPP, O_TOPK, O_SEED, O_MAXTOK, O_HELP };
+           O_STREAM, O_DEFAULT, O_TEMP, O_TOPP, O_TOPK, O_SEED, O_MAXTOK, O_HELP,
+           O_SERVER_NAME, O_SHA256, O_SPECULATE, O_DRAFT_TOKENS, O_DRAFT };
     static const struct option opts[] = {
         {"engine", required_argument, NULL, O_ENGINE},
         {"pub", required_argument, NULL, O_PUB},
         {"api-key", required_argument, NULL, O_KEY},
         {"ca", required_argument, NULL, O_CA},
+        {"tls-server-name", required_argument, NULL, O_SERVER_NAME},
+        {"sha256", required_argument, NULL, O_SHA256},
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"model", required_argument, NULL, O_MODEL},
         {"ids", required_argument, NULL, O_IDS},
@@ -404,6 +476,9 @@ int main(int argc, char **argv)
         {"top-k", required_argument, NULL, O_TOPK},
         {"seed", required_argument, NULL, O_SEED},
         {"max-tokens", required_argument, NULL, O_MAXTOK},
+        {"speculate", required_argument, NULL, O_SPECULATE},
+        {"draft-tokens", required_argument, NULL, O_DRAFT_TOKENS},
+        {"draft", required_argument, NULL, O_DRAFT},
         {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -415,6 +490,8 @@ int main(int argc, char **argv)
         case O_PUB: o.pub = optarg; break;
         case O_KEY: o.api_key = optarg; break;
         case O_CA: o.ca_file = optarg; break;
+        case O_SERVER_NAME: o.tls_server_name = optarg; break;
+        case O_SHA256: o.sha256 = optarg; break;
         case O_TIMEOUT: bad |= !parse_u32(optarg, &o.timeout_ms); break;
         case O_MODEL: o.model = optarg; break;
         case O_IDS: o.ids = optarg; break;
@@ -434,11 +511,16 @@ int main(int argc, char **argv)
             break;
         }
         case O_MAXTOK: bad |= !parse_u32(optarg, &o.max_tokens); break;
+        case O_SPECULATE: o.has_speculate = parse_speculate(optarg, &o.speculate); bad |= !o.has_speculate; break;
+        case O_DRAFT_TOKENS: o.has_draft_tokens = parse_u32(optarg, &o.draft_tokens); bad |= !o.has_draft_tokens; break;
+        case O_DRAFT: o.draft = optarg; break;
         case O_HELP: usage(stdout); return 0;
         default: bad = true; break;
         }
         if (bad) {
-            fprintf(stderr, "tokenwire: bad value for an option (see --help)\n");
+            fprintf(stderr, "tokenwire: unknown option or bad value: %s\n",
+                    argv[optind - 1 < argc ? optind - 1 : argc - 1]);
+            usage(stderr);
             return EXIT_USAGE;
         }
     }
@@ -447,6 +529,29 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     const char *cmd = argv[optind];
+    static const char *const commands[] = {"health", "models", "stats", "load", "unload",
+                                           "pull", "tokenize", "detokenize", "generate",
+                                           "chat", "watch"};
+    bool known = false;
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        known |= !strcmp(cmd, commands[i]);
+    if (!known) {
+        fprintf(stderr, "tokenwire: unknown command: %s\n", cmd);
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (o.ids) {
+        /* Usage errors are reported before any connection is made. */
+        uint32_t *ids = NULL;
+        size_t n_ids = 0;
+        bool ok = parse_ids(o.ids, &ids, &n_ids);
+        free(ids);
+        if (!ok) {
+            fprintf(stderr, "tokenwire: --ids takes a list like 1,2,3\n");
+            usage(stderr);
+            return EXIT_USAGE;
+        }
+    }
     const char *rpc = o.engine && *o.engine ? o.engine : TW_CLIENT_DEFAULT_RPC_URL;
     char *derived = NULL;
     const char *pub = o.pub;
@@ -464,6 +569,7 @@ int main(int argc, char **argv)
     co.pub_url = pub;
     co.api_key = o.api_key;
     co.tls_ca_file = o.ca_file;
+    co.tls_server_name = o.tls_server_name;
     co.timeout_ms = o.timeout_ms;
     tw_client *client = NULL;
     tw_err err;

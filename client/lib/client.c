@@ -219,7 +219,16 @@ static tw_status rpc(tw_client *c, const uint8_t *buf, size_t len, uint32_t time
     rv = nng_aio_result(aio);
     if (rv != 0) {
         nng_msg_free(msg); /* not consumed by a failed send */
-        goto failed;
+        /* REQ holds a request until a connection takes it: a send that
+         * times out means the engine was never reached. */
+        if (rv == NNG_ETIMEDOUT)
+            st = tw_errorf(err, TW_UNAVAILABLE,
+                           "cannot reach the engine at %s (no connection within %u ms)",
+                           c->rpc_url, timeout_ms);
+        else
+            st = tw_errorf(err, TW_UNAVAILABLE, "engine at %s: %s", c->rpc_url,
+                           nng_strerror(rv));
+        goto done;
     }
     uint64_t spent = nng_clock() - start;
     nng_duration left = spent >= timeout_ms ? 1 : (nng_duration)(timeout_ms - spent);
@@ -231,7 +240,6 @@ static tw_status rpc(tw_client *c, const uint8_t *buf, size_t len, uint32_t time
         *out = nng_aio_get_msg(aio);
         goto done;
     }
-failed:
     if (rv == NNG_ETIMEDOUT)
         st = tw_errorf(err, TW_DEADLINE_EXCEEDED, "no reply from the engine at %s within %u ms",
                        c->rpc_url, timeout_ms);

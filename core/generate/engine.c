@@ -74,6 +74,8 @@ tw_status tw_engine_create(const tw_engine_opts *opts, tw_engine **out, tw_err *
     pthread_cond_init(&e->wake, NULL);
     e->next_id = 1;
     e->start_us = tw_now_us();
+    e->store = engine_cache_open_store(&e->opts);
+    e->opts.state_dir = NULL; /* the caller's string; the store keeps its own */
     tw_status st = sched_create(e, err);
     if (st == TW_OK) {
         if (pthread_create(&e->thread, NULL, sched_main, e) != 0)
@@ -94,10 +96,12 @@ static void model_entry_free(model_entry *m)
     if (!m)
         return;
     sched_release_model(m);
+    engine_cache_free(m->cache);
     for (int k = 0; k < TW_TRANSITION_COUNT; k++)
         free(m->transition[k]);
     tw_chat_template_free(m->tmpl);
     tw_tokenizer_free(m->tok);
+    tw_model_free(m->draft);
     tw_model_free(m->model);
     free(m);
 }
@@ -119,6 +123,7 @@ void tw_engine_destroy(tw_engine *e)
         model_entry_free(m);
         m = next;
     }
+    tw_state_store_close(e->store); /* finishes the queued writes */
     pthread_cond_destroy(&e->wake);
     pthread_mutex_destroy(&e->lock);
     free(e);
@@ -296,6 +301,7 @@ static void fill_info(tw_engine *e, const model_entry *m, tw_engine_model_info *
     snprintf(out->architecture, sizeof out->architecture, "%s", m->architecture);
     snprintf(out->weight_type, sizeof out->weight_type, "%s", m->weight_type);
     snprintf(out->fingerprint, sizeof out->fingerprint, "%s", m->fingerprint);
+    snprintf(out->draft_path, sizeof out->draft_path, "%s", m->draft_path);
     out->parameters = m->parameters;
     out->max_context = m->max_context;
     out->vocab_size = m->vocab;
@@ -355,6 +361,8 @@ tw_status tw_engine_load_model(tw_engine *e, const char *path, const char *name,
     mo.max_batch = e->opts.max_batch;
     mo.max_chunk = e->opts.prefill_chunk;
     tw_status st = tw_model_load(path, &mo, &m->model, err);
+    if (st == TW_OK && opts->draft_path && *opts->draft_path)
+        st = engine_load_draft(m, opts->draft_path, &mo, err);
     if (st == TW_OK)
         st = load_tokenizer(path, &m->tok, err);
     if (st == TW_OK) {
@@ -377,6 +385,8 @@ tw_status tw_engine_load_model(tw_engine *e, const char *path, const char *name,
     }
     if (st == TW_OK && tw_model_fingerprint(m->model, m->fingerprint, NULL) != TW_OK)
         m->fingerprint[0] = 0;
+    if (st == TW_OK)
+        m->cache = engine_cache_for_model(m->model, m->fingerprint, &e->opts, e->store);
     if (st != TW_OK) {
         model_entry_free(m);
         return tw_error_wrap(err, st, "loading %s", path);
@@ -498,7 +508,22 @@ tw_status tw_engine_submit(tw_engine *e, const tw_gen_request *req, const tw_gen
     }
     r->cb = *cb;
     r->user = user;
+    r->speculative = req->speculative;
+    if (r->speculative.mode == TW_SPEC_DRAFT && !m->draft) {
+        request_free(r);
+        engine_model_unref(e, m);
+        return tw_errorf(err, TW_FAILED_PRECONDITION,
+                         "speculative: model \"%s\" has no draft model", m->name);
+    }
+    if ((unsigned)r->speculative.mode > TW_SPEC_DRAFT) {
+        request_free(r);
+        engine_model_unref(e, m);
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "speculative: unknown mode %d",
+                         (int)r->speculative.mode);
+    }
     r->submit_us = tw_now_us();
+    r->cache_mode = req->cache.mode;
+    r->cache_persist = req->cache.persist;
 
     pthread_mutex_lock(&e->lock);
     if (e->shutdown) {
@@ -690,6 +715,8 @@ static void add_stats(tw_engine_stats *out, const model_stats *s)
     out->thinking_loop_closes += s->loop_closes;
     for (int k = 0; k < TW_TRANSITION_COUNT; k++)
         out->thinking_transitions[k] += s->transitions[k];
+    out->spec_drafted += s->spec_drafted;
+    out->spec_accepted += s->spec_accepted;
 }
 
 tw_status tw_engine_stats_get(tw_engine *e, const char *model, tw_engine_stats *out,
@@ -705,10 +732,19 @@ tw_status tw_engine_stats_get(tw_engine *e, const char *model, tw_engine_stats *
             return tw_errorf(err, TW_NOT_FOUND, "model \"%.128s\" is not loaded", model);
         }
     }
+    uint64_t sp_tok = 0, sp_us = 0, pl_tok = 0, pl_us = 0, sp_rounds = 0, snap_us = 0;
     for (model_entry *m = e->models; m; m = m->next) {
         out->models_ready++;
-        if (!only || only == m)
+        if (!only || only == m) {
             add_stats(out, &m->stats);
+            engine_cache_add_stats(m->cache, out);
+            sp_tok += m->stats.spec_produced;
+            sp_us += m->stats.spec_us;
+            pl_tok += m->stats.spec_plain_tokens;
+            pl_us += m->stats.spec_plain_us;
+            sp_rounds += m->stats.spec_rounds;
+            snap_us += m->stats.spec_snapshot_us;
+        }
     }
     for (request *r = e->queue_head; r; r = r->next)
         if (!only || r->m == only)
@@ -727,7 +763,10 @@ tw_status tw_engine_stats_get(tw_engine *e, const char *model, tw_engine_stats *
     pthread_mutex_unlock(&e->lock);
     out->decode_tokens_per_s = (float)dec / 60.0f;
     out->prefill_tokens_per_s = (float)pre / 60.0f;
-    out->spec_speedup = 1.0f;
+    out->spec_speedup = engine_spec_speedup(sp_tok, sp_us, pl_tok, pl_us);
+    out->spec_snapshot_us_per_verify = sp_rounds ? (float)((double)snap_us / (double)sp_rounds)
+                                                 : 0.0f;
     out->uptime_s = (tw_now_us() - e->start_us) / 1000000u;
+    engine_cache_store_stats(e->store, out);
     return TW_OK;
 }

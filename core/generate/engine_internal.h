@@ -14,6 +14,8 @@
 #include "tw/pool.h"
 #include "tw/tokenizer.h"
 
+#include "cache/engine_cache.h"
+
 #define TW_ENGINE_MAX_EOS 16
 
 /* Counters kept per model and summed for engine-wide stats. Written by the
@@ -23,6 +25,10 @@ typedef struct model_stats {
     uint64_t prompt_tokens, generated_tokens;
     uint64_t budget_closes, loop_closes;
     uint64_t transitions[TW_TRANSITION_COUNT];
+    /* speculative decoding (spec.h counters summed over finished slots) */
+    uint64_t spec_drafted, spec_accepted, spec_produced, spec_us;
+    uint64_t spec_plain_tokens, spec_plain_us;
+    uint64_t spec_rounds, spec_snapshot_us;
 } model_stats;
 
 /* A loaded model. The registry holds one reference and every request that
@@ -32,6 +38,9 @@ typedef struct model_entry {
     char name[TW_MODEL_NAME_MAX];
     char path[TW_MODEL_PATH_MAX];
     tw_model *model;
+    tw_model *draft;   /* NULL: no draft model for speculative decoding */
+    char draft_path[TW_MODEL_PATH_MAX]; /* where draft came from; "" without one */
+    engine_cache *cache; /* prefix cache + state store use; NULL: off */
     tw_tokenizer *tok; /* NULL: ids only */
     struct tw_chat_template *tmpl; /* NULL: no chat prompts */
     uint32_t vocab;
@@ -78,6 +87,9 @@ typedef struct request {
     char **stop_strings;
     tw_thinking_opts thinking;
     tw_logprob_opts logprobs;
+    tw_spec_opts speculative;
+    tw_cache_mode cache_mode;
+    bool cache_persist;
     uint64_t seed;
     uint32_t n;
     uint64_t deadline_unix_ms;
@@ -115,6 +127,7 @@ struct tw_engine {
     uint64_t prefill_tokens[60];
 
     void *sched; /* scheduler-private state (scheduler.c) */
+    tw_state_store *store; /* persistent state store; NULL: off */
 };
 
 /* Monotonic and wall clocks in microseconds / milliseconds. */
@@ -139,6 +152,24 @@ void request_free(request *r);
 /* Renders a chat with the model's template (request.c). */
 tw_status engine_render_chat(model_entry *m, const tw_chat_input *chat, tw_think_mode thinking,
                              char **text, size_t *len, tw_err *err);
+
+/* Speculative decoding glue (spec_engine.c). */
+struct tw_spec;
+/* Loads the draft model of m from path with the target's options; checks
+ * the vocabularies match. */
+tw_status engine_load_draft(model_entry *m, const char *path, const tw_model_opts *mo,
+                            tw_err *err);
+/* Plain-time / speculative-time ratio per token; 0 when either is unknown. */
+float engine_spec_speedup(uint64_t spec_tokens, uint64_t spec_us, uint64_t plain_tokens,
+                          uint64_t plain_us);
+/* The speculator a slot of request r runs with (*out NULL: none), with the
+ * tokens of the prefilled prompt as its history. */
+tw_status engine_spec_for_slot(const request *r, size_t max_tokens, uint64_t seed,
+                               struct tw_spec **out, tw_err *err);
+/* Adds a finished slot's speculation counters to its request's usage and
+ * its model's stats (caller holds e->lock for the stats). */
+void engine_spec_usage(const struct tw_spec *sp, tw_usage *u);
+void engine_spec_stats(const struct tw_spec *sp, model_stats *ms);
 
 /* Scheduler thread (scheduler.c). */
 tw_status sched_create(tw_engine *e, tw_err *err);

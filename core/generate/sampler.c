@@ -565,3 +565,35 @@ size_t tw_sampler_last_kept(const tw_sampler *s, uint32_t *ids, size_t cap)
         ids[i] = s->cands[i].id;
     return s->n_kept;
 }
+
+void tw_sampler_probs(tw_sampler *s, float *logits, float *probs)
+{
+    uint32_t raw_best = process_logits(s, logits);
+    bool greedy = s->p.temperature == 0.0f;
+    if (!greedy && s->p.temperature != 1.0f) {
+        float inv = 1.0f / s->p.temperature;
+        for (uint32_t i = 0; i < s->vocab; i++)
+            logits[i] *= inv;
+    }
+    memset(probs, 0, (size_t)s->vocab * sizeof *probs);
+    float max = row_max(logits, s->vocab);
+    if (max == -INFINITY || !isfinite(max)) {
+        probs[raw_best] = 1.0f;
+        s->cands[0].id = raw_best;
+        s->n_kept = 1;
+        return;
+    }
+    if (greedy) {
+        uint32_t t = argmax(logits, s->vocab);
+        probs[t] = 1.0f;
+        s->cands[0].id = t;
+        s->n_kept = 1;
+        return;
+    }
+    truncate_candidates(s, logits, max);
+    double sum = 0.0;
+    for (uint32_t i = 0; i < s->n_kept; i++)
+        sum += exp((double)s->cands[i].logit - (double)max);
+    for (uint32_t i = 0; i < s->n_kept; i++)
+        probs[s->cands[i].id] = (float)(exp((double)s->cands[i].logit - (double)max) / sum);
+}

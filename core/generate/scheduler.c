@@ -21,6 +21,7 @@
 
 #include "engine_internal.h"
 #include "tw/log.h"
+#include "tw/spec.h"
 
 typedef enum slot_state {
     SLOT_FREE = 0,
@@ -40,10 +41,12 @@ typedef struct slot {
     uint32_t index;
     model_entry *m;
     tw_seq *seq;
+    engine_cache_slot cache; /* what the prefill restores and caches */
     tw_sampler *sampler;
     tw_stop *stop;
     tw_thinking *think; /* NULL: the model has no think tags */
     tw_detok *detok;    /* NULL: no tokenizer */
+    tw_spec *spec;      /* NULL: no speculative decoding */
 
     size_t prefilled;
     uint32_t next_token; /* committed, to be fed by the next decode step */
@@ -61,9 +64,10 @@ typedef struct slot {
     tw_status error;
     char error_msg[TW_ERR_MSG_MAX];
 
-    /* What the next chunk carries. */
-    uint32_t ids[2];
-    tw_token_logprob lps[2];
+    /* What the next chunk carries: up to one speculative round's tokens
+     * plus a forced one. */
+    uint32_t ids[TW_SPEC_MAX_DRAFT + 2];
+    tw_token_logprob lps[TW_SPEC_MAX_DRAFT + 2];
     size_t n_ids;
     text_buf text, reasoning;
 } slot;
@@ -189,6 +193,7 @@ static tw_status slot_setup(tw_engine *e, slot *sl, request *r, uint32_t index, 
     sl->m = m;
     sl->state = SLOT_PREFILL;
     sl->prefilled = 0;
+    sl->cache.reused = 0;
     sl->close_pending = false;
     sl->forced = NULL;
     sl->n_forced = sl->forced_pos = 0;
@@ -207,6 +212,9 @@ static tw_status slot_setup(tw_engine *e, slot *sl, request *r, uint32_t index, 
 
     tw_status st = seq_take(m, &sl->seq, err);
     if (st == TW_OK)
+        sl->prefilled = engine_cache_admit(m->cache, &sl->cache, sl->seq, r->prompt, r->n_prompt,
+                                           r->cache_mode, r->cache_persist);
+    if (st == TW_OK)
         st = tw_sampler_create(m->vocab, &sl->sampler, err);
     if (st == TW_OK)
         st = tw_sampler_configure(sl->sampler, &r->sampling, r->seed + index, err);
@@ -224,6 +232,8 @@ static tw_status slot_setup(tw_engine *e, slot *sl, request *r, uint32_t index, 
         st = tw_detok_new(m->tok, 0, &sl->detok, err);
     if (st == TW_OK)
         tw_sampler_accept(sl->sampler, r->prompt, r->n_prompt, false);
+    if (st == TW_OK)
+        st = engine_spec_for_slot(r, tw_seq_capacity(sl->seq), r->seed + index, &sl->spec, err);
     return st;
 }
 
@@ -238,6 +248,8 @@ static void slot_clear(tw_engine *e, slot *sl)
     tw_stop_destroy(sl->stop);
     tw_thinking_destroy(sl->think);
     tw_detok_free(sl->detok);
+    tw_spec_free(sl->spec);
+    sl->spec = NULL;
     sl->sampler = NULL;
     sl->stop = NULL;
     sl->think = NULL;
@@ -430,9 +442,9 @@ static void prefill_step(tw_engine *e, sched *s)
     if (!sl)
         return;
     request *r = sl->r;
-    size_t n = r->n_prompt - sl->prefilled;
-    if (n > e->opts.prefill_chunk)
-        n = e->opts.prefill_chunk;
+    size_t n = engine_cache_chunk_end(sl->m->cache, &sl->cache, sl->prefilled, r->n_prompt,
+                                      e->opts.prefill_chunk) -
+               sl->prefilled;
     bool last = sl->prefilled + n == r->n_prompt;
     tw_err err;
     uint64_t t0 = tw_now_us();
@@ -446,18 +458,79 @@ static void prefill_step(tw_engine *e, sched *s)
         return;
     }
     sl->prefilled += n;
+    engine_cache_after_chunk(sl->m->cache, &sl->cache, sl->seq, r->prompt);
     if (last)
         next_token(e, sl, sl->m->logits);
+}
+
+/* Next token of verified row i under rejection sampling (sampled requests;
+ * greedy ones go through next_token, exactly as without speculation). */
+static void spec_next_token(tw_engine *e, slot *sl, size_t i, float *row)
+{
+    if (tw_stop_suppress_eos(sl->stop, sl->n_answer))
+        for (size_t j = 0; j < sl->m->n_eos; j++)
+            row[sl->m->eos[j]] = -INFINITY;
+    bool accepted;
+    tw_sample_result res = {0};
+    res.token = tw_spec_choose(sl->spec, sl->sampler, i, row, &accepted);
+    commit(e, sl, res.token, &res);
+}
+
+/* One speculative round for a slot: propose, verify in one pass, commit the
+ * agreeing prefix and the target's own next token, rewind the rest. False
+ * when nothing was proposed (the slot then decodes in the normal batch). */
+static bool spec_round(tw_engine *e, sched *s, slot *sl)
+{
+    if (sl->close_pending || sl->forced_pos < sl->n_forced)
+        return false;
+    tw_err err;
+    tw_status st;
+    const uint32_t *d;
+    uint64_t t0 = tw_now_us();
+    size_t room = tw_seq_capacity(sl->seq) - tw_seq_len(sl->seq);
+    size_t k = tw_spec_propose(sl->spec, s->pool, sl->next_token, room, &d, &st, &err);
+    if (st == TW_OK && k == 0)
+        return false;
+    float *rows = NULL;
+    if (st == TW_OK)
+        st = tw_spec_verify(sl->spec, s->pool, sl->seq, &rows, &err);
+    if (st != TW_OK) {
+        slot_fail(sl, st, err.msg);
+        return true;
+    }
+    bool greedy = sl->r->sampling.temperature == 0.0f;
+    size_t kept = 0;
+    for (size_t i = 0; i <= k; i++) {
+        float *row = rows + i * (size_t)sl->m->vocab;
+        kept = i + 1;
+        if (greedy)
+            next_token(e, sl, row);
+        else
+            spec_next_token(e, sl, i, row);
+        if (i == k || sl->state != SLOT_DECODE || sl->close_pending ||
+            sl->forced_pos < sl->n_forced || sl->next_token != d[i])
+            break;
+    }
+    st = tw_spec_finish(sl->spec, sl->seq, kept, &err);
+    if (st != TW_OK)
+        slot_fail(sl, st, err.msg);
+    sl->decode_us += tw_now_us() - t0;
+    count_rate(e, kept, 0);
+    return true;
 }
 
 /* One decode step per model over all its decoding slots. */
 static void decode_step(tw_engine *e, sched *s)
 {
-    /* Snapshot the decoding slots first: processing a batch changes states. */
+    /* Snapshot the decoding slots first: processing a batch changes states.
+     * Speculating slots run their own round (its verification pass is a
+     * batch of their own rows) and skip the shared step. */
     size_t total = 0;
-    for (uint32_t i = 0; i < s->n_slots; i++)
-        if (s->slots[i].state == SLOT_DECODE)
-            s->pending[total++] = &s->slots[i];
+    for (uint32_t i = 0; i < s->n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (sl->state == SLOT_DECODE && !(sl->spec && spec_round(e, s, sl)))
+            s->pending[total++] = sl;
+    }
     for (size_t first = 0; first < total; first++) {
         if (!s->pending[first])
             continue;
@@ -482,6 +555,10 @@ static void decode_step(tw_engine *e, sched *s)
         for (size_t k = 0; k < n; k++) {
             slot *sl = s->batch_slots[k];
             sl->decode_us += dt;
+            if (sl->spec && st == TW_OK) {
+                tw_spec_push(sl->spec, &s->batch_tokens[k], 1);
+                tw_spec_plain_time(sl->spec, dt);
+            }
             if (st != TW_OK)
                 slot_fail(sl, st, err.msg);
             else
@@ -496,6 +573,8 @@ static void add_usage(request *r, const slot *sl)
 {
     tw_usage *u = &r->usage;
     u->prompt_tokens = (uint32_t)r->n_prompt;
+    if (sl->cache.reused > u->cached_prompt_tokens)
+        u->cached_prompt_tokens = (uint32_t)sl->cache.reused;
     u->completion_tokens += sl->n_completion;
     u->reasoning_tokens += sl->n_reasoning;
     if (sl->got_first && (u->time_to_first_token_us == 0 || sl->ttft_us < u->time_to_first_token_us))
@@ -590,6 +669,12 @@ static void emit(tw_engine *e, slot *sl)
             snprintf(r->error_msg, sizeof r->error_msg, "%s", sl->error_msg);
         }
         add_usage(r, sl);
+        if (sl->spec) {
+            engine_spec_usage(sl->spec, &r->usage);
+            pthread_mutex_lock(&e->lock);
+            engine_spec_stats(sl->spec, &sl->m->stats);
+            pthread_mutex_unlock(&e->lock);
+        }
         r->running_choices--;
         if (r->running_choices == 0) {
             c.final = true;

@@ -25,6 +25,22 @@ typedef struct tw_block_q4_0 {
     uint8_t qs[TW_QK4_0 / 2];
 } tw_block_q4_0;
 
+/* 32 values: bit j of qh is bit 4 of element j; low nibbles as in Q4_0;
+ * x = d * (q - 16) */
+typedef struct tw_block_q5_0 {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[16];
+} tw_block_q5_0;
+
+/* Like Q5_0 with an f16 offset instead of the -16: x = d * q + m */
+typedef struct tw_block_q5_1 {
+    uint16_t d;
+    uint16_t m;
+    uint8_t qh[4];
+    uint8_t qs[16];
+} tw_block_q5_1;
+
 /* 256 values in 8 sub-blocks of 32, each with a 6-bit scale and a 6-bit
  * min packed into `scales`: x = d * sc * q - dmin * m, q in [0, 15].
  * Within each 64-value group, qs[32] holds the first 32 values in the low
@@ -57,6 +73,8 @@ typedef struct tw_block_q6_k {
 
 _Static_assert(sizeof(tw_block_q8_0) == 34, "q8_0 block size");
 _Static_assert(sizeof(tw_block_q4_0) == 18, "q4_0 block size");
+_Static_assert(sizeof(tw_block_q5_0) == 22, "q5_0 block size");
+_Static_assert(sizeof(tw_block_q5_1) == 24, "q5_1 block size");
 _Static_assert(sizeof(tw_block_q4_k) == 144, "q4_K block size");
 _Static_assert(sizeof(tw_block_q5_k) == 176, "q5_K block size");
 _Static_assert(sizeof(tw_block_q6_k) == 210, "q6_K block size");

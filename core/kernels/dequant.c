@@ -52,6 +52,39 @@ static void dq_q4_0(const void *src, float *y, size_t n)
     }
 }
 
+static void dq_q5_0(const void *src, float *y, size_t n)
+{
+    const tw_block_q5_0 *x = src;
+    for (size_t i = 0; i < n / 32; i++, y += 32) {
+        const float d = tw_f16_to_f32(x[i].d);
+        uint32_t qh;
+        memcpy(&qh, x[i].qh, 4);
+        for (int j = 0; j < 16; j++) {
+            int q0 = (x[i].qs[j] & 0xF) | (int)(((qh >> j) & 1u) << 4);
+            int q1 = (x[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
+            y[j] = (q0 - 16) * d;
+            y[j + 16] = (q1 - 16) * d;
+        }
+    }
+}
+
+static void dq_q5_1(const void *src, float *y, size_t n)
+{
+    const tw_block_q5_1 *x = src;
+    for (size_t i = 0; i < n / 32; i++, y += 32) {
+        const float d = tw_f16_to_f32(x[i].d);
+        const float m = tw_f16_to_f32(x[i].m);
+        uint32_t qh;
+        memcpy(&qh, x[i].qh, 4);
+        for (int j = 0; j < 16; j++) {
+            int q0 = (x[i].qs[j] & 0xF) | (int)(((qh >> j) & 1u) << 4);
+            int q1 = (x[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
+            y[j] = q0 * d + m;
+            y[j + 16] = q1 * d + m;
+        }
+    }
+}
+
 static void dq_q4_k(const void *src, float *y, size_t n)
 {
     const tw_block_q4_k *x = src;
@@ -127,6 +160,8 @@ void tw_isa_fill_dequant_scalar(tw_dequant_fn *dq)
     dq[tw_ktype_index(TW_TYPE_BF16)] = dq_bf16;
     dq[tw_ktype_index(TW_TYPE_Q8_0)] = dq_q8_0;
     dq[tw_ktype_index(TW_TYPE_Q4_0)] = dq_q4_0;
+    dq[tw_ktype_index(TW_TYPE_Q5_0)] = dq_q5_0;
+    dq[tw_ktype_index(TW_TYPE_Q5_1)] = dq_q5_1;
     dq[tw_ktype_index(TW_TYPE_Q4_K)] = dq_q4_k;
     dq[tw_ktype_index(TW_TYPE_Q5_K)] = dq_q5_k;
     dq[tw_ktype_index(TW_TYPE_Q6_K)] = dq_q6_k;

@@ -85,6 +85,34 @@ TW_AVX2 static void dq_q4_0(const void *src, float *y, size_t n)
     }
 }
 
+TW_AVX2 static void dq_q5_0(const void *src, float *y, size_t n)
+{
+    const tw_block_q5_0 *x = src;
+    for (size_t i = 0; i < n / 32; i++, y += 32) {
+        __m256i q = _mm256_sub_epi8(tw_q5_levels(x[i].qh, x[i].qs), _mm256_set1_epi8(16));
+        store_scaled32(y, q, _mm256_set1_ps(tw_h2f(x[i].d)));
+    }
+}
+
+/* Stores d * q + m for 32 unsigned byte levels (q < 128). */
+TW_AVX2 static inline void store_offset32(float *y, __m256i q, __m256 d, __m256 m)
+{
+    __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int k = 0; k < 4; k++) {
+        __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(parts[k]));
+        _mm256_storeu_ps(y + 8 * k, _mm256_add_ps(_mm256_mul_ps(f, d), m));
+    }
+}
+
+TW_AVX2 static void dq_q5_1(const void *src, float *y, size_t n)
+{
+    const tw_block_q5_1 *x = src;
+    for (size_t i = 0; i < n / 32; i++, y += 32)
+        store_offset32(y, tw_q5_levels(x[i].qh, x[i].qs), _mm256_set1_ps(tw_h2f(x[i].d)),
+                       _mm256_set1_ps(tw_h2f(x[i].m)));
+}
+
 TW_AVX2 static void dq_q4_k(const void *src, float *y, size_t n)
 {
     const tw_block_q4_k *x = src;
@@ -181,6 +209,8 @@ void tw_isa_fill_dequant_avx2(tw_dequant_fn *dq)
     dq[tw_ktype_index(TW_TYPE_BF16)] = dq_bf16;
     dq[tw_ktype_index(TW_TYPE_Q8_0)] = dq_q8_0;
     dq[tw_ktype_index(TW_TYPE_Q4_0)] = dq_q4_0;
+    dq[tw_ktype_index(TW_TYPE_Q5_0)] = dq_q5_0;
+    dq[tw_ktype_index(TW_TYPE_Q5_1)] = dq_q5_1;
     dq[tw_ktype_index(TW_TYPE_Q4_K)] = dq_q4_k;
     dq[tw_ktype_index(TW_TYPE_Q5_K)] = dq_q5_k;
     dq[tw_ktype_index(TW_TYPE_Q6_K)] = dq_q6_k;

@@ -44,8 +44,13 @@ static void init_tables(void)
 
 const tw_isa_table *tw_isa_current(void)
 {
+    /* Fast path for the small kernels called per attention score: one
+     * acquire load once the tables exist. */
+    const tw_isa_table *t = atomic_load_explicit(&current, memory_order_acquire);
+    if (t)
+        return t;
     pthread_once(&once, init_tables);
-    return atomic_load_explicit(&current, memory_order_relaxed);
+    return atomic_load_explicit(&current, memory_order_acquire);
 }
 
 const char *tw_kernels_isa(void)

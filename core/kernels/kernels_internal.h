@@ -4,10 +4,10 @@
  *
  * Quantized weights are multiplied with activations quantized to int8 in one
  * of two layouts, kept as separate arrays so SIMD loads stay aligned:
- *   TW_ACT_Q8  (for Q8_0, Q4_0): one f32 scale per 32 values;
+ *   TW_ACT_Q8  (for Q8_0, Q4_0, Q5_0, Q5_1): one f32 scale per 32 values;
  *   TW_ACT_Q8K (for K types):    one f32 scale per 256 values.
  * Both carry the sum of every 16 quantized values, which the kernels need for
- * the weight offsets (Q4_0's -8, Q6_K's -32, the K-type mins).
+ * the weight offsets (Q5_1's m, Q6_K's -32, the K-type mins).
  * Quantization is symmetric with levels in [-127, 127] so the unsigned x
  * signed byte products of _mm256_maddubs_epi16 cannot saturate.
  */
@@ -45,7 +45,7 @@ void tw_act_layout(tw_act_kind kind, size_t cols, void *buf, tw_act *act);
 tw_act_kind tw_act_kind_for(tw_type type);
 
 /* Number of weight types with kernels, and a dense index for each. */
-#define TW_KTYPE_COUNT 8
+#define TW_KTYPE_COUNT 10
 int tw_ktype_index(tw_type type); /* -1 for unsupported */
 
 /* y[t * y_stride + r] = dot(row r, acts[t]) for r < rows, t < n_act; rows
@@ -68,6 +68,9 @@ typedef struct tw_isa_table {
     tw_dequant_fn dequant[TW_KTYPE_COUNT];
     tw_actq_fn quant_act[3]; /* indexed by tw_act_kind; [TW_ACT_F32] unused */
     tw_dot_fn dot_f32;
+    /* Bit tw_ktype_index(type) set: large batches of this type run faster on
+     * the integer tile kernels than on dequantized tiles + sgemm. */
+    unsigned prefill_int8;
 } tw_isa_table;
 
 /* Fills t with the functions of one ISA; entries an ISA lacks are left as

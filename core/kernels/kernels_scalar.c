@@ -25,6 +25,10 @@ int tw_ktype_index(tw_type type)
         return 6;
     case TW_TYPE_Q6_K:
         return 7;
+    case TW_TYPE_Q5_0:
+        return 8;
+    case TW_TYPE_Q5_1:
+        return 9;
     }
     return -1;
 }
@@ -34,6 +38,8 @@ tw_act_kind tw_act_kind_for(tw_type type)
     switch (type) {
     case TW_TYPE_Q8_0:
     case TW_TYPE_Q4_0:
+    case TW_TYPE_Q5_0:
+    case TW_TYPE_Q5_1:
         return TW_ACT_Q8;
     case TW_TYPE_Q4_K:
     case TW_TYPE_Q5_K:
@@ -192,6 +198,55 @@ static void rows1_q4_0(const uint8_t *w, size_t row_bytes, size_t rows, size_t c
     }
 }
 
+/* Level j (0..31) of a Q5_0/Q5_1 block, without Q5_0's -16. */
+static inline int q5_level(const uint8_t *qs, uint32_t qh, int j)
+{
+    int nib = j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4;
+    return nib | (int)(((qh >> j) & 1u) << 4);
+}
+
+static void rows1_q5_0(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                       const tw_act *act, float *y)
+{
+    size_t nb = cols / 32;
+    for (size_t r = 0; r < rows; r++) {
+        const tw_block_q5_0 *b = (const tw_block_q5_0 *)(const void *)(w + r * row_bytes);
+        float s = 0.0f;
+        for (size_t i = 0; i < nb; i++) {
+            uint32_t qh;
+            memcpy(&qh, b[i].qh, 4);
+            const int8_t *a = act->qs + i * 32;
+            int isum = 0;
+            for (int j = 0; j < 32; j++)
+                isum += (q5_level(b[i].qs, qh, j) - 16) * a[j];
+            s += (tw_f16_to_f32(b[i].d) * act->d[i]) * (float)isum;
+        }
+        y[r] = s;
+    }
+}
+
+static void rows1_q5_1(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                       const tw_act *act, float *y)
+{
+    size_t nb = cols / 32;
+    for (size_t r = 0; r < rows; r++) {
+        const tw_block_q5_1 *b = (const tw_block_q5_1 *)(const void *)(w + r * row_bytes);
+        float s = 0.0f;
+        for (size_t i = 0; i < nb; i++) {
+            uint32_t qh;
+            memcpy(&qh, b[i].qh, 4);
+            const int8_t *a = act->qs + i * 32;
+            int isum = 0;
+            for (int j = 0; j < 32; j++)
+                isum += q5_level(b[i].qs, qh, j) * a[j];
+            int asum = act->bsums[2 * i] + act->bsums[2 * i + 1];
+            s += (tw_f16_to_f32(b[i].d) * act->d[i]) * (float)isum +
+                 (tw_f16_to_f32(b[i].m) * act->d[i]) * (float)asum;
+        }
+        y[r] = s;
+    }
+}
+
 /* Sum over the 8 sub-blocks of a Q4_K/Q5_K block of scale * (q . a) and of
  * min * sum(a); the caller applies d and dmin. q holds the 256 levels. */
 static void k_block_sums(const uint8_t *q, const uint8_t *scales, const int8_t *a,
@@ -312,6 +367,8 @@ MULTI_ACT(f16)
 MULTI_ACT(bf16)
 MULTI_ACT(q8_0)
 MULTI_ACT(q4_0)
+MULTI_ACT(q5_0)
+MULTI_ACT(q5_1)
 MULTI_ACT(q4_k)
 MULTI_ACT(q5_k)
 MULTI_ACT(q6_k)
@@ -324,6 +381,8 @@ void tw_isa_fill_scalar(tw_isa_table *t)
     t->rows[tw_ktype_index(TW_TYPE_BF16)] = rows_bf16;
     t->rows[tw_ktype_index(TW_TYPE_Q8_0)] = rows_q8_0;
     t->rows[tw_ktype_index(TW_TYPE_Q4_0)] = rows_q4_0;
+    t->rows[tw_ktype_index(TW_TYPE_Q5_0)] = rows_q5_0;
+    t->rows[tw_ktype_index(TW_TYPE_Q5_1)] = rows_q5_1;
     t->rows[tw_ktype_index(TW_TYPE_Q4_K)] = rows_q4_k;
     t->rows[tw_ktype_index(TW_TYPE_Q5_K)] = rows_q5_k;
     t->rows[tw_ktype_index(TW_TYPE_Q6_K)] = rows_q6_k;

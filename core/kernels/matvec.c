@@ -18,14 +18,15 @@
 /* Rows per task are rounded to this so tasks start on cache-line-friendly
  * boundaries of y. */
 #define ROW_ALIGN 16
-/* Below this many activation rows, prefill uses the integer kernels with
- * each weight chunk reused across the batch; above, dequantized tiles and
- * sgemm win. */
-#ifndef BLAS_MIN_N
+/* Below this many activation rows, matmul uses the integer kernels with
+ * each weight chunk reused across the batch; from here on, types for which
+ * prefill_int8() says no switch to dequantized tiles and sgemm. */
 #define BLAS_MIN_N 16
-#endif
-/* Target bytes of one dequantized f32 weight tile (about half an L2). */
-#define TILE_BYTES (256 * 1024)
+/* Target bytes of one dequantized f32 weight tile, and the fewest rows a
+ * tile may have: sgemm slows down sharply on narrow tiles (896x4864 weights
+ * went from 74 to 89 GFLOP/s when tiles grew from 16 to 64 rows). */
+#define TILE_BYTES (1024 * 1024)
+#define TILE_MIN_ROWS 64
 
 static size_t min_sz(size_t a, size_t b)
 {
@@ -223,7 +224,20 @@ static size_t tile_rows_for(size_t cols)
 {
     size_t tr = TILE_BYTES / (cols * sizeof(float));
     tr = tr / ROW_ALIGN * ROW_ALIGN;
-    return tr < ROW_ALIGN ? ROW_ALIGN : tr > 256 ? 256 : tr;
+    return tr < TILE_MIN_ROWS ? TILE_MIN_ROWS : tr > 256 ? 256 : tr;
+}
+
+/* Tile rows for this shape: tile_rows_for, shrunk (to no less than
+ * ROW_ALIGN) until every thread gets about two tiles, so a matrix of a few
+ * hundred rows still spreads over the pool. Never more than tile_rows_for,
+ * so the scratch sized for that suffices. */
+static size_t balanced_tile_rows(const tw_pool *pool, size_t rows, size_t cols)
+{
+    size_t tr = tile_rows_for(cols);
+    size_t want = (size_t)tw_pool_threads(pool) * 2;
+    size_t fair = (rows + want - 1) / want;
+    fair = (fair + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
+    return fair < tr ? fair : tr;
 }
 
 /* Tile scratch for every thread; false when it cannot be allocated. */
@@ -241,15 +255,12 @@ static bool prepare_tiles(tw_pool *pool, size_t cols, float **tiles)
 }
 
 /* Whether large batches of this type run on the integer tile kernels
- * rather than dequantized tiles + sgemm. Measured with tw-bench-kernels
- * (AVX2, 128 tokens): the K types gain 1.3-1.7x from skipping dequantization
- * and from 256-value blocks amortizing their float work, while Q8_0 and
- * Q4_0, whose 32-value blocks need a float multiply-add per block and
- * activation, only tie with sgemm, which is then preferred for being exact
- * in f32. */
-static bool prefill_int8(tw_type type)
+ * rather than dequantized tiles + sgemm; each ISA table says, from
+ * tw-bench-kernels measurements. */
+static bool prefill_int8(const tw_isa_table *t, tw_type type)
 {
-    return type == TW_TYPE_Q4_K || type == TW_TYPE_Q5_K || type == TW_TYPE_Q6_K;
+    int k = tw_ktype_index(type);
+    return k >= 0 && (t->prefill_int8 >> k) & 1u;
 }
 
 static bool blas_dims_ok(size_t rows, size_t cols, size_t n, size_t row_bytes)
@@ -269,7 +280,7 @@ void tw_matmul(tw_pool *pool, tw_type type, const void *w, size_t row_bytes, siz
         return;
     }
     const tw_isa_table *t = tw_isa_current();
-    bool int8 = prefill_int8(type);
+    bool int8 = prefill_int8(t, type);
     if (pool && (n < BLAS_MIN_N || int8) &&
         matmul_rows(pool, t, type, w, row_bytes, rows, cols, x, n, y))
         return;
@@ -284,7 +295,7 @@ void tw_matmul(tw_pool *pool, tw_type type, const void *w, size_t row_bytes, siz
             .row_bytes = row_bytes,
             .rows = rows,
             .cols = cols,
-            .tile_rows = tile_rows_for(cols),
+            .tile_rows = balanced_tile_rows(pool, rows, cols),
             .x = x,
             .n = n,
             .y = y,
@@ -311,7 +322,7 @@ tw_status tw_kernels_reserve(tw_pool *pool, size_t max_cols, size_t max_n, tw_er
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "kernel scratch: out of memory (%zu bytes)",
                          per * max_n + 64);
     if (max_n >= BLAS_MIN_N) {
-        /* Narrow rows get tiles of up to TILE_BYTES, wide ones ROW_ALIGN
+        /* Narrow rows get tiles of up to TILE_BYTES, wide ones TILE_MIN_ROWS
          * rows; cover both so no later shape has to grow the tiles. */
         size_t tr = tile_rows_for(max_cols);
         if (max_cols > SIZE_MAX / sizeof(float) / tr)

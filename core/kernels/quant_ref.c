@@ -86,6 +86,58 @@ static void quant_q4_0(const float *x, tw_block_q4_0 *y, size_t nb)
     }
 }
 
+static void quant_q5_0(const float *x, tw_block_q5_0 *y, size_t nb)
+{
+    for (size_t i = 0; i < nb; i++, x += 32) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < 32; j++) {
+            if (amax < fabsf(x[j])) {
+                amax = fabsf(x[j]);
+                max = x[j];
+            }
+        }
+        const float d = max / -16;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = tw_f32_to_f16(d);
+        uint32_t qh = 0;
+        for (int j = 0; j < 16; j++) {
+            int q0 = imin(31, sat_i8(x[j] * id + 16.5f));
+            int q1 = imin(31, sat_i8(x[j + 16] * id + 16.5f));
+            y[i].qs[j] = (uint8_t)((q0 & 0xF) | ((q1 & 0xF) << 4));
+            qh |= (uint32_t)((q0 & 0x10) >> 4) << j;
+            qh |= (uint32_t)((q1 & 0x10) >> 4) << (j + 16);
+        }
+        memcpy(y[i].qh, &qh, 4);
+    }
+}
+
+static void quant_q5_1(const float *x, tw_block_q5_1 *y, size_t nb)
+{
+    for (size_t i = 0; i < nb; i++, x += 32) {
+        float min = x[0], max = x[0];
+        for (int j = 1; j < 32; j++) {
+            if (x[j] < min)
+                min = x[j];
+            if (x[j] > max)
+                max = x[j];
+        }
+        const float d = (max - min) / 31;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = tw_f32_to_f16(d);
+        y[i].m = tw_f32_to_f16(min);
+        uint32_t qh = 0;
+        for (int j = 0; j < 16; j++) {
+            /* (x - min) * id is in [0, 31.5): truncation after +0.5 rounds */
+            int q0 = (uint8_t)sat_i8((x[j] - min) * id + 0.5f);
+            int q1 = (uint8_t)sat_i8((x[j + 16] - min) * id + 0.5f);
+            y[i].qs[j] = (uint8_t)((q0 & 0xF) | ((q1 & 0xF) << 4));
+            qh |= (uint32_t)((q0 & 0x10) >> 4) << j;
+            qh |= (uint32_t)((q1 & 0x10) >> 4) << (j + 16);
+        }
+        memcpy(y[i].qh, &qh, 4);
+    }
+}
+
 /* Fits x ~ scale * L - min with L in [0, nmax] minimizing the weighted
  * squared error, trying nstep + 1 candidate scales around the plain
  * max-min one; returns scale and stores min (>= 0) in *the_min. */
@@ -377,6 +429,12 @@ void tw_quant_row(tw_type type, const float *src, void *dst, size_t n)
         break;
     case TW_TYPE_Q4_0:
         quant_q4_0(src, dst, n / TW_QK4_0);
+        break;
+    case TW_TYPE_Q5_0:
+        quant_q5_0(src, dst, n / 32);
+        break;
+    case TW_TYPE_Q5_1:
+        quant_q5_1(src, dst, n / 32);
         break;
     case TW_TYPE_Q4_K:
         quant_q4_k(src, dst, n / TW_QK_K);

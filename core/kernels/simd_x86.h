@@ -35,6 +35,30 @@ TW_AVX2 static inline float tw_h2f(uint16_t h)
     return _cvtsh_ss(h);
 }
 
+/* Bit 4 of the 32 levels of a Q5_0/Q5_1 block: 0x10 where bit j of qh is
+ * set. Byte j takes qh byte j / 8, keeps bit j % 8 and compares. */
+TW_AVX2 static inline __m256i tw_q5_high_bits(const uint8_t *qh)
+{
+    uint32_t bits;
+    memcpy(&bits, qh, 4);
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2,
+                                            2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i select = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), spread);
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, select), select);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+/* The 32 levels 0..31 of a Q5_0/Q5_1 block from its qh and qs fields:
+ * low nibbles as in Q4_0 plus bit 4 from qh. */
+TW_AVX2 static inline __m256i tw_q5_levels(const uint8_t *qh, const uint8_t *qs)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)qs);
+    __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
+    both = _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+    return _mm256_or_si256(both, tw_q5_high_bits(qh));
+}
+
 /* The 12 packed scale bytes of a Q4_K/Q5_K block as 8 scales followed by
  * 8 mins, one byte each (see tw_k_scale_min for the packing). */
 static inline void tw_k_unpack_scales(const uint8_t *packed, uint8_t out[16])

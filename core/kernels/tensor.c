@@ -17,6 +17,8 @@ static const type_info types[] = {
     {TW_TYPE_BF16, "BF16", 1, 2},
     {TW_TYPE_Q8_0, "Q8_0", TW_QK8_0, sizeof(tw_block_q8_0)},
     {TW_TYPE_Q4_0, "Q4_0", TW_QK4_0, sizeof(tw_block_q4_0)},
+    {TW_TYPE_Q5_0, "Q5_0", 32, sizeof(tw_block_q5_0)},
+    {TW_TYPE_Q5_1, "Q5_1", 32, sizeof(tw_block_q5_1)},
     {TW_TYPE_Q4_K, "Q4_K", TW_QK_K, sizeof(tw_block_q4_k)},
     {TW_TYPE_Q5_K, "Q5_K", TW_QK_K, sizeof(tw_block_q5_k)},
     {TW_TYPE_Q6_K, "Q6_K", TW_QK_K, sizeof(tw_block_q6_k)},
@@ -75,7 +77,7 @@ tw_status tw_type_from_name(const char *name, tw_type *out, tw_err *err)
         }
     }
     return tw_errorf(err, TW_INVALID_ARGUMENT,
-                     "unknown tensor type '%.64s' (expected F32, F16, BF16, Q8_0, Q4_0, Q4_K, "
-                     "Q5_K or Q6_K)",
+                     "unknown tensor type '%.64s' (expected F32, F16, BF16, Q8_0, Q4_0, Q5_0, "
+                     "Q5_1, Q4_K, Q5_K or Q6_K)",
                      name);
 }

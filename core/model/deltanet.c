@@ -25,14 +25,25 @@
 void tw_deltanet_step(float *S, const float *q, const float *k, const float *v, float g,
                       float beta, uint32_t dk, uint32_t dv, float *out)
 {
+    tw_deltanet_step_to(S, S, q, k, v, g, beta, dk, dv, out);
+}
+
+/* Decode and verification both run through this one function, so a token
+ * verified in a speculative batch sees exactly the numbers plain decoding
+ * would have produced for it. */
+void tw_deltanet_step_to(float *S, const float *src, const float *q, const float *k,
+                         const float *v, float g, float beta, uint32_t dk, uint32_t dv,
+                         float *out)
+{
     float decay = expf(g);
     float mem[TW_MAX_HEAD_DIM];
     memset(mem, 0, dv * sizeof(float));
     for (uint32_t i = 0; i < dk; i++) {
         float *row = S + (size_t)i * dv;
+        const float *old = src + (size_t)i * dv;
         float ki = k[i];
         for (uint32_t j = 0; j < dv; j++) {
-            row[j] *= decay;
+            row[j] = old[j] * decay;
             mem[j] += row[j] * ki;
         }
     }
@@ -183,8 +194,37 @@ static void dn_step_task(void *ctx, int task, int n_tasks)
     const float *k = row + (size_t)c->dn_k_heads * dk + (size_t)kh * dk;
     const float *v = row + 2 * (size_t)c->dn_k_heads * dk + (size_t)h * dv;
     float *S = tw_seq_dn_state(j->b->seq[r], j->L->dn_index) + (size_t)h * dk * dv;
-    tw_deltanet_step(S, q, k, v, s->ba_a[r * nv + h], s->ba_b[r * nv + h], dk, dv,
-                     s->dn_out + r * (size_t)nv * dv + (size_t)h * dv);
+    tw_deltanet_step_to(S, S, q, k, v, s->ba_a[r * nv + h], s->ba_b[r * nv + h], dk, dv,
+                        s->dn_out + r * (size_t)nv * dv + (size_t)h * dv);
+}
+
+/* Verification: one task per value head, walking the rows of one sequence
+ * in order with the decode recurrence; row r reads the state row r-1 left
+ * in the trail and writes its own, so every intermediate state survives. */
+static void dn_trail_task(void *ctx, int task, int n_tasks)
+{
+    (void)n_tasks;
+    const dn_job *j = ctx;
+    const tw_model *m = j->m;
+    const tw_mconfig *c = &m->cfg;
+    const tw_scratch *s = &m->s;
+    uint32_t nv = c->dn_v_heads, dk = c->dn_k_dim, dv = c->dn_v_dim;
+    size_t conv_dim = 2 * (size_t)c->dn_k_heads * dk + (size_t)nv * dv;
+    uint32_t h = (uint32_t)task;
+    uint32_t kh = key_head(c, h);
+    size_t layer_off = (size_t)j->L->dn_index * (m->dn_state_floats + m->dn_conv_floats) +
+                       (size_t)h * dk * dv;
+    const float *src = tw_seq_dn_state(j->b->seq[0], j->L->dn_index) + (size_t)h * dk * dv;
+    for (size_t r = 0; r < j->n; r++) {
+        const float *row = s->qkv + r * conv_dim;
+        float *dst = j->b->trail + r * j->b->trail_stride + layer_off;
+        tw_deltanet_step_to(dst, src, row + (size_t)kh * dk,
+                            row + (size_t)c->dn_k_heads * dk + (size_t)kh * dk,
+                            row + 2 * (size_t)c->dn_k_heads * dk + (size_t)h * dv,
+                            s->ba_a[r * nv + h], s->ba_b[r * nv + h], dk, dv,
+                            s->dn_out + r * (size_t)nv * dv + (size_t)h * dv);
+        src = dst;
+    }
 }
 
 /* Prefill: one task per value head, walking the rows in chunks. */
@@ -269,6 +309,15 @@ void tw_deltanet_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_b
         conv_run(m, L, b->seq[r0], r0, r1);
         r0 = r1;
     }
+    if (b->trail) {
+        /* the conv window after each row, for rewinding to any of them */
+        size_t K = c->dn_conv;
+        for (size_t r = 0; r < n; r++)
+            memcpy(b->trail + r * b->trail_stride +
+                       (size_t)L->dn_index * (m->dn_state_floats + m->dn_conv_floats) +
+                       m->dn_state_floats,
+                   s->conv_in + (r + 1) * conv_dim, (K - 1) * conv_dim * sizeof(float));
+    }
 
     float qscale = 1.0f / sqrtf((float)dk);
     for (size_t r = 0; r < n; r++) {
@@ -285,7 +334,9 @@ void tw_deltanet_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_b
     }
 
     dn_job j = {.m = m, .L = L, .b = b, .n = n};
-    if (b->one_seq && n > 1)
+    if (b->trail)
+        tw_pool_run(pool, dn_trail_task, &j, (int)nv);
+    else if (b->one_seq && n > 1)
         tw_pool_run(pool, dn_chunk_task, &j, (int)nv);
     else
         tw_pool_run(pool, dn_step_task, &j, (int)(n * nv));

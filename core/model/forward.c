@@ -155,3 +155,49 @@ tw_status tw_model_decode_batch(tw_model *model, tw_pool *pool, tw_seq *const *s
     step(model, pool, &b, tokens, 0, logits);
     return TW_OK;
 }
+
+tw_status tw_model_verify(tw_model *model, tw_pool *pool, tw_seq *seq, const uint32_t *tokens,
+                          size_t n, float *logits, tw_snapshot_pool *trail, tw_err *err)
+{
+    if (!model || !seq || seq->model != model || !trail || tw_snapshot_pool_model(trail) != model)
+        return tw_errorf(err, TW_INVALID_ARGUMENT,
+                         "verify: sequence and snapshot pool must belong to the model");
+    if (!tokens || !logits || n == 0)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "verify: need tokens and a logits buffer");
+    if (n > model->max_batch || n > model->max_chunk || n > tw_snapshot_pool_slots(trail))
+        return tw_errorf(err, TW_INVALID_ARGUMENT,
+                         "verify: %zu tokens exceed max_batch, max_chunk or the pool's %zu slots",
+                         n, tw_snapshot_pool_slots(trail));
+    tw_status st = check_tokens(model, tokens, n, err);
+    if (st)
+        return st;
+    if (n > seq->cap - seq->len)
+        return tw_errorf(err, TW_OUT_OF_RANGE,
+                         "context full: %zu tokens + %zu new exceed the sequence's %zu", seq->len,
+                         n, seq->cap);
+    tw_scratch *s = &model->s;
+    size_t len0 = seq->len;
+    for (size_t i = 0; i < n; i++) {
+        s->row_seq[i] = seq;
+        s->pos[i] = (uint32_t)(len0 + i);
+    }
+    size_t floats = (size_t)model->n_dn_layers * (model->dn_state_floats + model->dn_conv_floats);
+    /* Not one_seq: attention and the FFN treat the rows exactly as a decode
+     * batch does, and the recurrent layers step token by token. */
+    tw_batch b = {.n = n, .seq = s->row_seq, .pos = s->pos, .one_seq = false,
+                  .trail = floats ? tw_snapshot_slot_state(trail, 0) : NULL,
+                  .trail_stride = floats};
+    step(model, pool, &b, tokens, 0, logits);
+    for (size_t i = 0; i < n; i++)
+        tw_snapshot_mark(trail, i, seq, len0 + i + 1, seq->stamp[len0 + i]);
+    if (floats)
+        memcpy(seq->state, tw_snapshot_slot_state(trail, n - 1), floats * sizeof(float));
+    return TW_OK;
+}
+
+size_t tw_model_max_verify(const tw_model *model)
+{
+    if (!model)
+        return 0;
+    return model->max_batch < model->max_chunk ? model->max_batch : model->max_chunk;
+}

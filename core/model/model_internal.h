@@ -171,7 +171,22 @@ typedef struct tw_batch {
     tw_seq **seq; /* [n] */
     uint32_t *pos; /* [n] */
     bool one_seq;  /* all rows belong to seq[0] (a prefill step) */
+    /* Verify mode (tw_model_verify): rows of seq[0] run in the token-by-token
+     * decode form, and the recurrent state after row i is written to
+     * trail + i * trail_stride (same layout as tw_seq.state) instead of
+     * into the sequence. NULL otherwise. */
+    float *trail;
+    size_t trail_stride;
 } tw_batch;
+
+/* ---- snapshot pool internals (model/seq.c), for tw_model_verify ---- */
+/* The recurrent-state floats of one slot, laid out like tw_seq.state. */
+float *tw_snapshot_slot_state(tw_snapshot_pool *pool, size_t slot);
+size_t tw_snapshot_pool_slots(const tw_snapshot_pool *pool);
+const tw_model *tw_snapshot_pool_model(const tw_snapshot_pool *pool);
+/* Marks slot as holding seq's state at length len, written at clock. */
+void tw_snapshot_mark(tw_snapshot_pool *pool, size_t slot, const tw_seq *seq, size_t len,
+                      uint64_t clock);
 
 /* ---- shared math (model/mathops.c) ---- */
 void tw_rmsnorm(float *out, const float *x, const float *w, size_t n, float eps);
@@ -204,6 +219,11 @@ void tw_rope_apply(const tw_rope_table *t, float *head, uint32_t pos);
  * l2-normalised and scaled, k l2-normalised. */
 void tw_deltanet_step(float *state, const float *q, const float *k, const float *v, float g,
                       float beta, uint32_t dk, uint32_t dv, float *out);
+/* The same update reading the state from src and writing it to dst (which
+ * may equal src); bit-identical to tw_deltanet_step. */
+void tw_deltanet_step_to(float *dst, const float *src, const float *q, const float *k,
+                         const float *v, float g, float beta, uint32_t dk, uint32_t dv,
+                         float *out);
 /* L tokens (L <= TW_DN_CHUNK) for one value head in the chunked form.
  * q/k rows have stride qk_stride floats, v rows v_stride, g/beta gb_stride,
  * out rows out_stride; work holds

@@ -191,3 +191,18 @@ tw_status tw_seq_restore(tw_seq *seq, const tw_snapshot_pool *pool, size_t slot,
     seq->len = sl->len;
     return TW_OK;
 }
+
+float *tw_snapshot_slot_state(tw_snapshot_pool *pool, size_t slot)
+{
+    return pool->data ? pool->data + slot * pool->floats : NULL;
+}
+
+size_t tw_snapshot_pool_slots(const tw_snapshot_pool *pool) { return pool->n_slots; }
+
+const tw_model *tw_snapshot_pool_model(const tw_snapshot_pool *pool) { return pool->model; }
+
+void tw_snapshot_mark(tw_snapshot_pool *pool, size_t slot, const tw_seq *seq, size_t len,
+                      uint64_t clock)
+{
+    pool->slots[slot] = (snap_slot){.used = true, .seq_id = seq->id, .len = len, .clock = clock};
+}

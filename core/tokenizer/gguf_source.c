@@ -204,6 +204,14 @@ tw_status tw_tokenizer_from_gguf(const tw_gguf *g, tw_tokenizer **out, tw_err *e
             st = tw_gguf_get_str(g, KEY("pre"), &pre, NULL, err);
         if (st == TW_OK)
             st = tok_pre_from_name(tok, pre, err);
+        /* Qwen's tokenizer.json normalizes its input to NFC. GGUF has no key
+         * for a normalizer, so without this a decomposed "e\u0301" would be
+         * split into other tokens than the model was trained on. */
+        if (st == TW_OK && (strcmp(pre, "qwen2") == 0 || strcmp(pre, "qwen35") == 0) &&
+            tok->n_norm < TOK_MAX_STEPS) {
+            memset(&tok->norm[tok->n_norm], 0, sizeof tok->norm[0]);
+            tok->norm[tok->n_norm++].kind = NORM_NFC;
+        }
         tok->dec_byte_level = true;
         /* llama.cpp's default for BPE models; the add_bos_token key below
          * overrides it, and the Llama 3 family asks for BOS. */

@@ -22,10 +22,21 @@ static const opt_def OPTS[] = {
     {"config", K_STR, "FILE      read settings from an INI file"},
     {"model", K_STR, "PATH       load a model at start (repeatable)"},
     {"model-name", K_STR, "NAME  serve the preceding --model under NAME"},
+    {"draft", K_STR, "PATH       draft model (same vocabulary) for the preceding --model"},
     {"models-dir", K_STR, "DIR   where downloaded models are kept"},
+    {"max-download-bytes", K_SIZE, "N  largest model download accepted (0: no limit)"},
     {"listen", K_STR, "URL       RPC endpoint (repeatable; tcp://, ipc://, tls+tcp://)"},
     {"publish", K_STR, "URL      stream PUB endpoint"},
-    {"threads", K_U32, "N        compute threads (0: all CPUs)"},
+    {"threads", K_U32, "N|auto   compute threads (0 or auto: one per physical core)"},
+    {"max-batch", K_U32, "N      sequences decoded together (0: from the hardware)"},
+    {"prefill-chunk", K_U32, "N  prompt tokens per prefill step (0: from the hardware)"},
+    {"mlock", K_FLAG, "           lock the weights in memory (needs RLIMIT_MEMLOCK)"},
+    {"cache-bytes", K_SIZE, "N  in-memory prompt prefix cache per model (default 1 GiB)"},
+    {"state-dir", K_STR, "DIR    persistent prompt state store (default "
+                         "$XDG_CACHE_HOME/tokenwire/state)"},
+    {"state-bytes", K_SIZE, "N  persistent state store budget (default 4 GiB)"},
+    {"state-entries", K_U32, "N  persistent state store entry limit (default 1024)"},
+    {"no-state-store", K_FLAG, "  keep no prompt state on disk"},
     {"api-key", K_STR, "KEY      accepted API key (repeatable; visible in ps: prefer the "
                        "file or TOKENWIRE_API_KEY)"},
     {"api-key-file", K_STR, "FILE accepted API keys, one per line"},
@@ -64,6 +75,7 @@ void twd_config_free(twd_config *cfg)
     for (size_t i = 0; i < cfg->n_models; i++) {
         free(cfg->models[i].path);
         free(cfg->models[i].name);
+        free(cfg->models[i].draft);
     }
     for (size_t i = 0; i < cfg->n_listen; i++)
         free(cfg->listen[i]);
@@ -78,6 +90,7 @@ void twd_config_free(twd_config *cfg)
     free(cfg->tls_cert);
     free(cfg->tls_key);
     free(cfg->models_dir);
+    free(cfg->state_dir);
     memset(cfg, 0, sizeof *cfg);
 }
 
@@ -89,6 +102,9 @@ void twd_config_usage(void *fp, const char *prog)
         fprintf(f, "  --%s %s\n", OPTS[i].name, OPTS[i].help);
     fprintf(f, "\nEvery option is also a key of the --config INI file (e.g. "
                "max_concurrent = 8).\nTOKENWIRE_API_KEY adds an accepted API key.\n"
+               "--model-name and --draft apply to the --model given just before them, e.g.\n"
+               "  --model a.gguf --draft a-draft.gguf --model b.gguf\n"
+               "speculates for a.gguf with a-draft.gguf and serves b.gguf without a draft.\n"
                "Defaults: --listen %s --publish %s\n",
             TWD_DEFAULT_LISTEN, TWD_DEFAULT_PUBLISH);
 }
@@ -220,6 +236,10 @@ static tw_status apply(loader *l, const opt_def *o, const char *v)
     tw_err *err = l->err;
     const char *n = o->name;
     uint64_t x = 0;
+    if (!strcmp(n, "threads") && v && !strcmp(v, "auto")) {
+        cfg->threads = 0;
+        return TW_OK;
+    }
     if (o->kind == K_U32 || o->kind == K_SIZE) {
         tw_status st = parse_u64(n, v, o->kind == K_U32 ? UINT32_MAX : SIZE_MAX / 2,
                                  o->kind == K_SIZE, &x, err);
@@ -241,6 +261,11 @@ static tw_status apply(loader *l, const opt_def *o, const char *v)
             return tw_errorf(err, TW_INVALID_ARGUMENT, "model-name must follow a model");
         return set_str(&cfg->models[cfg->n_models - 1].name, v, n, err);
     }
+    if (!strcmp(n, "draft")) {
+        if (cfg->n_models == 0)
+            return tw_errorf(err, TW_INVALID_ARGUMENT, "draft must follow a model");
+        return set_str(&cfg->models[cfg->n_models - 1].draft, v, n, err);
+    }
     if (!strcmp(n, "listen")) {
         if (l->from_cli && !l->cli_listen_seen) {
             for (size_t i = 0; i < cfg->n_listen; i++)
@@ -261,6 +286,8 @@ static tw_status apply(loader *l, const opt_def *o, const char *v)
         return set_str(&cfg->publish, v, n, err);
     if (!strcmp(n, "models-dir"))
         return set_str(&cfg->models_dir, v, n, err);
+    if (!strcmp(n, "state-dir"))
+        return set_str(&cfg->state_dir, v, n, err);
     if (!strcmp(n, "api-key"))
         return v && *v ? add_key(cfg, v, strlen(v), err)
                        : tw_errorf(err, TW_INVALID_ARGUMENT, "api-key needs a value");
@@ -272,11 +299,27 @@ static tw_status apply(loader *l, const opt_def *o, const char *v)
         return set_str(&cfg->tls_key, v, n, err);
     if (!strcmp(n, "threads"))
         cfg->threads = (uint32_t)x;
+    else if (!strcmp(n, "max-batch"))
+        cfg->max_batch = (uint32_t)x;
+    else if (!strcmp(n, "prefill-chunk"))
+        cfg->prefill_chunk = (uint32_t)x;
+    else if (!strcmp(n, "mlock"))
+        cfg->mlock = true;
+    else if (!strcmp(n, "cache-bytes"))
+        cfg->cache_bytes = x;
+    else if (!strcmp(n, "state-bytes"))
+        cfg->state_bytes = x;
+    else if (!strcmp(n, "state-entries"))
+        cfg->state_entries = (uint32_t)x;
+    else if (!strcmp(n, "no-state-store"))
+        cfg->no_state_store = true;
     else if (!strcmp(n, "max-message-bytes")) {
         if (x < 1024)
             return tw_errorf(err, TW_INVALID_ARGUMENT, "max-message-bytes must be at least 1024");
         cfg->max_message_bytes = (size_t)x;
-    } else if (!strcmp(n, "max-prompt-tokens"))
+    } else if (!strcmp(n, "max-download-bytes"))
+        cfg->max_download_bytes = x;
+    else if (!strcmp(n, "max-prompt-tokens"))
         cfg->max_prompt_tokens = (uint32_t)x;
     else if (!strcmp(n, "max-concurrent"))
         cfg->max_concurrent = (uint32_t)x;

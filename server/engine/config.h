@@ -21,6 +21,7 @@
 typedef struct twd_model_spec {
     char *path;
     char *name; /* NULL: derived from the path */
+    char *draft; /* draft model for speculative decoding; NULL: none */
 } twd_model_spec;
 
 typedef struct twd_config {
@@ -29,12 +30,21 @@ typedef struct twd_config {
     char *listen[TWD_MAX_LISTEN];
     size_t n_listen;
     char *publish;
-    uint32_t threads; /* 0: the engine's default */
+    uint32_t threads; /* 0 ("auto"): one per physical core (tw_hw_choose) */
+    uint32_t max_batch;     /* 0: chosen from the hardware */
+    uint32_t prefill_chunk; /* 0: chosen from the hardware */
+    bool mlock;             /* lock weights (all mappings) in RAM after loading */
+    uint64_t cache_bytes;   /* in-memory prefix cache per model; 0: engine default */
+    char *state_dir;        /* persistent state store; NULL: engine default */
+    uint64_t state_bytes;   /* 0: engine default */
+    uint32_t state_entries; /* 0: engine default */
+    bool no_state_store;
     char *api_keys[TWD_MAX_API_KEYS];
     size_t n_api_keys;
     char *tls_cert; /* PEM files for tls+tcp:// listeners */
     char *tls_key;
     char *models_dir;
+    uint64_t max_download_bytes; /* largest model download accepted; 0: no limit */
     size_t max_message_bytes;
     uint32_t max_prompt_tokens;
     uint32_t max_concurrent;      /* generations running or queued at once */

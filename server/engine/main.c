@@ -9,6 +9,7 @@
 #include "config.h"
 #include "server.h"
 #include "tw/engine.h"
+#include "tw/hw.h"
 #include "tw/log.h"
 
 #ifndef TWD_VERSION
@@ -20,7 +21,22 @@ static int run(const twd_config *cfg)
     tw_err err;
     tw_engine_opts eo;
     tw_engine_opts_init(&eo);
-    eo.threads = cfg->threads;
+    /* every setting the user left at 0 comes from the hardware */
+    tw_hw_info hw;
+    tw_hw_choice hc;
+    tw_hw_detect(&hw, &err);
+    tw_hw_choose(&hw, &hc);
+    eo.threads = cfg->threads ? cfg->threads : hc.threads;
+    eo.max_batch = cfg->max_batch ? cfg->max_batch : hc.max_batch;
+    eo.prefill_chunk = cfg->prefill_chunk ? cfg->prefill_chunk : hc.prefill_chunk;
+    eo.cache_bytes = cfg->cache_bytes;
+    eo.state_dir = cfg->state_dir;
+    eo.state_bytes = cfg->state_bytes;
+    eo.state_entries = cfg->state_entries;
+    eo.no_state_store = cfg->no_state_store;
+    tw_hw_choice used = {eo.threads, eo.max_batch, eo.prefill_chunk};
+    tw_hw_log_choices(&hw, &used, cfg->threads != 0, cfg->max_batch != 0,
+                      cfg->prefill_chunk != 0);
     tw_engine *engine = NULL;
     tw_status st = tw_engine_create(&eo, &engine, &err);
     if (st != TW_OK) {
@@ -30,6 +46,7 @@ static int run(const twd_config *cfg)
     for (size_t i = 0; i < cfg->n_models; i++) {
         tw_load_opts lo;
         tw_load_opts_init(&lo);
+        lo.draft_path = cfg->models[i].draft;
         tw_engine_model_info info;
         st = tw_engine_load_model(engine, cfg->models[i].path, cfg->models[i].name, &lo, &info,
                                   &err);
@@ -38,7 +55,17 @@ static int run(const twd_config *cfg)
             tw_engine_destroy(engine);
             return 1;
         }
-        tw_info("loaded model %s from %s", info.name, info.path);
+        if (info.draft_path[0])
+            tw_info("loaded model %s from %s with draft model %s", info.name, info.path,
+                    info.draft_path);
+        else
+            tw_info("loaded model %s from %s", info.name, info.path);
+    }
+    if (cfg->mlock) {
+        if (tw_hw_lock_memory(&err) == TW_OK)
+            tw_info("mlock: weights locked in memory");
+        else
+            tw_warn("mlock: %s; running without it", err.msg);
     }
 
     twd_server srv;

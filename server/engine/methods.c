@@ -10,6 +10,7 @@
 
 #include <nng/supplemental/util/platform.h>
 #include "translate.h"
+#include "tw/log.h"
 
 #ifndef TWD_VERSION
 #define TWD_VERSION "unknown"
@@ -52,7 +53,10 @@ void twd_handle_list_models(twd_worker *w, const Tokenwire__V1__Request *req)
     size_t n = 0;
     tw_err err;
     tw_status st = tw_engine_list_models(w->srv->engine, &infos, &n, &err);
+    if (st == TW_OK)
+        st = twd_loads_merge(w->srv->loads, &infos, &n, &err);
     if (st != TW_OK) {
+        free(infos);
         fail_err(w, st, &err);
         return;
     }
@@ -107,6 +111,10 @@ void twd_handle_stats(twd_worker *w, const Tokenwire__V1__Request *req)
     }
     Tokenwire__V1__StatsReply sr = TOKENWIRE__V1__STATS_REPLY__INIT;
     twd_stats_to_wire(&es, &sr);
+    /* StatsReply has no field for it yet; the log keeps it visible. */
+    if (es.spec_drafted)
+        tw_debug("stats: speculation saves and restores state in %.1f us per verify",
+                 (double)es.spec_snapshot_us_per_verify);
     sr.has_rss_bytes = 1;
     sr.rss_bytes = rss_bytes();
     sr.has_chunks_published = 1;
@@ -346,11 +354,6 @@ void twd_handle_resume(twd_worker *w, const Tokenwire__V1__Request *req)
 
 /* ------------------------------------------------------------ model jobs */
 
-static bool is_url(const char *s)
-{
-    return strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0;
-}
-
 static void *model_job(void *arg)
 {
     twd_worker *w = arg;
@@ -360,27 +363,10 @@ static void *model_job(void *arg)
     tw_err err;
     Tokenwire__V1__Reply rep = TOKENWIRE__V1__REPLY__INIT;
     if (req->method_case == TOKENWIRE__V1__REQUEST__METHOD_LOAD_MODEL) {
-        const Tokenwire__V1__LoadModelRequest *l = req->load_model;
-        tw_load_opts opts;
-        tw_load_opts_init(&opts);
-        opts.quantize = l->quantize;
-        opts.max_context = l->max_context;
-        opts.make_default = l->make_default;
-        tw_engine_model_info info;
-        tw_status st = tw_engine_load_model(s->engine, l->source, l->name, &opts, &info, &err);
-        if (st != TW_OK) {
-            twd_worker_fail(w, st, err.msg);
-        } else {
-            Tokenwire__V1__ModelInfo mi = TOKENWIRE__V1__MODEL_INFO__INIT;
-            twd_model_to_wire(&info, &mi);
-            Tokenwire__V1__LoadModelReply lr = TOKENWIRE__V1__LOAD_MODEL_REPLY__INIT;
-            lr.model = &mi;
-            rep.result_case = TOKENWIRE__V1__REPLY__RESULT_LOAD_MODEL;
-            rep.load_model = &lr;
-            twd_worker_reply(w, &rep);
-        }
+        twd_run_load(w, req->load_model);
     } else {
         tw_status st = tw_engine_unload_model(s->engine, req->unload_model->name, &err);
+        atomic_fetch_sub(&s->job_slots, 1);
         if (st != TW_OK) {
             twd_worker_fail(w, st, err.msg);
         } else {
@@ -406,16 +392,7 @@ void twd_handle_model_job(twd_worker *w, Tokenwire__V1__Request *req)
         const Tokenwire__V1__LoadModelRequest *l = req->load_model;
         if (!l->source || !*l->source) {
             code = TW_INVALID_ARGUMENT;
-            refusal = "load_model needs a source (a local path)";
-        } else if (is_url(l->source)) {
-            code = TW_UNIMPLEMENTED;
-            refusal = "downloading models is not supported yet; load a local path";
-        } else if (l->draft_source && *l->draft_source) {
-            code = TW_UNIMPLEMENTED;
-            refusal = "draft models are not supported yet";
-        } else if (l->background) {
-            code = TW_UNIMPLEMENTED;
-            refusal = "background loads are not supported yet";
+            refusal = "load_model needs a source (a local path or an http(s) URL)";
         }
     } else if (!req->unload_model->name || !*req->unload_model->name) {
         code = TW_INVALID_ARGUMENT;
@@ -425,8 +402,8 @@ void twd_handle_model_job(twd_worker *w, Tokenwire__V1__Request *req)
         code = TW_UNAVAILABLE;
         refusal = "the engine is shutting down";
     }
-    if (!refusal && atomic_fetch_add(&s->jobs, 1) >= MAX_JOBS) {
-        atomic_fetch_sub(&s->jobs, 1);
+    if (!refusal && atomic_fetch_add(&s->job_slots, 1) >= MAX_JOBS) {
+        atomic_fetch_sub(&s->job_slots, 1);
         code = TW_RESOURCE_EXHAUSTED;
         refusal = "other model loads are running; retry later";
     }
@@ -436,6 +413,7 @@ void twd_handle_model_job(twd_worker *w, Tokenwire__V1__Request *req)
         return;
     }
     /* Detached: twd_server_drain waits for the job count to reach zero. */
+    atomic_fetch_add(&s->jobs, 1);
     w->job_req = req;
     pthread_t t;
     pthread_attr_t attr;
@@ -446,6 +424,7 @@ void twd_handle_model_job(twd_worker *w, Tokenwire__V1__Request *req)
     if (rc != 0) {
         w->job_req = NULL;
         atomic_fetch_sub(&s->jobs, 1);
+        atomic_fetch_sub(&s->job_slots, 1);
         twd_worker_fail(w, TW_RESOURCE_EXHAUSTED, "cannot start a loader thread");
         tw_wire_free_request(req);
     }

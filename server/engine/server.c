@@ -305,6 +305,8 @@ tw_status twd_server_start(twd_server *s, const twd_config *cfg, tw_engine *engi
                             &s->streams, err);
     if (st != TW_OK)
         return st;
+    if ((st = twd_loads_create(&s->loads, err)) != TW_OK)
+        return st;
     if (cfg->tls_cert && (st = make_tls(s, err)) != TW_OK)
         return st;
 
@@ -378,6 +380,7 @@ void twd_server_stop(twd_server *s)
     free(s->workers);
     nng_aio_free(s->reaper);
     twd_streams_destroy(s->streams);
+    twd_loads_destroy(s->loads);
     if (s->tls)
         nng_tls_config_free(s->tls);
     pthread_mutex_destroy(&s->gen_mu);

@@ -22,6 +22,7 @@
 
 #include "auth.h"
 #include "config.h"
+#include "loads.h"
 #include "streams.h"
 #include "tokenwire/wire.h"
 #include "tw/engine.h"
@@ -61,6 +62,7 @@ struct twd_server {
     tw_engine *engine;
     twd_auth auth;
     twd_streams *streams;
+    twd_loads *loads; /* LoadModel jobs not in the engine yet */
     tw_wire_limits limits;
     nng_socket rep;
     nng_socket pub;
@@ -72,6 +74,11 @@ struct twd_server {
     atomic_bool draining;
     atomic_uint generations; /* running or queued */
     atomic_uint jobs;        /* loader threads running */
+    /* Model jobs holding one of the job slots: taken before the thread
+     * starts, given back just before a job answers (or, for a background
+     * load, when it ends), so that a caller who got the answer can start
+     * the next job at once even while the thread is still winding down. */
+    atomic_uint job_slots;
     atomic_ullong chunks_published;
     atomic_ullong resumes_served;
     pthread_mutex_t gen_mu; /* guards the non-streaming generations' worker links */

@@ -237,6 +237,8 @@ void twd_model_to_wire(const tw_engine_model_info *i, Tokenwire__V1__ModelInfo *
     o->state = (char *)tw_model_state_name(i->state);
     if (i->fingerprint[0])
         o->fingerprint = (char *)i->fingerprint;
+    if (i->draft_path[0])
+        o->draft_model = (char *)i->draft_path;
     o->has_is_default = 1;
     o->is_default = i->is_default;
     o->has_progress = 1;

@@ -231,6 +231,34 @@ static void test_bad_inputs(void **state)
     free(tmp);
 }
 
+/* general.name: --name when given, else the checkpoint directory's name. */
+static void test_name_option(void **state)
+{
+    (void)state;
+    char in[4096], out[4096], cmd[8192];
+    snprintf(in, sizeof in, "%s/qwen2_mqa/", TW_REPO_GOLDEN);
+    char *tmp = tw_test_mkdtemp();
+    snprintf(out, sizeof out, "%s/x.gguf", tmp);
+    static const char *const names[][2] = {{"", "qwen2_mqa"},
+                                           {"--name 'coder 24m'", "coder 24m"}};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' --type F32 %s 2>/dev/null", convert_bin, in,
+                 out, names[i][0]);
+        assert_int_equal(system(cmd), 0);
+        tw_gguf *g = NULL;
+        tw_err err;
+        assert_int_equal(tw_gguf_open(out, &g, &err), TW_OK);
+        const char *name = NULL;
+        size_t len = 0;
+        assert_int_equal(tw_gguf_get_str(g, "general.name", &name, &len, &err), TW_OK);
+        assert_int_equal(len, strlen(names[i][1]));
+        assert_memory_equal(name, names[i][1], len);
+        tw_gguf_close(g);
+    }
+    tw_test_rmtree(tmp);
+    free(tmp);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -243,6 +271,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_all_families_f32),
         cmocka_unit_test(test_quantized_q8_0),
         cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_name_option),
     };
     return cmocka_run_group_tests_name("tools/convert", tests, NULL, NULL);
 }

@@ -19,11 +19,12 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: tw-convert HF_DIR OUT.gguf [--type F32|F16|BF16|Q8_0|Q4_0|Q4_K|Q6_K]\n"
-               "                  [--pre NAME]\n"
+               "                  [--pre NAME] [--name NAME]\n"
                "Converts a Hugging Face checkpoint (config.json + safetensors, optional\n"
                "tokenizer.json) into a GGUF file. Norms, biases, 1-D tensors and rows that\n"
                "are not whole blocks of the chosen type are stored as F32. --pre overrides\n"
-               "the guessed tokenizer.ggml.pre name. Default type: BF16.\n");
+               "the guessed tokenizer.ggml.pre name. --name sets general.name (default:\n"
+               "the checkpoint directory's name). Default type: BF16.\n");
 }
 
 /* One GGUF tensor to produce from one HF tensor. */
@@ -198,7 +199,7 @@ static tw_status add_rope_freqs(const json_t *config, const tw_arch_params *p, t
 }
 
 static tw_status convert(const char *dir, const char *out, tw_type type, const char *pre,
-                         tw_err *err)
+                         const char *name, tw_err *err)
 {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -223,7 +224,7 @@ static tw_status convert(const char *dir, const char *out, tw_type type, const c
     size_t dl = strlen(dircopy);
     while (dl > 1 && dircopy[dl - 1] == '/')
         dircopy[--dl] = '\0';
-    if ((st = tw_gguf_writer_set_str(w, "general.name", basename(dircopy), err)) ||
+    if ((st = tw_gguf_writer_set_str(w, "general.name", name ? name : basename(dircopy), err)) ||
         (st = tw_gguf_writer_set_u32(w, "general.file_type", file_type(type), err)) ||
         (st = tw_gguf_writer_set_u32(w, "general.quantization_version", 2, err)))
         goto done;
@@ -289,7 +290,7 @@ done:
 
 int main(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL, *pre = NULL, *type_name = "BF16";
+    const char *in = NULL, *out = NULL, *pre = NULL, *name = NULL, *type_name = "BF16";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
@@ -298,6 +299,8 @@ int main(int argc, char **argv)
             type_name = argv[++i];
         } else if (strcmp(argv[i], "--pre") == 0 && i + 1 < argc) {
             pre = argv[++i];
+        } else if (strcmp(argv[i], "--name") == 0 && i + 1 < argc) {
+            name = argv[++i];
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "tw-convert: unknown option '%s'\n", argv[i]);
             usage(stderr);
@@ -327,7 +330,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "tw-convert: --type must be one of F32 F16 BF16 Q8_0 Q4_0 Q4_K Q6_K\n");
         return 2;
     }
-    tw_status st = convert(in, out, type, pre, &err);
+    tw_status st = convert(in, out, type, pre, name, &err);
     if (st) {
         fprintf(stderr, "tw-convert: %s: %s\n", tw_status_name(st), err.msg);
         return 1;

@@ -12,9 +12,11 @@
  * Results: a call that got a Reply from the engine returns the Reply's status
  * code (TW_OK on success) and hands the Reply to the caller in *reply (free it
  * with tw_wire_free_reply), with the engine's message in err when the code is
- * not TW_OK. A call that got no Reply (engine unreachable, timeout, a reply
- * that does not decode) returns UNAVAILABLE, DEADLINE_EXCEEDED or
- * INVALID_ARGUMENT with *reply NULL.
+ * not TW_OK. A call that got no Reply returns, with *reply NULL:
+ * UNAVAILABLE when no connection to the engine took the request within the
+ * timeout (engine down or unreachable), DEADLINE_EXCEEDED when the request
+ * was sent but no reply came in time, INVALID_ARGUMENT when the reply does
+ * not decode.
  */
 #ifndef TOKENWIRE_CLIENT_H
 #define TOKENWIRE_CLIENT_H

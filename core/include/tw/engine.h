@@ -49,6 +49,18 @@ typedef struct tw_engine_opts {
     uint32_t prefill_chunk;    /* prompt tokens prefilled per scheduler step (default 256) */
     uint32_t max_n;            /* choices per request, <= max_batch (default min(8, max_batch)) */
     uint32_t max_prompt_bytes; /* text / chat prompt size (default 8 MiB) */
+
+    /* Caches of prompt state (tw/prefix_cache.h, tw/state_store.h). */
+    uint64_t cache_bytes;        /* in-memory prefix cache per model (default 1 GiB) */
+    bool no_prefix_cache;        /* no in-memory prefix cache */
+    const char *state_dir;       /* persistent store (default $XDG_CACHE_HOME/tokenwire/state);
+                                    copied at create */
+    uint64_t state_bytes;        /* persistent store budget (default 4 GiB) */
+    uint32_t state_entries;      /* persistent store entry limit (default 1024) */
+    bool no_state_store;         /* no persistent store */
+    /* Prompts of at least this many tokens are saved to the persistent store
+     * without CacheOptions.persist (default 4096; UINT32_MAX: only on request). */
+    uint32_t persist_min_tokens;
 } tw_engine_opts;
 
 void tw_engine_opts_init(tw_engine_opts *o);
@@ -83,6 +95,7 @@ typedef struct tw_engine_model_info {
     char architecture[64];  /* e.g. "qwen3_5" */
     char weight_type[16];   /* dominant type, e.g. "Q8_0" */
     char fingerprint[65];   /* hex SHA-256, empty when unknown */
+    char draft_path[TW_MODEL_PATH_MAX]; /* the draft model beside it; empty: none */
     uint64_t parameters;
     uint32_t max_context;   /* as allocated for this engine */
     uint32_t vocab_size;
@@ -101,6 +114,9 @@ typedef struct tw_load_opts {
     const char *quantize;  /* "Q8_0", ... ; NULL or "": keep the file's types */
     uint32_t max_context;  /* 0: the model's own, capped by the engine's limit */
     bool make_default;     /* also the first model loaded becomes the default */
+    /* A small model with the same vocabulary that drafts tokens for
+     * speculative decoding (GGUF file or HF directory); NULL or "": none. */
+    const char *draft_path;
 } tw_load_opts;
 
 void tw_load_opts_init(tw_load_opts *o);
@@ -179,7 +195,12 @@ typedef enum tw_cache_mode {
     TW_CACHE_WRITE_ONLY = 3,
 } tw_cache_mode;
 
-/* Accepted and validated; the engine does not act on them yet. */
+/* How a request uses the prompt caches. USE restores the longest cached
+ * prefix of the prompt (memory, then the persistent store) and caches what
+ * its prefill computes; READ_ONLY only restores, WRITE_ONLY only caches,
+ * BYPASS does neither. persist also saves the prompt's state (up to its
+ * last whole 64-token block) to the persistent store. session_key is
+ * accepted and not used yet. Output is the same in every mode. */
 typedef struct tw_cache_opts {
     tw_cache_mode mode;
     const char *session_key;
@@ -193,7 +214,15 @@ typedef enum tw_spec_mode {
     TW_SPEC_DRAFT = 3,
 } tw_spec_mode;
 
-/* Accepted and validated; the engine does not act on them yet. */
+/* Speculative decoding of a request (tw/spec.h). OFF never speculates.
+ * LOOKUP proposes from the prompt and output so far; DRAFT uses the model's
+ * draft model (FAILED_PRECONDITION at submit when it has none). AUTO (the
+ * default) speculates only for greedy requests, whose output speculation
+ * cannot change, with the draft model when there is one and prompt lookup
+ * otherwise, and pauses while the measured speed-up is below 1. Requests
+ * asking for log-probabilities decode without speculation.
+ * max_draft_tokens bounds the adaptive draft length (0: 8; at most
+ * TW_SPEC_MAX_DRAFT). */
 typedef struct tw_spec_opts {
     tw_spec_mode mode;
     uint32_t max_draft_tokens;
@@ -354,6 +383,9 @@ typedef struct tw_engine_stats {
     uint64_t state_store_hits, state_store_lookups;
     uint64_t spec_drafted, spec_accepted;
     float spec_speedup;
+    /* Mean time per verification round spent saving and restoring sequence
+     * state (draft snapshots and rewinds), microseconds; 0: no round yet. */
+    float spec_snapshot_us_per_verify;
     uint64_t thinking_budget_closes;
     uint64_t thinking_loop_closes;
     uint64_t thinking_transitions[TW_TRANSITION_COUNT]; /* by tw_transition_kind */
@@ -363,6 +395,9 @@ typedef struct tw_engine_stats {
     uint64_t state_bytes;
     uint64_t uptime_s;
     uint32_t models_ready;
+    uint64_t prefix_cache_bytes;  /* memory held by prefix caches */
+    uint64_t state_store_bytes;   /* persistent store size on disk (engine-wide) */
+    uint64_t state_store_entries;
 } tw_engine_stats;
 
 /* Fills *out for model (NULL or "": all models summed). NOT_FOUND for an

@@ -8,13 +8,15 @@
  * tests and benchmarks can force a lower one with tw_kernels_force_isa.
  *
  * Precision: F32/F16/BF16 weights are converted to f32 in registers and
- * multiplied with f32 activations. For quantized weights (Q8_0, Q4_0, Q4_K,
- * Q5_K, Q6_K) the activation vector is first quantized to 8-bit blocks and the
+ * multiplied with f32 activations. For quantized weights (Q8_0, Q4_0, Q5_0,
+ * Q5_1, Q4_K, Q5_K, Q6_K) the activation vector is first quantized to 8-bit blocks and the
  * block dot products are integer; the result differs from an f32
  * dequantize-then-dot by about the activation quantization error (~0.5%
  * relative of sum |w*x| at worst, far less typically). Every ISA variant of a
  * kernel computes the same integers, so variants differ only by float
- * summation order. Results never depend on the thread count.
+ * summation order. Results never depend on the thread count (with a NULL
+ * pool, rows wider than 8192 columns are summed in column chunks, which can
+ * change the last bits relative to a pool).
  *
  * Memory: kernels never allocate per call once warmed up. Scratch (quantized
  * activations, dequantized weight tiles for prefill) lives in the tw_pool and
@@ -55,12 +57,14 @@ void tw_matvec(tw_pool *pool, tw_type type, const void *w, size_t row_bytes, siz
 
 /* Prefill matmul: Y[i][r] = dot(row r of W, X[i]) for i < n, r < rows. X is
  * n x cols row-major, Y is n x rows row-major. Same layout rules as
- * tw_matvec. Below 16 rows of X, and for the K types at any n, it runs the
- * integer kernels of tw_matvec with each weight row reused across the batch,
- * and row i of Y is then bit-identical to tw_matvec of X[i] (so batching
- * decode steps never changes a sequence's output). For larger n of the other
- * types it dequantizes tiles of W to f32 and multiplies with OpenBLAS sgemm
- * inside pool tasks (f32 products, no activation quantization). */
+ * tw_matvec. Below 16 rows of X, and at any n for the types where the
+ * dispatched ISA measured it faster (the K types; with AVX-512 VNNI also
+ * Q8_0 and Q4_0), it runs the integer kernels of tw_matvec with each weight
+ * row reused across the batch, and row i of Y is then bit-identical to
+ * tw_matvec of X[i] (so batching decode steps never changes a sequence's
+ * output). Otherwise, from 16 rows on, it dequantizes tiles of W to f32 and
+ * multiplies with OpenBLAS sgemm inside pool tasks (f32 products, no
+ * activation quantization). */
 void tw_matmul(tw_pool *pool, tw_type type, const void *w, size_t row_bytes, size_t rows,
                size_t cols, const float *x, size_t n, float *y);
 

@@ -170,4 +170,25 @@ tw_status tw_model_decode_batch(tw_model *model, tw_pool *pool, tw_seq *const *s
                                 const uint32_t *tokens, size_t n_seqs, float *logits,
                                 tw_err *err);
 
+/* Speculative verification: appends n tokens to seq like tw_model_forward
+ * with TW_LOGITS_ALL (n x vocab_size floats into logits), but computes every
+ * token exactly as n successive single-sequence tw_model_decode_batch steps
+ * would, so the logits are bit-identical to plain decoding, and records into
+ * slots 0..n-1 of `trail` the sequence's state after each token. Afterwards
+ * the sequence holds all n tokens; tw_seq_restore(seq, trail, i) cuts it back
+ * to the first i + 1 of them, which is how rejected draft tokens are undone
+ * on recurrent (DeltaNet) models as well as on attention-only ones. The
+ * intermediate states are written where decoding would write in place, so
+ * the extra cost is one copy of the recurrent state at the end plus one per
+ * rewind. n must be 1..min(max_batch, max_chunk) and at most
+ * the pool's slot count; errors leave seq unchanged (same validation as
+ * tw_model_forward). Blocking; not concurrent with another forward pass on
+ * the model. */
+tw_status tw_model_verify(tw_model *model, tw_pool *pool, tw_seq *seq, const uint32_t *tokens,
+                          size_t n, float *logits, tw_snapshot_pool *trail, tw_err *err);
+
+/* The largest n tw_model_verify accepts for this model (before the snapshot
+ * pool's own limit): min(max_batch, max_chunk). */
+size_t tw_model_max_verify(const tw_model *model);
+
 #endif

@@ -107,6 +107,15 @@ void tw_sampler_accept(tw_sampler *s, const uint32_t *tokens, size_t n, bool gen
 void tw_sampler_sample(tw_sampler *s, float *logits, bool want_logprob, uint32_t n_top,
                        tw_sample_result *out);
 
+/* The distribution tw_sampler_sample would draw from for these logits, as
+ * probabilities: processing steps 1-4 as documented above, then the kept
+ * candidates normalised (one-hot for greedy and when everything is banned).
+ * Writes vocab_size floats to probs; logits are modified in place. Draws no
+ * random number. Speculative decoding uses it to accept or reject draft
+ * tokens against the exact distribution of the request's settings. No
+ * allocation. */
+void tw_sampler_probs(tw_sampler *s, float *logits, float *probs);
+
 /* The ids the last tw_sampler_sample kept after truncation (the set it drew
  * from; one id for greedy), copied into ids up to cap; returns how many
  * there were. For tests and diagnostics. */

@@ -16,6 +16,10 @@ typedef enum tw_type {
     TW_TYPE_F32 = 0,
     TW_TYPE_F16 = 1,
     TW_TYPE_Q4_0 = 2,
+    /* Q5_0 / Q5_1 are what llama.cpp's K-quant mixes fall back to for
+     * tensors whose width is not a multiple of 256 (Qwen2-0.5B's 896). */
+    TW_TYPE_Q5_0 = 6,
+    TW_TYPE_Q5_1 = 7,
     TW_TYPE_Q8_0 = 8,
     TW_TYPE_Q4_K = 12,
     TW_TYPE_Q5_K = 13,
@@ -26,7 +30,8 @@ typedef enum tw_type {
 /* True for the types tokenwire can load and compute with. */
 bool tw_type_supported(uint32_t type);
 
-/* Elements per block (1 for F32/F16/BF16, 32 for Q4_0/Q8_0, 256 for K types). */
+/* Elements per block (1 for F32/F16/BF16, 32 for Q4_0/Q5_0/Q5_1/Q8_0, 256 for
+ * K types); 0 for an unsupported type. */
 size_t tw_type_block_elems(tw_type type);
 
 /* Bytes per block. */

@@ -16,8 +16,10 @@
 #include "tw/pool.h"
 #include "tw/tensor.h"
 
-static const tw_type all_types[] = {TW_TYPE_F32,  TW_TYPE_F16,  TW_TYPE_BF16, TW_TYPE_Q8_0,
-                                    TW_TYPE_Q4_0, TW_TYPE_Q4_K, TW_TYPE_Q5_K, TW_TYPE_Q6_K};
+static const tw_type all_types[] = {TW_TYPE_F32,  TW_TYPE_F16,  TW_TYPE_BF16,
+                                    TW_TYPE_Q8_0, TW_TYPE_Q4_0, TW_TYPE_Q5_0,
+                                    TW_TYPE_Q5_1, TW_TYPE_Q4_K, TW_TYPE_Q5_K,
+                                    TW_TYPE_Q6_K};
 #define N_TYPES (sizeof all_types / sizeof all_types[0])
 static const char *const isas[] = {"scalar", "avx2", "avx512"};
 
@@ -61,7 +63,7 @@ static void make_mat(mat *m, tw_type t, size_t rows, size_t cols, tw_test_rng *r
             for (size_t b = 0; b < packed / bb; b++) {
                 uint16_t h = tw_f32_to_f16(tw_test_rand_f32(rng) * 0.01f);
                 memcpy(row + b * bb + off, &h, 2);
-                if (t == TW_TYPE_Q4_K || t == TW_TYPE_Q5_K) {
+                if (t == TW_TYPE_Q4_K || t == TW_TYPE_Q5_K || t == TW_TYPE_Q5_1) {
                     h = tw_f32_to_f16(tw_test_rand_f32(rng) * 0.01f);
                     memcpy(row + b * bb + 2, &h, 2);
                 }
@@ -284,13 +286,14 @@ static void test_small_batch_matches_matvec(void **state)
         assert_int_equal(tw_kernels_force_isa(isas[ii], NULL), TW_OK);
         for (size_t ti = 0; ti < N_TYPES; ti++) {
             tw_type t = all_types[ti];
-            bool k_type = t == TW_TYPE_Q4_K || t == TW_TYPE_Q5_K || t == TW_TYPE_Q6_K;
+            bool int8 = t == TW_TYPE_Q4_K || t == TW_TYPE_Q5_K || t == TW_TYPE_Q6_K ||
+                        (ii == 2 && (t == TW_TYPE_Q8_0 || t == TW_TYPE_Q4_0));
             const size_t ns[] = {2, 4, 7, MAXN};
             mat m;
             make_mat(&m, t, ROWS, COLS, &rng, false);
             for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
                 size_t n = ns[k];
-                if (n >= 16 && !k_type)
+                if (n >= 16 && !int8)
                     continue; /* sgemm path: f32, not bit-identical to matvec */
                 fill_x(x, n * COLS, &rng);
                 tw_matmul(pool, t, m.w, m.row_bytes, ROWS, COLS, x, n, y);

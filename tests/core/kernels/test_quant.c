@@ -14,8 +14,10 @@
 #include "tw/kernels.h"
 #include "tw/tensor.h"
 
-static const tw_type all_types[] = {TW_TYPE_F32,  TW_TYPE_F16,  TW_TYPE_BF16, TW_TYPE_Q8_0,
-                                    TW_TYPE_Q4_0, TW_TYPE_Q4_K, TW_TYPE_Q5_K, TW_TYPE_Q6_K};
+static const tw_type all_types[] = {TW_TYPE_F32,  TW_TYPE_F16,  TW_TYPE_BF16,
+                                    TW_TYPE_Q8_0, TW_TYPE_Q4_0, TW_TYPE_Q5_0,
+                                    TW_TYPE_Q5_1, TW_TYPE_Q4_K, TW_TYPE_Q5_K,
+                                    TW_TYPE_Q6_K};
 #define N_TYPES (sizeof all_types / sizeof all_types[0])
 static const char *const isas[] = {"scalar", "avx2", "avx512"};
 
@@ -30,6 +32,8 @@ static void test_type_table(void **state)
     (void)state;
     assert_int_equal(tw_type_row_bytes(TW_TYPE_Q8_0, 896), 28 * 34);
     assert_int_equal(tw_type_row_bytes(TW_TYPE_Q4_0, 64), 2 * 18);
+    assert_int_equal(tw_type_row_bytes(TW_TYPE_Q5_0, 64), 2 * 22);
+    assert_int_equal(tw_type_row_bytes(TW_TYPE_Q5_1, 896), 28 * 24);
     assert_int_equal(tw_type_row_bytes(TW_TYPE_Q4_K, 512), 2 * 144);
     assert_int_equal(tw_type_row_bytes(TW_TYPE_Q5_K, 256), 176);
     assert_int_equal(tw_type_row_bytes(TW_TYPE_Q6_K, 256), 210);
@@ -105,6 +109,26 @@ static void test_known_layouts(void **state)
     for (int j = 0; j < 16; j++) {
         assert_true(out[j] == 0.25f * (float)(j - 8));
         assert_true(out[j + 16] == 0.25f * (float)(7 - j));
+    }
+
+    /* Q5_0 / Q5_1: bit j of the little-endian 32-bit qh is bit 4 of level j */
+    uint8_t q5[24];
+    put_f16(q5, 0.5f);
+    const uint8_t qh[4] = {0xA5, 0x0F, 0xF0, 0x81};
+    for (int variant = 0; variant < 2; variant++) {
+        if (variant)
+            put_f16(q5 + 2, -3.0f); /* Q5_1's m */
+        uint8_t *h = q5 + (variant ? 4 : 2);
+        memcpy(h, qh, 4);
+        for (int j = 0; j < 16; j++)
+            h[4 + j] = (uint8_t)((j * 5 % 16) | ((15 - j) << 4));
+        tw_dequant_row(variant ? TW_TYPE_Q5_1 : TW_TYPE_Q5_0, q5, out, 32);
+        for (int j = 0; j < 32; j++) {
+            int nib = j < 16 ? (j * 5 % 16) : 15 - (j - 16);
+            int q = nib | (((qh[j / 8] >> (j % 8)) & 1) << 4);
+            float expect = variant ? 0.5f * (float)q - 3.0f : 0.5f * (float)(q - 16);
+            assert_true(out[j] == expect);
+        }
     }
 
     /* Q4_K / Q5_K: six-bit scales and mins, some above 15 so the high bits
@@ -205,6 +229,28 @@ static void test_reference_quantizers_known_bytes(void **state)
     for (int j = 0; j < 16; j++)
         assert_int_equal(blk[2 + j], (j % 16) | ((j % 16) << 4));
 
+    /* Q5_0: like Q4_0 with 32 levels; level 16 + k for x = k, k in -16..15 */
+    for (int j = 0; j < 32; j++)
+        x[j] = (float)(j - 16);
+    tw_quant_row(TW_TYPE_Q5_0, x, blk, 32);
+    memcpy(&d16, blk, 2);
+    assert_int_equal(d16, tw_f32_to_f16(1.0f));
+    assert_int_equal(blk[2] | blk[3] << 8 | blk[4] << 16 | (uint32_t)blk[5] << 24, 0xFFFF0000u);
+    for (int j = 0; j < 16; j++)
+        assert_int_equal(blk[6 + j], j | (j << 4));
+    /* Q5_1: min -> offset, (max - min) / 31 -> scale; 0..31 map to themselves */
+    for (int j = 0; j < 32; j++)
+        x[j] = 10.0f + (float)((j * 7) % 32);
+    tw_quant_row(TW_TYPE_Q5_1, x, blk, 32);
+    memcpy(&d16, blk, 2);
+    assert_int_equal(d16, tw_f32_to_f16(1.0f));
+    memcpy(&d16, blk + 2, 2);
+    assert_int_equal(d16, tw_f32_to_f16(10.0f));
+    float back5[32];
+    tw_dequant_row(TW_TYPE_Q5_1, blk, back5, 32);
+    for (int j = 0; j < 32; j++)
+        assert_true(back5[j] == x[j]);
+
     /* Q4_K: each sub-block is 0..15 times a step that makes the block
      * scale exactly representable: scales all 63, mins 0, levels exact. */
     const float step = 63.0f / 64.0f;
@@ -257,6 +303,7 @@ static void test_roundtrip_error_bounds(void **state)
     } cases[] = {
         {TW_TYPE_F16, 1e-3f, 3e-4f},   {TW_TYPE_BF16, 8e-3f, 2e-3f},
         {TW_TYPE_Q8_0, 0.0045f, 0.0045f}, {TW_TYPE_Q4_0, 0.13f, 0.075f},
+        {TW_TYPE_Q5_0, 0.065f, 0.04f},   {TW_TYPE_Q5_1, 0.04f, 0.035f},
         {TW_TYPE_Q4_K, 0.09f, 0.065f},  {TW_TYPE_Q5_K, 0.06f, 0.032f},
         {TW_TYPE_Q6_K, 0.03f, 0.016f},
     };
@@ -317,7 +364,12 @@ static void random_blocks(tw_test_rng *rng, tw_type t, uint8_t *buf, size_t n)
         }
         case TW_TYPE_Q8_0:
         case TW_TYPE_Q4_0:
+        case TW_TYPE_Q5_0:
             put_f16(blk, frand(rng) * 0.1f);
+            break;
+        case TW_TYPE_Q5_1:
+            put_f16(blk, frand(rng) * 0.1f);
+            put_f16(blk + 2, frand(rng));
             break;
         case TW_TYPE_Q4_K:
         case TW_TYPE_Q5_K:

@@ -1,0 +1,150 @@
+#include "bench_common.h"
+
+#include <malloc.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tw/kernels.h"
+
+double bench_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double bench_percentile(double *v, size_t n, double p)
+{
+    if (n == 0)
+        return 0;
+    qsort(v, n, sizeof *v, cmp_double);
+    double pos = p / 100.0 * (double)(n - 1);
+    size_t lo = (size_t)pos;
+    if (lo + 1 >= n)
+        return v[n - 1];
+    double frac = pos - (double)lo;
+    return v[lo] * (1 - frac) + v[lo + 1] * frac;
+}
+
+uint64_t bench_rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %llu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return (uint64_t)kb << 10;
+}
+
+uint64_t bench_heap_bytes(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+}
+
+void bench_progress(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "[bench] ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+}
+
+/* Names and labels come from this program, never from outside input, but
+ * model paths may hold quotes: escape what JSON needs. */
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
+void bench_row(const char *suite, const char *name, const char *model, double value,
+               const char *unit, double baseline, const char *baseline_name,
+               const char *extra_json)
+{
+    printf("{\"suite\":");
+    json_str(suite);
+    printf(",\"name\":");
+    json_str(name);
+    printf(",\"model\":");
+    json_str(model ? model : "");
+    printf(",\"value\":%.6g,\"unit\":", value);
+    json_str(unit);
+    if (baseline > 0) {
+        printf(",\"baseline\":%.6g,\"baseline_name\":", baseline);
+        json_str(baseline_name ? baseline_name : "");
+        printf(",\"ratio\":%.4f", value / baseline);
+    }
+    printf(",\"extra\":{%s}}\n", extra_json ? extra_json : "");
+    fflush(stdout);
+}
+
+double bench_machine_row(uint32_t threads, double seconds)
+{
+    tw_hw_info hw;
+    tw_err err;
+    tw_hw_detect(&hw, &err);
+    tw_hw_choice ch;
+    tw_hw_choose(&hw, &ch);
+    size_t bytes = (size_t)hw.l3_bytes * 4;
+    if (bytes < (256u << 20))
+        bytes = 256u << 20;
+    double bw = 0, bw1 = 0;
+    if (tw_hw_read_bandwidth(bytes, threads, seconds, &bw, &err) != TW_OK)
+        bench_progress("bandwidth probe failed: %s", err.msg);
+    if (threads > 1 && tw_hw_read_bandwidth(bytes, 1, seconds, &bw1, &err) != TW_OK)
+        bw1 = 0;
+    if (threads == 1)
+        bw1 = bw;
+    char extra[1024];
+    char model[128];
+    size_t j = 0;
+    for (size_t i = 0; hw.cpu_model[i] && j + 1 < sizeof model; i++)
+        if (hw.cpu_model[i] != '"' && hw.cpu_model[i] != '\\')
+            model[j++] = hw.cpu_model[i];
+    model[j] = '\0';
+    snprintf(extra, sizeof extra,
+             "\"cpu\":\"%s\",\"cpus_online\":%u,\"cores_physical\":%u,\"threads_per_core\":%u,"
+             "\"isa\":\"%s\",\"l1d\":%llu,\"l2\":%llu,\"l3\":%llu,\"mem_total\":%llu,"
+             "\"mem_available\":%llu,\"bw_threads\":%u,\"bw_1thread\":%.4g,"
+             "\"auto_threads\":%u,\"auto_max_batch\":%u,\"auto_prefill_chunk\":%u",
+             model, hw.cpus_online, hw.cores_physical, hw.threads_per_core, hw.isa,
+             (unsigned long long)hw.l1d_bytes, (unsigned long long)hw.l2_bytes,
+             (unsigned long long)hw.l3_bytes, (unsigned long long)hw.mem_total_bytes,
+             (unsigned long long)hw.mem_available_bytes, threads, bw1, ch.threads, ch.max_batch,
+             ch.prefill_chunk);
+    /* on a shared machine one probe can lose to a neighbour: the best of
+     * the two is the machine's bandwidth */
+    if (bw1 > bw)
+        bw = bw1;
+    bench_row("machine", "read_bandwidth", "", bw, "B/s", bw1 > 0 ? bw1 : 0, "1 thread", extra);
+    bench_progress("machine: %s, %u CPUs (%u cores), ISA %s, L3 %llu MiB, read bandwidth %.1f "
+                   "GB/s (%u threads), %.1f GB/s (1 thread)",
+                   hw.cpu_model, hw.cpus_online, hw.cores_physical, hw.isa,
+                   (unsigned long long)(hw.l3_bytes >> 20), bw / 1e9, threads, bw1 / 1e9);
+    return bw;
+}

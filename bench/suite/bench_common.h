@@ -1,0 +1,41 @@
+/* Helpers shared by the benchmark suite programs: clocks, percentiles, the
+ * machine description and result rows (one JSON object per line on stdout,
+ * progress on stderr). */
+#ifndef TW_BENCH_COMMON_H
+#define TW_BENCH_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tw/hw.h"
+
+/* CLOCK_MONOTONIC seconds. */
+double bench_now(void);
+
+/* The p-th percentile (0..100) of n values; sorts v in place. 0 for n 0. */
+double bench_percentile(double *v, size_t n, double p);
+
+/* Resident set size of this process in bytes (VmRSS), 0 when unknown. */
+uint64_t bench_rss_bytes(void);
+
+/* Bytes currently allocated through malloc (heap + mmapped blocks). */
+uint64_t bench_heap_bytes(void);
+
+/* Prints a progress line to stderr ("[bench] ..."). */
+void bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Writes one result row as a JSON line to stdout:
+ * {"suite":..,"name":..,"model":..,"value":..,"unit":..,
+ *  "baseline":..,"baseline_name":..,"ratio":..,"extra":{...}}.
+ * baseline <= 0 leaves baseline and ratio out. extra_json is an object's
+ * members without braces (may be NULL or ""). */
+void bench_row(const char *suite, const char *name, const char *model, double value,
+               const char *unit, double baseline, const char *baseline_name,
+               const char *extra_json);
+
+/* Writes the machine row: tw_hw_detect() plus the bandwidth measured with
+ * `threads` threads over a buffer 4x the L3 (at least 256 MiB). Returns the
+ * bandwidth in bytes per second (0 when the probe failed). */
+double bench_machine_row(uint32_t threads, double seconds);
+
+#endif

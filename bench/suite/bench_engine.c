@@ -1,0 +1,486 @@
+/* tw-bench-engine: speed of one model through the model API (prefill and
+ * decode, no scheduler) and the engine API (TTFT, single-stream decode,
+ * continuous batching with 1..64 concurrent streams), plus memory per
+ * token. One JSON row per result on stdout; progress on stderr. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_common.h"
+#include "tw/engine.h"
+#include "tw/gguf.h"
+#include "tw/hw.h"
+#include "tw/model.h"
+#include "tw/pool.h"
+
+typedef struct args {
+    const char *model;
+    const char *label;
+    uint32_t threads;
+    uint32_t chunk;
+    uint32_t max_batch;
+    double bandwidth; /* B/s; 0: measure */
+    bool quick;
+    bool skip_engine;
+} args;
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tw-bench-engine --model FILE.gguf [--label NAME] [--threads N|auto]\n"
+               "                       [--chunk N] [--max-batch N] [--bandwidth GBPS]\n"
+               "                       [--quick] [--no-engine]\n");
+}
+
+/* Weight bytes one decode step reads: every tensor once, except an untied
+ * embedding, of which only one row is gathered. */
+static uint64_t bytes_per_token(const char *path)
+{
+    tw_gguf *g;
+    tw_err err;
+    if (tw_gguf_open(path, &g, &err) != TW_OK)
+        return 0;
+    bool untied = tw_gguf_find_tensor(g, "output.weight") != NULL;
+    uint64_t sum = 0;
+    for (int64_t i = 0; i < tw_gguf_tensor_count(g); i++) {
+        const tw_gguf_tensor *t = tw_gguf_tensor_at(g, i);
+        if (untied && strcmp(t->name, "token_embd.weight") == 0)
+            continue;
+        sum += t->nbytes;
+    }
+    tw_gguf_close(g);
+    return sum;
+}
+
+static void make_prompt(uint32_t *ids, size_t n, uint32_t vocab, uint64_t seed)
+{
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+    uint32_t lo = vocab > 1000 ? 256 : 1;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        ids[i] = lo + (uint32_t)(s % (vocab - lo));
+    }
+}
+
+static uint32_t argmax(const float *v, uint32_t n)
+{
+    uint32_t best = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (v[i] > v[best])
+            best = i;
+    return best;
+}
+
+/* ---- model API ---------------------------------------------------------- */
+
+static double run_prefill(tw_model *m, tw_pool *pool, tw_seq *seq, const uint32_t *ids, size_t n,
+                          float *logits, int reps)
+{
+    double best = 1e30;
+    tw_err err;
+    for (int r = 0; r < reps; r++) {
+        tw_seq_reset(seq);
+        double t0 = bench_now();
+        if (tw_model_forward(m, pool, seq, ids, n, logits, TW_LOGITS_LAST, &err) != TW_OK) {
+            bench_progress("prefill %zu failed: %s", n, err.msg);
+            return 0;
+        }
+        double dt = bench_now() - t0;
+        if (dt < best)
+            best = dt;
+    }
+    return (double)n / best;
+}
+
+static double run_decode(tw_model *m, tw_pool *pool, tw_seq *seq, const uint32_t *prompt,
+                         size_t n_prompt, size_t n, float *logits, uint32_t vocab)
+{
+    tw_err err;
+    tw_seq_reset(seq);
+    if (tw_model_forward(m, pool, seq, prompt, n_prompt, logits, TW_LOGITS_LAST, &err) != TW_OK) {
+        bench_progress("decode prompt failed: %s", err.msg);
+        return 0;
+    }
+    uint32_t tok = argmax(logits, vocab);
+    double t0 = bench_now();
+    for (size_t i = 0; i < n; i++) {
+        /* the decode entry point the scheduler uses, with a batch of one */
+        if (tw_model_decode_batch(m, pool, &seq, &tok, 1, logits, &err) != TW_OK) {
+            bench_progress("decode step failed: %s", err.msg);
+            return 0;
+        }
+        tok = argmax(logits, vocab);
+    }
+    return (double)n / (bench_now() - t0);
+}
+
+typedef struct model_results {
+    double decode128;
+} model_results;
+
+static int bench_model_api(const args *a, double bw, model_results *res)
+{
+    tw_err err;
+    tw_pool *pool = NULL;
+    if (tw_pool_create((int)a->threads, &pool, &err) != TW_OK) {
+        bench_progress("pool: %s", err.msg);
+        return 1;
+    }
+    uint64_t rss0 = bench_rss_bytes();
+    tw_model_opts mo = {.max_context = 2048 + 64, .max_batch = a->max_batch, .max_chunk = a->chunk};
+    tw_model *m = NULL;
+    double t0 = bench_now();
+    if (tw_model_load(a->model, &mo, &m, &err) != TW_OK) {
+        bench_progress("load %s: %s", a->model, err.msg);
+        tw_pool_destroy(pool);
+        return 1;
+    }
+    double load_s = bench_now() - t0;
+    const tw_model_info *info = tw_model_get_info(m);
+    uint32_t vocab = info->vocab_size;
+    uint64_t bpt = bytes_per_token(a->model);
+    bench_progress("%s: %s, %.0fM parameters, %s, %.1f MiB read per token, loaded in %.2f s",
+                   a->label, info->model_type, (double)info->n_params / 1e6,
+                   tw_type_name(info->weight_type), (double)bpt / (1 << 20), load_s);
+
+    /* memory: KV bytes per token from two sequence capacities */
+    uint64_t h0 = bench_heap_bytes();
+    tw_seq *s1 = NULL, *s2 = NULL;
+    tw_seq_create(m, 256, &s1, &err);
+    uint64_t h1 = bench_heap_bytes();
+    tw_seq_create(m, 1280, &s2, &err);
+    uint64_t h2 = bench_heap_bytes();
+    double kv_per_tok = s1 && s2 ? ((double)h2 - (double)h1 - ((double)h1 - (double)h0)) / 1024.0
+                                 : 0;
+    double fixed = s1 ? (double)(h1 - h0) - kv_per_tok * 256 : 0;
+    tw_seq_free(s1);
+    tw_seq_free(s2);
+
+    tw_seq *seq = NULL;
+    if (tw_seq_create(m, 0, &seq, &err) != TW_OK) {
+        bench_progress("seq: %s", err.msg);
+        tw_model_free(m);
+        tw_pool_destroy(pool);
+        return 1;
+    }
+    float *logits = malloc((size_t)vocab * sizeof *logits);
+    uint32_t *ids = malloc(2048 * sizeof *ids);
+    if (!logits || !ids) {
+        free(logits);
+        free(ids);
+        tw_seq_free(seq);
+        tw_model_free(m);
+        tw_pool_destroy(pool);
+        return 1;
+    }
+    make_prompt(ids, 2048, vocab, 7);
+    char extra[512];
+    snprintf(extra, sizeof extra,
+             "\"threads\":%u,\"chunk\":%u,\"params\":%llu,\"weight_type\":\"%s\","
+             "\"bytes_per_token\":%llu,\"load_s\":%.3f",
+             a->threads, a->chunk, (unsigned long long)info->n_params,
+             tw_type_name(info->weight_type), (unsigned long long)bpt, load_s);
+
+    /* warm-up: fault the weights in and grow every scratch buffer */
+    run_prefill(m, pool, seq, ids, 64, logits, 1);
+    run_decode(m, pool, seq, ids, 8, 4, logits, vocab);
+
+    static const size_t prefill_n[] = {128, 512, 2048};
+    double pf[3] = {0};
+    for (size_t k = 0; k < 3; k++) {
+        if (a->quick && prefill_n[k] > 512)
+            continue;
+        pf[k] = run_prefill(m, pool, seq, ids, prefill_n[k], logits, a->quick ? 1 : 2);
+        bench_progress("%s: prefill %zu: %.1f tok/s", a->label, prefill_n[k], pf[k]);
+    }
+    static const size_t decode_n[] = {128, 512};
+    double dec[2] = {0};
+    for (size_t k = 0; k < 2; k++) {
+        if (a->quick && decode_n[k] > 128)
+            continue;
+        dec[k] = run_decode(m, pool, seq, ids + 1024, 8, decode_n[k], logits, vocab);
+        bench_progress("%s: decode %zu: %.1f tok/s (%.0f%% of the bandwidth bound)", a->label,
+                       decode_n[k], dec[k], bw > 0 ? 100.0 * dec[k] * (double)bpt / bw : 0);
+    }
+    /* decode rows: against the bandwidth bound (bytes per token / bandwidth) */
+    double bound = bw > 0 && bpt ? bw / (double)bpt : 0;
+    for (size_t k = 0; k < 2; k++) {
+        if (dec[k] <= 0)
+            continue;
+        char name[32];
+        snprintf(name, sizeof name, "decode_%zu", decode_n[k]);
+        bench_row("model", name, a->label, dec[k], "tok/s", bound, "bandwidth bound", extra);
+    }
+    /* prefill rows: against single-token decode (the batching gain) */
+    for (size_t k = 0; k < 3; k++) {
+        if (pf[k] <= 0)
+            continue;
+        char name[32];
+        snprintf(name, sizeof name, "prefill_%zu", prefill_n[k]);
+        bench_row("model", name, a->label, pf[k], "tok/s", dec[0], "decode_128", extra);
+    }
+    char mem[256];
+    snprintf(mem, sizeof mem, "\"rss_before_load\":%llu,\"seq_fixed_bytes\":%.0f",
+             (unsigned long long)rss0, fixed);
+    bench_row("memory", "rss_after_load", a->label, (double)bench_rss_bytes(), "B",
+              (double)bpt, "weight bytes", mem);
+    bench_row("memory", "kv_state_bytes_per_token", a->label, kv_per_tok, "B/token", 0, NULL,
+              mem);
+    bench_row("memory", "seq_fixed_state_bytes", a->label, fixed > 0 ? fixed : 0, "B", 0, NULL,
+              mem);
+    res->decode128 = dec[0];
+    free(logits);
+    free(ids);
+    tw_seq_free(seq);
+    tw_model_free(m);
+    tw_pool_destroy(pool);
+    return 0;
+}
+
+/* ---- engine API ---------------------------------------------------------- */
+
+typedef struct stream {
+    double submit, first, end;
+    uint32_t tokens;
+    tw_status error;
+} stream;
+
+typedef struct run_state {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t done;
+    stream *streams;
+} run_state;
+
+typedef struct cb_ctx {
+    run_state *rs;
+    size_t index;
+} cb_ctx;
+
+static void on_chunk(void *user, const tw_gen_chunk *c)
+{
+    cb_ctx *cx = user;
+    stream *s = &cx->rs->streams[cx->index];
+    double now = bench_now();
+    if (c->n_token_ids && s->first == 0)
+        s->first = now;
+    s->tokens += (uint32_t)c->n_token_ids;
+    if (c->final) {
+        s->end = now;
+        s->error = c->error;
+        pthread_mutex_lock(&cx->rs->mu);
+        cx->rs->done++;
+        pthread_cond_signal(&cx->rs->cv);
+        pthread_mutex_unlock(&cx->rs->mu);
+    }
+}
+
+/* Submits n_streams requests at once (distinct prompts of n_prompt tokens,
+ * greedy, max_tokens each) and waits for all. */
+static int engine_run(tw_engine *e, uint32_t vocab, size_t n_streams, size_t n_prompt,
+                      uint32_t max_tokens, stream *out)
+{
+    run_state rs = {.streams = out};
+    pthread_mutex_init(&rs.mu, NULL);
+    pthread_cond_init(&rs.cv, NULL);
+    cb_ctx *cx = calloc(n_streams, sizeof *cx);
+    uint32_t *ids = malloc(n_prompt * sizeof *ids);
+    if (!cx || !ids) {
+        free(cx);
+        free(ids);
+        return 1;
+    }
+    memset(out, 0, n_streams * sizeof *out);
+    size_t submitted = 0;
+    for (size_t i = 0; i < n_streams; i++) {
+        make_prompt(ids, n_prompt, vocab, 1000 + i);
+        tw_gen_request r;
+        tw_gen_request_init(&r);
+        r.prompt_kind = TW_PROMPT_TOKENS;
+        r.prompt_ids = ids;
+        r.n_prompt_ids = n_prompt;
+        r.sampling.temperature = 0;
+        r.stop.max_tokens = max_tokens;
+        r.stop.ignore_eos = true;
+        cx[i].rs = &rs;
+        cx[i].index = i;
+        tw_gen_callbacks cb = {on_chunk};
+        uint64_t id;
+        tw_err err;
+        out[i].submit = bench_now();
+        if (tw_engine_submit(e, &r, &cb, &cx[i], &id, &err) != TW_OK) {
+            bench_progress("submit: %s", err.msg);
+            break;
+        }
+        submitted++;
+    }
+    pthread_mutex_lock(&rs.mu);
+    while (rs.done < submitted)
+        pthread_cond_wait(&rs.cv, &rs.mu);
+    pthread_mutex_unlock(&rs.mu);
+    pthread_mutex_destroy(&rs.mu);
+    pthread_cond_destroy(&rs.cv);
+    free(cx);
+    free(ids);
+    return submitted == n_streams ? 0 : 1;
+}
+
+static int bench_engine_api(const args *a, const model_results *mr)
+{
+    tw_err err;
+    tw_engine_opts eo;
+    tw_engine_opts_init(&eo);
+    eo.threads = a->threads;
+    eo.max_batch = a->max_batch;
+    eo.prefill_chunk = a->chunk;
+    eo.max_queue = 256;
+    tw_engine *e = NULL;
+    if (tw_engine_create(&eo, &e, &err) != TW_OK) {
+        bench_progress("engine: %s", err.msg);
+        return 1;
+    }
+    tw_load_opts lo;
+    tw_load_opts_init(&lo);
+    lo.max_context = 512;
+    tw_engine_model_info info;
+    if (tw_engine_load_model(e, a->model, "bench", &lo, &info, &err) != TW_OK) {
+        bench_progress("engine load: %s", err.msg);
+        tw_engine_destroy(e);
+        return 1;
+    }
+    uint32_t vocab = info.vocab_size;
+    stream *st = calloc(64, sizeof *st);
+    if (!st) {
+        tw_engine_destroy(e);
+        return 1;
+    }
+    char extra[512];
+    /* warm-up */
+    engine_run(e, vocab, 1, 16, 4, st);
+
+    /* TTFT for a 128-token prompt, against the model API's prefill time */
+    double ttft[5];
+    int n_ttft = a->quick ? 3 : 5;
+    for (int i = 0; i < n_ttft; i++) {
+        engine_run(e, vocab, 1, 128, 1, st);
+        ttft[i] = st[0].first - st[0].submit;
+    }
+    double ttft_med = bench_percentile(ttft, (size_t)n_ttft, 50);
+    snprintf(extra, sizeof extra, "\"prompt_tokens\":128,\"runs\":%d", n_ttft);
+    bench_row("engine", "ttft_128", a->label, ttft_med * 1e3, "ms", 0, NULL, extra);
+    bench_progress("%s: engine TTFT (128-token prompt): %.1f ms", a->label, ttft_med * 1e3);
+
+    /* single-stream decode through the scheduler, against the model API */
+    engine_run(e, vocab, 1, 8, 128, st);
+    double one = st[0].tokens > 1 ? (st[0].tokens - 1) / (st[0].end - st[0].first) : 0;
+    bench_row("engine", "decode_128", a->label, one, "tok/s", mr->decode128, "model API decode",
+              "\"streams\":1");
+    bench_progress("%s: engine decode 128: %.1f tok/s (model API %.1f)", a->label, one,
+                   mr->decode128);
+
+    /* continuous batching */
+    static const size_t conc[] = {1, 4, 16, 64};
+    uint32_t gen = a->quick ? 32 : 128;
+    double agg1 = 0;
+    for (size_t k = 0; k < 4; k++) {
+        size_t n = conc[k];
+        if (engine_run(e, vocab, n, 16, gen, st) != 0)
+            continue;
+        double first_submit = st[0].submit, last_end = 0;
+        uint64_t total = 0;
+        double lat[64], ttf[64], itl[64];
+        for (size_t i = 0; i < n; i++) {
+            if (st[i].end > last_end)
+                last_end = st[i].end;
+            total += st[i].tokens;
+            lat[i] = (st[i].end - st[i].submit) * 1e3;
+            ttf[i] = (st[i].first - st[i].submit) * 1e3;
+            itl[i] = st[i].tokens > 1 ? (st[i].end - st[i].first) * 1e3 / (st[i].tokens - 1) : 0;
+        }
+        double agg = (double)total / (last_end - first_submit);
+        if (n == 1)
+            agg1 = agg;
+        snprintf(extra, sizeof extra,
+                 "\"streams\":%zu,\"tokens_per_stream\":%u,\"max_batch\":%u,"
+                 "\"latency_ms_p50\":%.2f,\"latency_ms_p90\":%.2f,\"latency_ms_p99\":%.2f,"
+                 "\"ttft_ms_p50\":%.2f,\"ttft_ms_p99\":%.2f,\"itl_ms_p50\":%.3f,"
+                 "\"itl_ms_p99\":%.3f",
+                 n, gen, a->max_batch, bench_percentile(lat, n, 50), bench_percentile(lat, n, 90),
+                 bench_percentile(lat, n, 99), bench_percentile(ttf, n, 50),
+                 bench_percentile(ttf, n, 99), bench_percentile(itl, n, 50),
+                 bench_percentile(itl, n, 99));
+        char name[32];
+        snprintf(name, sizeof name, "concurrent_%zu", n);
+        bench_row("batching", name, a->label, agg, "tok/s", n > 1 ? agg1 : 0, "1 stream", extra);
+        bench_progress("%s: %zu streams x %u tokens: %.1f tok/s aggregate (%.2fx one stream), "
+                       "latency p50 %.0f ms p99 %.0f ms",
+                       a->label, n, gen, agg, agg1 > 0 ? agg / agg1 : 0,
+                       bench_percentile(lat, n, 50), bench_percentile(lat, n, 99));
+    }
+    free(st);
+    tw_engine_destroy(e);
+    return 0;
+}
+
+static bool parse_u32(const char *s, uint32_t *out)
+{
+    char *end;
+    unsigned long v = strtoul(s, &end, 10);
+    if (!*s || *end || v == 0 || v > 4096)
+        return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    tw_hw_info hw;
+    tw_err err;
+    tw_hw_detect(&hw, &err);
+    tw_hw_choice ch;
+    tw_hw_choose(&hw, &ch);
+    args a = {.threads = ch.threads, .chunk = 512, .max_batch = 64};
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        bool has = i + 1 < argc;
+        if (!strcmp(s, "--model") && has) {
+            a.model = argv[++i];
+        } else if (!strcmp(s, "--label") && has) {
+            a.label = argv[++i];
+        } else if (!strcmp(s, "--threads") && has) {
+            if (strcmp(argv[++i], "auto") != 0 && !parse_u32(argv[i], &a.threads)) {
+                usage(stderr);
+                return 2;
+            }
+        } else if (!strcmp(s, "--chunk") && has && parse_u32(argv[i + 1], &a.chunk)) {
+            i++;
+        } else if (!strcmp(s, "--max-batch") && has && parse_u32(argv[i + 1], &a.max_batch)) {
+            i++;
+        } else if (!strcmp(s, "--bandwidth") && has) {
+            a.bandwidth = strtod(argv[++i], NULL) * 1e9;
+        } else if (!strcmp(s, "--quick")) {
+            a.quick = true;
+        } else if (!strcmp(s, "--no-engine")) {
+            a.skip_engine = true;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!a.model) {
+        usage(stderr);
+        return 2;
+    }
+    if (!a.label)
+        a.label = a.model;
+    double bw = a.bandwidth > 0 ? a.bandwidth : bench_machine_row(a.threads, a.quick ? 0.5 : 2.0);
+    model_results mr = {0};
+    if (bench_model_api(&a, bw, &mr) != 0)
+        return 1;
+    if (!a.skip_engine && bench_engine_api(&a, &mr) != 0)
+        return 1;
+    return 0;
+}

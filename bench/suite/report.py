@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Turns the suite's JSON rows into results.json, results.md and gnuplot
+charts. Usage: report.py ROWS.jsonl OUT_DIR"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+# llama.cpp on the CI machine class (2-core AMD EPYC, AVX2), 2 threads,
+# qwen2-0.5b shape with the gpt-2 vocabulary.
+LLAMA_CPP = {
+    "F16": {"decode_128": 33.0, "prefill_128": 212.0, "prefill_512": 185.2},
+    "Q8_0": {"decode_128": 49.0, "prefill_128": 151.5, "prefill_512": 134.0},
+    "Q4_K_M": {"decode_128": 52.2, "prefill_128": 119.3, "prefill_512": 107.4},
+    "Q4_0": {"decode_128": 79.3, "prefill_128": 192.5, "prefill_512": 176.5},
+}
+
+
+def fmt(v, unit=""):
+    if v is None:
+        return "–"
+    if abs(v) >= 100:
+        return f"{v:.0f}{unit}"
+    return f"{v:.1f}{unit}"
+
+
+def main():
+    rows_path, out = sys.argv[1], sys.argv[2]
+    rows = []
+    with open(rows_path) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:
+                    pass
+    machine = next((r for r in rows if r["suite"] == "machine"), None)
+    by = {(r["suite"], r["name"], r["model"]): r for r in rows}
+    md = ["# tokenwire benchmark", ""]
+    if machine:
+        m = machine["extra"]
+        md += [
+            f"Machine: **{m['cpu']}**, {m['cpus_online']} CPUs / {m['cores_physical']} physical "
+            f"cores, ISA {m['isa']}, L1d {m['l1d'] >> 10} KiB, L2 {m['l2'] >> 10} KiB, "
+            f"L3 {m['l3'] >> 20} MiB, memory {m['mem_total'] / 2**30:.1f} GiB, "
+            f"read bandwidth {machine['value'] / 1e9:.1f} GB/s "
+            f"(auto-tune: {m['auto_threads']} threads, batch {m['auto_max_batch']}, "
+            f"prefill chunk {m['auto_prefill_chunk']}).",
+            "",
+        ]
+    # comparison with llama.cpp
+    md += ["## Against llama.cpp (qwen2-0.5b shape, gpt-2 vocabulary)", "",
+           "| type | metric | tokenwire tok/s | llama.cpp tok/s | ratio | pass | "
+           "bandwidth-bound % |",
+           "| --- | --- | ---: | ---: | ---: | :---: | ---: |"]
+    chart = []
+    for t, ref in LLAMA_CPP.items():
+        label = f"qwen2-0.5b-{t}"
+        for metric, want in ref.items():
+            r = by.get(("model", metric, label))
+            got = r["value"] if r else None
+            bb = ""
+            if r and metric.startswith("decode") and r.get("baseline"):
+                bb = f"{100 * r['value'] / r['baseline']:.0f}%"
+            ratio = got / want if got else None
+            md.append(f"| {t} | {metric} | {fmt(got)} | {fmt(want)} | "
+                      f"{'–' if ratio is None else f'{ratio:.2f}x'} | "
+                      f"{'–' if got is None else ('PASS' if got >= want else 'FAIL')} | {bb} |")
+            chart.append((f"{t} {metric.replace('_', ' ')}", got or 0, want))
+    md.append("")
+    # every row
+    md += ["## All results", "", "| suite | name | model | value | unit | baseline | ratio |",
+           "| --- | --- | --- | ---: | --- | --- | ---: |"]
+    for r in rows:
+        base = f"{fmt(r['baseline'])} ({r['baseline_name']})" if "baseline" in r else "–"
+        ratio = f"{r['ratio']:.2f}x" if "ratio" in r else "–"
+        val = r["value"]
+        unit = r["unit"]
+        if unit in ("B", "B/s") and val > 1e6:
+            val, unit = val / 2**20, "MiB" if unit == "B" else "MiB/s"
+        md.append(f"| {r['suite']} | {r['name']} | {r['model']} | {fmt(val)} | {unit} | {base} | "
+                  f"{ratio} |")
+    md.append("")
+    bat = [r for r in rows if r["suite"] == "batching"]
+    if bat:
+        md += ["## Continuous batching", "",
+               "| model | streams | aggregate tok/s | vs 1 stream | latency p50 ms | p99 ms | "
+               "TTFT p50 ms | inter-token p50 ms |",
+               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for r in bat:
+            e = r["extra"]
+            md.append(f"| {r['model']} | {e['streams']} | {fmt(r['value'])} | "
+                      f"{r.get('ratio', 1.0):.2f}x | {fmt(e['latency_ms_p50'])} | "
+                      f"{fmt(e['latency_ms_p99'])} | {fmt(e['ttft_ms_p50'])} | "
+                      f"{e['itl_ms_p50']:.1f} |")
+        s16 = [r for r in bat if r["extra"]["streams"] == 16]
+        for r in s16:
+            ok = r.get("ratio", 0) >= 3.0
+            md.append("")
+            md.append(f"16 streams vs 1 ({r['model']}): {r.get('ratio', 0):.2f}x — target >= 3x: "
+                      f"**{'PASS' if ok else 'FAIL'}**")
+        md.append("")
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump({"rows": rows, "llama_cpp_reference": LLAMA_CPP}, f, indent=1)
+    # charts
+    if not shutil.which("gnuplot"):
+        print("report: gnuplot not found; no charts", file=sys.stderr)
+        return
+    dat = os.path.join(out, "vs_llama_cpp.dat")
+    with open(dat, "w") as f:
+        for name, got, want in chart:
+            f.write(f"\"{name}\" {got:.3f} {want:.3f}\n")
+    script = f"""
+set terminal pngcairo size 1200,600 noenhanced
+set output '{os.path.join(out, "vs_llama_cpp.png")}'
+set title 'tokenwire vs llama.cpp, qwen2-0.5b shape (tok/s, higher is better)'
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set xtics rotate by -35
+set key top right
+set grid ytics
+plot '{dat}' using 2:xtic(1) title 'tokenwire', '' using 3 title 'llama.cpp'
+"""
+    if bat:
+        bdat = os.path.join(out, "batching.dat")
+        with open(bdat, "w") as f:
+            for r in bat:
+                f.write(f"{r['extra']['streams']} {r['value']:.3f} "
+                        f"{r['extra']['latency_ms_p50']:.1f}\n")
+        script += f"""
+set output '{os.path.join(out, "batching.png")}'
+set title 'continuous batching: aggregate tok/s and p50 latency by concurrent streams'
+set style data linespoints
+set logscale x 2
+set xtics rotate by 0
+set xlabel 'concurrent streams'
+set ylabel 'aggregate tok/s'
+set y2label 'p50 latency (ms)'
+set y2tics
+plot '{bdat}' using 1:2 title 'aggregate tok/s' axes x1y1, '' using 1:3 title 'p50 latency ms' axes x1y2
+"""
+    for term in ("pngcairo", "png"):
+        r = subprocess.run(["gnuplot"], input=script.replace("pngcairo", term), text=True,
+                           capture_output=True)
+        if r.returncode == 0:
+            break
+    else:
+        print("report: gnuplot failed: " + r.stderr.strip(), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

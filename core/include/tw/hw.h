@@ -1,0 +1,75 @@
+/* The machine tokenwire runs on, and the settings chosen from it.
+ *
+ * tw_hw_detect() reads what Linux exposes (sysfs topology and caches,
+ * /proc/cpuinfo, /proc/meminfo, getrlimit) and the ISA the kernels dispatch
+ * to. tw_hw_choose() turns that into thread, batch and prefill-chunk
+ * settings; a caller applies its own overrides on top and logs the result
+ * with tw_hw_log_choices(). Nothing here is on a hot path.
+ *
+ * Thread-safety: every function is safe to call from any thread; none keeps
+ * state between calls.
+ */
+#ifndef TW_HW_H
+#define TW_HW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tw/status.h"
+
+/* What tw_hw_detect() found. A field it could not read is 0 (strings: ""). */
+typedef struct tw_hw_info {
+    char cpu_model[128];
+    uint32_t cpus_online;      /* logical CPUs this process may run on */
+    uint32_t cores_physical;   /* distinct (package, core) pairs among them */
+    uint32_t threads_per_core; /* SMT width: cpus_online / cores_physical */
+    char isa[16];              /* tw_kernels_isa(): "avx512", "avx2", "scalar" */
+    uint64_t l1d_bytes;        /* one instance of each cache level, as cpu0 sees it */
+    uint64_t l2_bytes;
+    uint64_t l3_bytes;
+    uint64_t mem_total_bytes;
+    uint64_t mem_available_bytes;
+    uint64_t memlock_limit_bytes; /* RLIMIT_MEMLOCK soft limit; UINT64_MAX: unlimited */
+} tw_hw_info;
+
+/* Fills *out. Never fails on a machine that hides some of the files (those
+ * fields stay 0); returns INVALID_ARGUMENT only for a NULL out. */
+tw_status tw_hw_detect(tw_hw_info *out, tw_err *err);
+
+/* Engine settings derived from the hardware. */
+typedef struct tw_hw_choice {
+    uint32_t threads;       /* compute threads, the calling thread included */
+    uint32_t max_batch;     /* sequences decoded together */
+    uint32_t prefill_chunk; /* prompt tokens per prefill step */
+} tw_hw_choice;
+
+/* Chooses settings for hw. Threads: one per physical core (SMT siblings
+ * share the load/store units that bound a matvec, so they add contention,
+ * not speed), capped at 256. Prefill chunk: large enough to amortise reading
+ * the weights once per chunk, smaller on machines with little memory.
+ * Batch: enough sequences to turn decode from bandwidth- into compute-bound.
+ * Pure function. */
+void tw_hw_choose(const tw_hw_info *hw, tw_hw_choice *out);
+
+/* Writes one INFO log line describing hw and one per setting in c, saying
+ * for each whether it was chosen automatically or set by the user
+ * (overridden_* true). */
+void tw_hw_log_choices(const tw_hw_info *hw, const tw_hw_choice *c, bool overridden_threads,
+                       bool overridden_batch, bool overridden_chunk);
+
+/* Measures sequential read bandwidth in bytes per second with a STREAM-like
+ * probe: `threads` threads (1..64) each sum their slice of a `bytes` buffer
+ * (at least 4 MiB; use several times the L3 size to measure DRAM), repeated
+ * for about `seconds` (0.05..30), and the best pass is reported in *out.
+ * Allocates and frees the buffer; blocks for the duration. */
+tw_status tw_hw_read_bandwidth(size_t bytes, uint32_t threads, double seconds, double *out,
+                               tw_err *err);
+
+/* Locks every page the process maps now and later (weights included) into
+ * RAM with mlockall(), so the kernel never pages weights out under memory
+ * pressure. FAILED_PRECONDITION with RLIMIT_MEMLOCK in the message when the
+ * limit refuses it; the process keeps running unlocked in that case. */
+tw_status tw_hw_lock_memory(tw_err *err);
+
+#endif

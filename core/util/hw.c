@@ -1,0 +1,351 @@
+/* Hardware detection, the settings derived from it, a memory bandwidth
+ * probe and memory locking. */
+#include "tw/hw.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tw/kernels.h"
+#include "tw/log.h"
+
+/* Reads the first line of a small sysfs/proc file into buf; false when the
+ * file is missing or empty. */
+static bool read_line(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    bool ok = fgets(buf, (int)cap, f) != NULL;
+    fclose(f);
+    if (ok)
+        buf[strcspn(buf, "\n")] = '\0';
+    return ok && buf[0] != '\0';
+}
+
+static bool read_long(const char *path, long *out)
+{
+    char buf[64];
+    if (!read_line(path, buf, sizeof buf))
+        return false;
+    char *end;
+    errno = 0;
+    long v = strtol(buf, &end, 10);
+    if (errno || end == buf)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* sysfs cache sizes read "32K", "1024K", "32768K" (sometimes "M"). */
+static uint64_t parse_size(const char *s)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s)
+        return 0;
+    if (*end == 'K' || *end == 'k')
+        return v << 10;
+    if (*end == 'M' || *end == 'm')
+        return v << 20;
+    if (*end == 'G' || *end == 'g')
+        return v << 30;
+    return v;
+}
+
+static void detect_caches(tw_hw_info *hw)
+{
+    for (int i = 0; i < 8; i++) {
+        char path[128], type[32], size[32];
+        long level;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        if (!read_long(path, &level))
+            break;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+        if (!read_line(path, type, sizeof type) || strcmp(type, "Instruction") == 0)
+            continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        if (!read_line(path, size, sizeof size))
+            continue;
+        uint64_t bytes = parse_size(size);
+        if (level == 1)
+            hw->l1d_bytes = bytes;
+        else if (level == 2)
+            hw->l2_bytes = bytes;
+        else if (level == 3)
+            hw->l3_bytes = bytes;
+    }
+}
+
+/* Counts distinct (package, core) pairs over the CPUs in our affinity mask,
+ * so a container limited to some CPUs sees only those. */
+static void detect_cores(tw_hw_info *hw)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    bool have_mask = sched_getaffinity(0, sizeof set, &set) == 0;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (have_mask)
+        hw->cpus_online = (uint32_t)CPU_COUNT(&set);
+    else if (online > 0)
+        hw->cpus_online = (uint32_t)online;
+    enum { MAX_PAIRS = 1024 };
+    static const long unset = -1;
+    long pkg_of[MAX_PAIRS], core_of[MAX_PAIRS];
+    uint32_t n_pairs = 0;
+    bool complete = true;
+    for (int cpu = 0; cpu < CPU_SETSIZE && cpu < 4096; cpu++) {
+        if (have_mask && !CPU_ISSET(cpu, &set))
+            continue;
+        if (!have_mask && cpu >= online)
+            break;
+        char path[128];
+        long pkg = unset, core = unset;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/physical_package_id",
+                 cpu);
+        bool ok = read_long(path, &pkg);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/core_id", cpu);
+        ok = ok && read_long(path, &core);
+        if (!ok) {
+            complete = false;
+            break;
+        }
+        bool seen = false;
+        for (uint32_t i = 0; i < n_pairs && !seen; i++)
+            seen = pkg_of[i] == pkg && core_of[i] == core;
+        if (!seen) {
+            if (n_pairs == MAX_PAIRS) {
+                complete = false;
+                break;
+            }
+            pkg_of[n_pairs] = pkg;
+            core_of[n_pairs] = core;
+            n_pairs++;
+        }
+    }
+    hw->cores_physical = complete && n_pairs > 0 ? n_pairs : hw->cpus_online;
+    hw->threads_per_core =
+        hw->cores_physical ? (hw->cpus_online + hw->cores_physical - 1) / hw->cores_physical : 0;
+}
+
+static void detect_cpu_model(tw_hw_info *hw)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) != 0)
+            continue;
+        const char *colon = strchr(line, ':');
+        if (!colon)
+            continue;
+        colon++;
+        while (*colon == ' ' || *colon == '\t')
+            colon++;
+        snprintf(hw->cpu_model, sizeof hw->cpu_model, "%s", colon);
+        hw->cpu_model[strcspn(hw->cpu_model, "\n")] = '\0';
+        break;
+    }
+    fclose(f);
+}
+
+static void detect_memory(tw_hw_info *hw)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f)) {
+            unsigned long long kb;
+            if (sscanf(line, "MemTotal: %llu kB", &kb) == 1)
+                hw->mem_total_bytes = (uint64_t)kb << 10;
+            else if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+                hw->mem_available_bytes = (uint64_t)kb << 10;
+        }
+        fclose(f);
+    }
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0)
+        hw->memlock_limit_bytes = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+}
+
+tw_status tw_hw_detect(tw_hw_info *out, tw_err *err)
+{
+    if (!out)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "tw_hw_detect: out is NULL");
+    memset(out, 0, sizeof *out);
+    detect_cpu_model(out);
+    detect_cores(out);
+    detect_caches(out);
+    detect_memory(out);
+    snprintf(out->isa, sizeof out->isa, "%s", tw_kernels_isa());
+    return TW_OK;
+}
+
+void tw_hw_choose(const tw_hw_info *hw, tw_hw_choice *out)
+{
+    uint32_t cores = hw->cores_physical ? hw->cores_physical : hw->cpus_online;
+    if (cores == 0)
+        cores = 1;
+    out->threads = cores > 256 ? 256 : cores;
+    /* A decode step reads every weight once whatever the batch; a wider batch
+     * costs compute per sequence, so more cores can carry more sequences
+     * before the step turns compute-bound. */
+    out->max_batch = cores >= 16 ? 64 : cores >= 8 ? 32 : 16;
+    /* Each prefill step reads the weights once; bigger steps amortise that,
+     * but the activations (chunk x hidden floats, several buffers) must stay
+     * small next to memory and ideally near the L3. */
+    uint64_t avail = hw->mem_available_bytes ? hw->mem_available_bytes : hw->mem_total_bytes;
+    if (avail && avail < (2ull << 30))
+        out->prefill_chunk = 128;
+    else if (hw->l3_bytes >= (32ull << 20) && cores >= 4)
+        out->prefill_chunk = 512;
+    else
+        out->prefill_chunk = 256;
+}
+
+static void fmt_bytes(uint64_t b, char *buf, size_t cap)
+{
+    if (b >= (1ull << 30))
+        snprintf(buf, cap, "%.1f GiB", (double)b / (double)(1ull << 30));
+    else if (b >= (1ull << 20))
+        snprintf(buf, cap, "%llu MiB", (unsigned long long)(b >> 20));
+    else
+        snprintf(buf, cap, "%llu KiB", (unsigned long long)(b >> 10));
+}
+
+void tw_hw_log_choices(const tw_hw_info *hw, const tw_hw_choice *c, bool overridden_threads,
+                       bool overridden_batch, bool overridden_chunk)
+{
+    char l1[32], l2[32], l3[32], mt[32], ma[32];
+    fmt_bytes(hw->l1d_bytes, l1, sizeof l1);
+    fmt_bytes(hw->l2_bytes, l2, sizeof l2);
+    fmt_bytes(hw->l3_bytes, l3, sizeof l3);
+    fmt_bytes(hw->mem_total_bytes, mt, sizeof mt);
+    fmt_bytes(hw->mem_available_bytes, ma, sizeof ma);
+    tw_info("hardware: %s, %u CPUs online, %u physical cores (%u per core), ISA %s, "
+            "L1d %s L2 %s L3 %s, memory %s (%s available)",
+            hw->cpu_model[0] ? hw->cpu_model : "unknown CPU", hw->cpus_online,
+            hw->cores_physical, hw->threads_per_core, hw->isa, l1, l2, l3, mt, ma);
+    tw_info("threads %u (%s)", c->threads,
+            overridden_threads ? "set by --threads" : "auto: one per physical core");
+    tw_info("max batch %u (%s)", c->max_batch,
+            overridden_batch ? "set by --max-batch" : "auto: from the core count");
+    tw_info("prefill chunk %u (%s)", c->prefill_chunk,
+            overridden_chunk ? "set by --prefill-chunk" : "auto: from cores, L3 and memory");
+}
+
+typedef struct probe {
+    const uint64_t *p;
+    size_t n;
+    uint64_t sum; /* kept so the reads are not optimised away */
+} probe;
+
+static void *probe_run(void *arg)
+{
+    probe *pr = arg;
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+    size_t i = 0;
+    /* eight independent chains keep enough loads in flight to saturate a
+     * memory channel; the compiler vectorises them where it can */
+    for (; i + 8 <= pr->n; i += 8) {
+        a0 += pr->p[i];
+        a1 += pr->p[i + 1];
+        a2 += pr->p[i + 2];
+        a3 += pr->p[i + 3];
+        a4 += pr->p[i + 4];
+        a5 += pr->p[i + 5];
+        a6 += pr->p[i + 6];
+        a7 += pr->p[i + 7];
+    }
+    for (; i < pr->n; i++)
+        a0 += pr->p[i];
+    pr->sum = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+    return NULL;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+tw_status tw_hw_read_bandwidth(size_t bytes, uint32_t threads, double seconds, double *out,
+                               tw_err *err)
+{
+    if (!out || threads < 1 || threads > 64 || bytes < (4u << 20) || !(seconds >= 0.05) ||
+        seconds > 30)
+        return tw_errorf(err, TW_INVALID_ARGUMENT,
+                         "bandwidth probe: bytes >= 4 MiB, threads 1..64, seconds 0.05..30");
+    size_t n = bytes / sizeof(uint64_t);
+    uint64_t *buf = malloc(n * sizeof *buf);
+    if (!buf)
+        return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "bandwidth probe: cannot allocate %zu bytes",
+                         bytes);
+    /* touch every page (and give it distinct content) before timing */
+    for (size_t i = 0; i < n; i++)
+        buf[i] = i * 0x9e3779b97f4a7c15ull;
+    probe pr[64];
+    pthread_t tid[64];
+    size_t per = n / threads;
+    double best = 0, start = now_s();
+    uint64_t sink = 0;
+    for (int pass = 0; pass < 1000; pass++) {
+        for (uint32_t t = 0; t < threads; t++) {
+            pr[t].p = buf + t * per;
+            pr[t].n = t + 1 == threads ? n - t * per : per;
+        }
+        double t0 = now_s();
+        uint32_t started = 1;
+        for (uint32_t t = 1; t < threads; t++, started++)
+            if (pthread_create(&tid[t], NULL, probe_run, &pr[t]) != 0)
+                break;
+        probe_run(&pr[0]);
+        for (uint32_t t = 1; t < started; t++)
+            pthread_join(tid[t], NULL);
+        double dt = now_s() - t0;
+        size_t done = 0;
+        for (uint32_t t = 0; t < started; t++) {
+            sink += pr[t].sum;
+            done += pr[t].n;
+        }
+        if (dt > 0 && (double)done * sizeof *buf / dt > best)
+            best = (double)done * sizeof *buf / dt;
+        if (now_s() - start >= seconds && pass >= 2)
+            break;
+    }
+    free(buf);
+    /* sink depends on every read; comparing it keeps the loops alive */
+    if (sink == 0x5a5a5a5a5a5a5a5aull)
+        tw_debug("bandwidth probe checksum %llu", (unsigned long long)sink);
+    *out = best;
+    return TW_OK;
+}
+
+tw_status tw_hw_lock_memory(tw_err *err)
+{
+    if (mlockall(MCL_CURRENT | MCL_FUTURE) == 0)
+        return TW_OK;
+    int e = errno;
+    struct rlimit rl;
+    char lim[64] = "unknown";
+    if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
+        if (rl.rlim_cur == RLIM_INFINITY)
+            snprintf(lim, sizeof lim, "unlimited");
+        else
+            snprintf(lim, sizeof lim, "%llu KiB", (unsigned long long)rl.rlim_cur >> 10);
+    }
+    return tw_errorf(err, TW_FAILED_PRECONDITION,
+                     "mlockall refused (%s); RLIMIT_MEMLOCK is %s: raise it (ulimit -l, "
+                     "LimitMEMLOCK= in systemd, or CAP_IPC_LOCK) to lock weights in memory",
+                     strerror(e), lim);
+}

@@ -1,0 +1,109 @@
+#!/bin/sh
+# The tokenwire command-line client against a real tokenwired serving the
+# golden qwen2 model (token-id prompts only). Exit 77 = skipped.
+set -u
+B="${TW_BUILD_DIR:?}"
+S="${TW_SHARED_DIR:-}"
+GOLDEN="$S/golden/qwen2/golden.json"
+if [ -z "$S" ] || [ ! -f "$GOLDEN" ]; then
+    echo "SKIPPED (no ../shared reference data)"
+    exit 77
+fi
+TW="$B/client/cli/tokenwire"
+D=$(mktemp -d)
+RPC="ipc://$D/rpc"
+PUB="ipc://$D/pub"
+DPID=""
+WPID=""
+cleanup() {
+    [ -n "$WPID" ] && kill "$WPID" 2>/dev/null
+    [ -n "$DPID" ] && kill -9 "$DPID" 2>/dev/null
+    rm -rf "$D"
+}
+trap cleanup EXIT
+fail() {
+    echo "FAIL: $*"
+    for f in "$D"/*.out "$D"/*.err; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done
+    exit 1
+}
+tw() { "$TW" --engine "$RPC" --pub "$PUB" "$@"; }
+
+IDS=$(python3 -c 'import json,sys; print(",".join(map(str, json.load(open(sys.argv[1]))["input_ids"])))' "$GOLDEN")
+WANT=$(python3 -c 'import json,sys; print(" ".join(map(str, json.load(open(sys.argv[1]))["greedy_ids"][:8])))' "$GOLDEN")
+
+"$B/server/engine/tokenwired" --listen "$RPC" --publish "$PUB" --threads 1 \
+    --model "$S/golden/qwen2" --model-name qwen2 >"$D/daemon.err" 2>&1 &
+DPID=$!
+ready=0
+for _ in $(seq 1 300); do
+    if tw --timeout 200 health >"$D/health.out" 2>/dev/null; then ready=1; break; fi
+done
+[ $ready = 1 ] || fail "tokenwired did not come up"
+
+grep -q "^state: ok" "$D/health.out" || fail "health does not say ok"
+tw models >"$D/models.out" || fail "models exited $?"
+grep -q "^qwen2.*ready" "$D/models.out" || fail "models does not list qwen2 as ready"
+
+# Greedy generation: the golden continuation.
+tw generate --ids "$IDS" --max-tokens 8 --temperature 0 >"$D/gen.out" || fail "generate exited $?"
+[ "$(cat "$D/gen.out")" = "$WANT" ] || fail "generate printed '$(cat "$D/gen.out")', want '$WANT'"
+tw generate --stream --ids "$IDS" --max-tokens 8 --temperature 0 >"$D/stream.out" ||
+    fail "generate --stream exited $?"
+got=$(tr -s ' \n' '  ' <"$D/stream.out" | sed 's/^ //; s/ $//')
+[ "$got" = "$WANT" ] || fail "generate --stream printed '$got', want '$WANT'"
+
+tw stats >"$D/stats.out" || fail "stats exited $?"
+grep -q "^requests_total: [1-9]" "$D/stats.out" || fail "stats: no requests counted"
+grep -q "^chunks_published: [1-9]" "$D/stats.out" || fail "stats: no chunks counted"
+grep -q "^rss_bytes: [1-9]" "$D/stats.out" || fail "stats: no rss"
+
+# watch sees a stream that another client runs. The subscription is set up
+# asynchronously, so a stream may start before watch listens: retry until
+# watch has printed a stream from its first chunk.
+first=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["greedy_ids"][0])' "$GOLDEN")
+tw watch >"$D/watch.out" 2>"$D/watch.err" &
+WPID=$!
+seen=0
+for _ in $(seq 1 40); do
+    sleep 0.25
+    tw generate --stream --ids "$IDS" --max-tokens 4 --temperature 0 >/dev/null ||
+        fail "generate for watch exited $?"
+    if grep -q "#0\] $first\( \|$\)" "$D/watch.out" 2>/dev/null; then
+        seen=1
+        break
+    fi
+done
+kill "$WPID"
+wait "$WPID" 2>/dev/null
+WPID=""
+[ $seen = 1 ] || fail "watch never printed a stream's first chunk (token $first)"
+
+# Usage errors: exit 2 with the usage text.
+for args in "--bogus health" "generate --max-tokens abc --ids 1" "frobnicate" "generate --ids 1,x"; do
+    # shellcheck disable=SC2086
+    tw $args >/dev/null 2>"$D/usage.err"
+    rc=$?
+    [ $rc = 2 ] || fail "'$args' exited $rc, want 2"
+done
+tw --bogus health >/dev/null 2>"$D/usage.err"
+grep -q "^usage: tokenwire" "$D/usage.err" || fail "no usage text for a bad flag"
+"$TW" >/dev/null 2>"$D/usage.err"
+[ $? = 2 ] || fail "no command: want exit 2"
+
+# A refused request: exit 1 with the engine's reason.
+tw pull ftp://127.0.0.1/m.gguf >/dev/null 2>"$D/pull.err"
+[ $? = 1 ] || fail "pull of ftp:// should exit 1"
+grep -q "INVALID_ARGUMENT" "$D/pull.err" || fail "pull of ftp:// gave no reason"
+
+# Nothing listening: exit 3 with a clear message, within the timeout.
+"$TW" --engine "ipc://$D/nobody" --timeout 300 health >/dev/null 2>"$D/down.err"
+rc=$?
+[ $rc = 3 ] || fail "unreachable engine exited $rc, want 3"
+grep -q "cannot reach the engine" "$D/down.err" || fail "unreachable engine: unclear message"
+
+kill -TERM "$DPID"
+wait "$DPID"
+rc=$?
+DPID=""
+[ $rc = 0 ] || fail "tokenwired exited $rc on SIGTERM"
+echo "ok"

@@ -1,0 +1,229 @@
+/* The prompt caches through the engine API on every golden family: greedy
+ * output with the caches equals output without them, for a repeated
+ * prompt, an extended one (the next turn of a conversation) and after the
+ * engine is re-created on the same state directory (a disk hit). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+#include "cache_test_util.h"
+#include "tw/engine.h"
+
+#define OUT_MAX 64
+#define ANSWER 6
+
+typedef struct result {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint32_t ids[OUT_MAX];
+    size_t n;
+    bool final;
+    tw_status error;
+    tw_usage usage;
+} result;
+
+static void on_chunk(void *user, const tw_gen_chunk *ch)
+{
+    result *r = user;
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < ch->n_token_ids && r->n < OUT_MAX; i++)
+        r->ids[r->n++] = ch->token_ids[i];
+    if (ch->final) {
+        r->final = true;
+        r->error = ch->error;
+        r->usage = *ch->usage;
+        pthread_cond_broadcast(&r->cv);
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* Runs one greedy request to the end. */
+static void run(tw_engine *e, const uint32_t *prompt, size_t n, tw_cache_mode mode, bool persist,
+                result *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_mutex_init(&out->mu, NULL);
+    pthread_cond_init(&out->cv, NULL);
+    tw_gen_request r;
+    tw_gen_request_init(&r);
+    r.prompt_ids = prompt;
+    r.n_prompt_ids = n;
+    r.sampling.temperature = 0.0f;
+    r.stop.max_tokens = ANSWER;
+    r.stop.ignore_eos = true;
+    r.cache.mode = mode;
+    r.cache.persist = persist;
+    tw_gen_callbacks cb = {.on_chunk = on_chunk};
+    tw_err err;
+    uint64_t id;
+    if (tw_engine_submit(e, &r, &cb, out, &id, &err) != TW_OK)
+        fail_msg("submit: %s", err.msg);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 60;
+    pthread_mutex_lock(&out->mu);
+    while (!out->final && pthread_cond_timedwait(&out->cv, &out->mu, &ts) == 0)
+        ;
+    bool done = out->final;
+    pthread_mutex_unlock(&out->mu);
+    pthread_mutex_destroy(&out->mu);
+    pthread_cond_destroy(&out->cv);
+    assert_true(done);
+    assert_int_equal(out->error, TW_OK);
+    assert_int_equal(out->n, ANSWER);
+}
+
+static tw_engine *engine_on(const char *path, const char *state_dir)
+{
+    tw_engine_opts o;
+    tw_engine_opts_init(&o);
+    o.threads = 2;
+    o.max_batch = 2;
+    o.prefill_chunk = 128;
+    o.max_context = 512;
+    o.state_dir = state_dir;
+    o.persist_min_tokens = UINT32_MAX;
+    tw_engine *e;
+    tw_err err;
+    if (tw_engine_create(&o, &e, &err) != TW_OK)
+        fail_msg("engine: %s", err.msg);
+    if (tw_engine_load_model(e, path, NULL, NULL, NULL, &err) != TW_OK)
+        fail_msg("load %s: %s", path, err.msg);
+    return e;
+}
+
+static void stats(tw_engine *e, tw_engine_stats *st)
+{
+    tw_err err;
+    assert_int_equal(tw_engine_stats_get(e, NULL, st, &err), TW_OK);
+}
+
+#define P1 200 /* last whole block ends at 192 */
+#define P2 330 /* P1 + an answer and the next question */
+
+static void check_family(const char *path, const char *state_dir)
+{
+    tw_test_rng rng = {0xcafe};
+    uint32_t prompt[P2];
+    tw_engine *e = engine_on(path, state_dir);
+    tw_engine_model_info info;
+    tw_err err;
+    assert_int_equal(tw_engine_get_model(e, NULL, &info, &err), TW_OK);
+    random_tokens(&rng, prompt, P2, info.vocab_size);
+    result cold1, cold2, r;
+    run(e, prompt, P1, TW_CACHE_BYPASS, false, &cold1);
+    run(e, prompt, P2, TW_CACHE_BYPASS, false, &cold2);
+    tw_engine_stats st;
+    stats(e, &st);
+    assert_int_equal(st.prefix_cache_lookups, 0);
+
+    /* First sight: computed cold, cached; persisted to disk. */
+    run(e, prompt, P1, TW_CACHE_USE, true, &r);
+    assert_memory_equal(r.ids, cold1.ids, sizeof r.ids);
+    assert_int_equal(r.usage.cached_prompt_tokens, 0);
+    /* Repeated: 192 tokens from memory. */
+    run(e, prompt, P1, TW_CACHE_USE, false, &r);
+    assert_memory_equal(r.ids, cold1.ids, sizeof r.ids);
+    assert_int_equal(r.usage.cached_prompt_tokens, 192);
+    /* Extended: resumes at the end of the first prompt's last block. */
+    run(e, prompt, P2, TW_CACHE_USE, false, &r);
+    assert_memory_equal(r.ids, cold2.ids, sizeof r.ids);
+    assert_int_equal(r.usage.cached_prompt_tokens, 192);
+    /* And again: now its own last block (320) is cached. */
+    run(e, prompt, P2, TW_CACHE_READ_ONLY, false, &r);
+    assert_memory_equal(r.ids, cold2.ids, sizeof r.ids);
+    assert_int_equal(r.usage.cached_prompt_tokens, 320);
+    /* WRITE_ONLY never restores. */
+    run(e, prompt, P2, TW_CACHE_WRITE_ONLY, false, &r);
+    assert_memory_equal(r.ids, cold2.ids, sizeof r.ids);
+    assert_int_equal(r.usage.cached_prompt_tokens, 0);
+    stats(e, &st);
+    assert_int_equal(st.prefix_cache_lookups, 4);
+    assert_int_equal(st.prefix_cache_hits, 3);
+    assert_int_equal(st.cached_tokens_total, 192 + 192 + 320);
+    assert_true(st.prefix_cache_bytes > 0);
+    tw_engine_destroy(e); /* finishes the disk write */
+
+    /* Re-created on the same directory: the first prompt's state comes
+     * from disk. */
+    e = engine_on(path, state_dir);
+    run(e, prompt, P1, TW_CACHE_USE, false, &r);
+    assert_memory_equal(r.ids, cold1.ids, sizeof r.ids);
+    assert_int_equal(r.usage.cached_prompt_tokens, 192);
+    stats(e, &st);
+    assert_int_equal(st.state_store_hits, 1);
+    assert_int_equal(st.prefix_cache_hits, 0);
+    assert_int_equal(st.state_store_entries, 1);
+    assert_true(st.state_store_bytes > 0);
+    /* The disk hit went into memory as well. */
+    run(e, prompt, P2, TW_CACHE_USE, false, &r);
+    assert_memory_equal(r.ids, cold2.ids, sizeof r.ids);
+    assert_int_equal(r.usage.cached_prompt_tokens, 192);
+    stats(e, &st);
+    assert_int_equal(st.prefix_cache_hits, 1);
+    tw_engine_destroy(e);
+}
+
+static void test_every_family(void **state)
+{
+    (void)state;
+    bool skipped = false;
+    for (size_t i = 0; i < N_FAMILIES; i++) {
+        char path[4096];
+        if (!family_path(i, path, sizeof path)) {
+            skipped = true;
+            continue;
+        }
+        char *dir = tw_test_mkdtemp();
+        check_family(path, dir);
+        tw_test_rmtree(dir);
+        free(dir);
+    }
+    if (skipped)
+        tw_test_print_skip();
+}
+
+/* Caching turned off entirely: nothing is looked up, output unchanged. */
+static void test_caches_off(void **state)
+{
+    (void)state;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/qwen3_5_mix", repo_golden_dir);
+    tw_engine_opts o;
+    tw_engine_opts_init(&o);
+    o.threads = 2;
+    o.max_context = 512;
+    o.no_prefix_cache = true;
+    o.no_state_store = true;
+    tw_engine *e;
+    tw_err err;
+    assert_int_equal(tw_engine_create(&o, &e, &err), TW_OK);
+    assert_int_equal(tw_engine_load_model(e, path, NULL, NULL, NULL, &err), TW_OK);
+    uint32_t prompt[P1];
+    tw_test_rng rng = {7};
+    random_tokens(&rng, prompt, P1, 256);
+    result a, b;
+    run(e, prompt, P1, TW_CACHE_USE, true, &a);
+    run(e, prompt, P1, TW_CACHE_USE, true, &b);
+    assert_memory_equal(a.ids, b.ids, sizeof a.ids);
+    assert_int_equal(b.usage.cached_prompt_tokens, 0);
+    tw_engine_stats st;
+    stats(e, &st);
+    assert_int_equal(st.prefix_cache_lookups + st.state_store_lookups, 0);
+    tw_engine_destroy(e);
+}
+
+int main(int argc, char **argv)
+{
+    repo_golden_dir = argc > 1 ? argv[1] : "tests/data/golden";
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_family),
+        cmocka_unit_test(test_caches_off),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

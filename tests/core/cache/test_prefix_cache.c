@@ -1,0 +1,184 @@
+/* The in-memory prefix cache on its own: longest-prefix restore, snapshot
+ * boundaries on a hybrid model, eviction within the byte budget, and pinned
+ * nodes surviving eviction. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "cache_test_util.h"
+#include "tw/prefix_cache.h"
+#include "tw/seq_state.h"
+
+static tw_model *load(const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", repo_golden_dir, name);
+    tw_model_opts opts = {.max_context = 640, .max_batch = 1, .max_chunk = 64};
+    tw_model *m;
+    tw_err err;
+    if (tw_model_load(path, &opts, &m, &err) != TW_OK)
+        fail_msg("load %s: %s", path, err.msg);
+    return m;
+}
+
+static void prefill(tw_model *m, tw_seq *s, const uint32_t *t, size_t from, size_t to)
+{
+    tw_err err;
+    assert_int_equal(tw_model_forward(m, NULL, s, t + from, to - from, NULL, TW_LOGITS_NONE, &err),
+                     TW_OK);
+}
+
+static void test_attention_restore_and_evict(void **state)
+{
+    (void)state;
+    tw_model *m = load("qwen3_deep");
+    size_t per_block = tw_seq_kv_floats_per_token(m) * TW_PREFIX_BLOCK * sizeof(float);
+    /* Room for about four blocks. */
+    tw_prefix_cache_opts o = {.max_bytes = per_block * 4 + per_block / 2};
+    tw_prefix_cache *c;
+    tw_err err;
+    assert_int_equal(tw_prefix_cache_create(m, &o, &c, &err), TW_OK);
+    uint32_t t[500];
+    tw_test_rng rng = {3};
+    random_tokens(&rng, t, 500, 256);
+    tw_seq *a, *b;
+    assert_int_equal(tw_seq_create(m, 0, &a, &err), TW_OK);
+    assert_int_equal(tw_seq_create(m, 0, &b, &err), TW_OK);
+    prefill(m, a, t, 0, 150);
+    size_t cached, got;
+    assert_int_equal(tw_prefix_cache_insert(c, a, t, false, &cached, &err), TW_OK);
+    assert_int_equal(cached, 128);
+    /* Pure attention needs no snapshot. */
+    assert_false(tw_prefix_cache_wants_snapshot(c, 128, 150, 0));
+    assert_int_equal(tw_prefix_cache_next_stop(c, 0, 150, 150, 0), 150);
+    /* Longest prefix, bounded by limit. */
+    assert_int_equal(tw_prefix_cache_restore(c, b, t, 400, 400, &got, &err), TW_OK);
+    assert_int_equal(got, 128);
+    assert_int_equal(tw_seq_len(b), 128);
+    assert_int_equal(tw_prefix_cache_restore(c, b, t, 400, 127, &got, &err), TW_OK);
+    assert_int_equal(got, 64);
+    /* A prompt diverging inside block 1 reuses block 0 only. */
+    uint32_t u[400];
+    memcpy(u, t, sizeof u); /* the first 400 of t */
+    u[100] ^= 1;
+    assert_int_equal(tw_prefix_cache_restore(c, b, u, 400, 400, &got, &err), TW_OK);
+    assert_int_equal(got, 64);
+    /* Restored K/V is exactly what a computed. */
+    assert_int_equal(tw_prefix_cache_restore(c, b, t, 400, 400, &got, &err), TW_OK);
+    size_t per = tw_seq_kv_floats_per_token(m);
+    float *ka = malloc(per * 128 * sizeof(float)), *kb = malloc(per * 128 * sizeof(float));
+    assert_int_equal(tw_seq_kv_read(a, 0, 128, ka, &err), TW_OK);
+    assert_int_equal(tw_seq_kv_read(b, 0, 128, kb, &err), TW_OK);
+    assert_memory_equal(ka, kb, per * 128 * sizeof(float));
+
+    /* A second prompt of 3 blocks needs room: the budget evicts the least
+     * recently used leaf (block 1 of the first prompt), never more than
+     * needed, and stays within max_bytes. */
+    tw_seq_reset(a);
+    prefill(m, a, u + 200, 0, 192);
+    assert_int_equal(tw_prefix_cache_insert(c, a, u + 200, false, &cached, &err), TW_OK);
+    tw_prefix_cache_stats st;
+    tw_prefix_cache_get_stats(c, &st);
+    assert_true(st.bytes <= o.max_bytes);
+    assert_int_equal(st.nodes, 4);
+    assert_int_equal(cached, 192);
+    assert_int_equal(st.evictions, 1);
+    assert_int_equal(tw_prefix_cache_restore(c, b, t, 400, 400, &got, &err), TW_OK);
+    assert_int_equal(got, 64);
+    /* A prompt longer than the whole budget caches what fits: its own
+     * earlier blocks are ancestors and never evicted under it. */
+    tw_seq_reset(a);
+    prefill(m, a, t + 100, 0, 384);
+    assert_int_equal(tw_prefix_cache_insert(c, a, t + 100, false, &cached, &err), TW_OK);
+    tw_prefix_cache_get_stats(c, &st);
+    assert_true(st.bytes <= o.max_bytes);
+    assert_int_equal(cached, 256);
+    assert_int_equal(tw_prefix_cache_restore(c, b, t + 100, 300, 300, &got, &err), TW_OK);
+    assert_int_equal(got, 256);
+    tw_prefix_cache_get_stats(c, &st);
+    assert_int_equal(st.lookups, 6);
+    assert_int_equal(st.hits, 6);
+    tw_prefix_cache_clear(c);
+    tw_prefix_cache_get_stats(c, &st);
+    assert_int_equal(st.nodes, 0);
+    assert_int_equal(st.bytes, 0);
+    assert_int_equal(tw_prefix_cache_restore(c, b, t, 400, 400, &got, &err), TW_OK);
+    assert_int_equal(got, 0);
+    assert_int_equal(tw_seq_len(b), 0);
+    free(ka);
+    free(kb);
+    tw_seq_free(a);
+    tw_seq_free(b);
+    tw_prefix_cache_free(c);
+    tw_model_free(m);
+}
+
+static void test_hybrid_snapshots(void **state)
+{
+    (void)state;
+    tw_model *m = load("qwen3_5_mix");
+    tw_prefix_cache_opts o = {.snapshot_every = 4};
+    tw_prefix_cache *c;
+    tw_err err;
+    assert_int_equal(tw_prefix_cache_create(m, &o, &c, &err), TW_OK);
+    /* Boundaries: the prompt's last whole block, the mark's block, every 4
+     * blocks. */
+    assert_true(tw_prefix_cache_wants_snapshot(c, 320, 330, 0));
+    assert_true(tw_prefix_cache_wants_snapshot(c, 128, 330, 150));
+    assert_true(tw_prefix_cache_wants_snapshot(c, 256, 330, 0));
+    assert_false(tw_prefix_cache_wants_snapshot(c, 192, 330, 0));
+    assert_false(tw_prefix_cache_wants_snapshot(c, 100, 330, 100));
+    assert_int_equal(tw_prefix_cache_next_stop(c, 0, 330, 330, 150), 128);
+    assert_int_equal(tw_prefix_cache_next_stop(c, 128, 330, 330, 150), 256);
+    assert_int_equal(tw_prefix_cache_next_stop(c, 256, 300, 330, 150), 300);
+
+    uint32_t t[330];
+    tw_test_rng rng = {11};
+    random_tokens(&rng, t, 330, 256);
+    tw_seq *a, *b;
+    assert_int_equal(tw_seq_create(m, 0, &a, &err), TW_OK);
+    assert_int_equal(tw_seq_create(m, 0, &b, &err), TW_OK);
+    /* Prefill paused at 128 (snapshot) then run to 200 (no boundary). */
+    prefill(m, a, t, 0, 128);
+    assert_int_equal(tw_prefix_cache_insert(c, a, t, true, NULL, &err), TW_OK);
+    prefill(m, a, t, 128, 200);
+    size_t cached, got;
+    assert_int_equal(tw_prefix_cache_insert(c, a, t, false, &cached, &err), TW_OK);
+    assert_int_equal(cached, 192);
+    /* Blocks up to 192 are cached but only 128 can be resumed from. */
+    assert_int_equal(tw_prefix_cache_restore(c, b, t, 330, 329, &got, &err), TW_OK);
+    assert_int_equal(got, 128);
+    /* Continuing b matches continuing a copy that never left. */
+    tw_seq *ref;
+    assert_int_equal(tw_seq_create(m, 0, &ref, &err), TW_OK);
+    prefill(m, ref, t, 0, 128);
+    uint32_t V = tw_model_get_info(m)->vocab_size;
+    float *lr = malloc(V * sizeof(float)), *lb = malloc(V * sizeof(float));
+    assert_int_equal(tw_model_forward(m, NULL, ref, t + 128, 72, lr, TW_LOGITS_LAST, &err), TW_OK);
+    assert_int_equal(tw_model_forward(m, NULL, b, t + 128, 72, lb, TW_LOGITS_LAST, &err), TW_OK);
+    assert_memory_equal(lr, lb, V * sizeof(float));
+    tw_prefix_cache_stats st;
+    tw_prefix_cache_get_stats(c, &st);
+    assert_int_equal(st.snapshots, 1);
+    assert_int_equal(st.nodes, 3);
+    free(lr);
+    free(lb);
+    tw_seq_free(ref);
+    tw_seq_free(a);
+    tw_seq_free(b);
+    tw_prefix_cache_free(c);
+    tw_model_free(m);
+}
+
+int main(int argc, char **argv)
+{
+    repo_golden_dir = argc > 1 ? argv[1] : "tests/data/golden";
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_attention_restore_and_evict),
+        cmocka_unit_test(test_hybrid_snapshots),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

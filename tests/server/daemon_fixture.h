@@ -1,0 +1,43 @@
+/* Starting and stopping a real tokenwired for the server tests. */
+#ifndef TWT_DAEMON_FIXTURE_H
+#define TWT_DAEMON_FIXTURE_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "tokenwire/client.h"
+
+typedef struct twt_daemon {
+    pid_t pid;
+    char *dir; /* private temporary directory, removed by twt_daemon_cleanup */
+    char rpc[300];
+    char pub[300];
+    const char *ca;          /* CA file when rpc is tls+tcp:// */
+    const char *server_name; /* name its certificate carries */
+} twt_daemon;
+
+/* Creates d->dir and sets rpc / pub to ipc:// endpoints inside it. */
+void twt_daemon_init(twt_daemon *d);
+
+/* Starts TW_BUILD_DIR/server/engine/tokenwired on d->rpc / d->pub with
+ * extra arguments (NULL-terminated, may be NULL) and waits until it answers
+ * Health (fails the test after ~10 s). */
+void twt_daemon_start(twt_daemon *d, const char *const *extra);
+
+/* SIGTERM and expect exit status 0 (under ASan: no leaks). */
+void twt_daemon_stop(twt_daemon *d);
+
+/* SIGKILL, for restart tests. */
+void twt_daemon_kill(twt_daemon *d);
+
+/* Removes d->dir. */
+void twt_daemon_cleanup(twt_daemon *d);
+
+/* A cmocka teardown: SIGKILLs every daemon a failed test left running, so
+ * that no process outlives the test program. */
+int twt_daemon_teardown(void **state);
+
+/* A client of d (TLS with d->ca when set). */
+tw_client *twt_connect(const twt_daemon *d, unsigned timeout_ms);
+
+#endif

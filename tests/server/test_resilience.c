@@ -1,0 +1,250 @@
+/* tokenwired over TLS, and a client living through an engine restart. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon_fixture.h"
+#include <nng/nng.h>
+
+#include "test_support.h"
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* A TCP port nobody listens on right now. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t al = sizeof a;
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* Runs argv with stdout/stderr to log (may be NULL); returns the exit code. */
+static int run(const char *const *argv, const char *log)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(log ? log : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static bool have_openssl(void)
+{
+    const char *argv[] = {"openssl", "version", NULL};
+    return run(argv, NULL) == 0;
+}
+
+static void make_cert(const char *dir, const char *stem)
+{
+    char key[600], cert[600];
+    snprintf(key, sizeof key, "%s/%s.key", dir, stem);
+    snprintf(cert, sizeof cert, "%s/%s.pem", dir, stem);
+    const char *argv[] = {"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                          "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj",
+                          "/CN=localhost", "-keyout", key, "-out", cert, NULL};
+    assert_int_equal(run(argv, NULL), 0);
+}
+
+static void test_tls(void **state)
+{
+    (void)state;
+    if (!have_openssl()) {
+        print_message("SKIPPED (no openssl command to make a test certificate)\n");
+        skip();
+        return;
+    }
+    twt_daemon d;
+    twt_daemon_init(&d);
+    make_cert(d.dir, "server");
+    make_cert(d.dir, "other");
+    char cert[600], key[600], other[600];
+    snprintf(cert, sizeof cert, "%s/server.pem", d.dir);
+    snprintf(key, sizeof key, "%s/server.key", d.dir);
+    snprintf(other, sizeof other, "%s/other.pem", d.dir);
+    snprintf(d.rpc, sizeof d.rpc, "tls+tcp://127.0.0.1:%d", free_port());
+    d.ca = cert;
+    d.server_name = "localhost";
+    const char *extra[] = {"--tls-cert", cert, "--tls-key", key, NULL};
+    twt_daemon_start(&d, extra);
+
+    /* The right CA: served. */
+    tw_client *c = twt_connect(&d, 5000);
+    Tokenwire__V1__Reply *rep = NULL;
+    tw_err err;
+    assert_int_equal(tw_client_health(c, NULL, &rep, &err), TW_OK);
+    assert_non_null(rep->health->version);
+    tw_wire_free_reply(rep);
+    tw_client_close(c);
+
+    /* No CA: refused when the client is made. */
+    tw_client_opts o;
+    tw_client_opts_init(&o);
+    o.rpc_url = d.rpc;
+    o.pub_url = "";
+    tw_client *bad = NULL;
+    assert_int_equal(tw_client_open(&o, &bad, &err), TW_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.msg, "CA"));
+    assert_null(bad);
+
+    /* Another CA, a wrong server name, or plain TCP: the handshake never
+     * completes and the call ends UNAVAILABLE within its timeout. */
+    struct {
+        const char *url_scheme_tcp;
+        const char *ca;
+        const char *name;
+    } cases[] = {{NULL, other, "localhost"}, {NULL, cert, "not-this-host"}, {"tcp", NULL, NULL}};
+    for (size_t i = 0; i < 3; i++) {
+        char url[300];
+        if (cases[i].url_scheme_tcp)
+            snprintf(url, sizeof url, "tcp://%s", d.rpc + strlen("tls+tcp://"));
+        else
+            snprintf(url, sizeof url, "%s", d.rpc);
+        tw_client_opts_init(&o);
+        o.rpc_url = url;
+        o.pub_url = "";
+        o.tls_ca_file = cases[i].ca;
+        o.tls_server_name = cases[i].name;
+        o.timeout_ms = 600;
+        assert_int_equal(tw_client_open(&o, &bad, &err), TW_OK);
+        uint64_t t0 = now_ms();
+        tw_status st = tw_client_health(bad, NULL, &rep, &err);
+        uint64_t spent = now_ms() - t0;
+        assert_null(rep);
+        assert_true(st == TW_UNAVAILABLE || st == TW_DEADLINE_EXCEEDED);
+        assert_true(spent < 3000);
+        tw_client_close(bad);
+    }
+
+    /* The engine is unharmed by the failed handshakes. */
+    c = twt_connect(&d, 5000);
+    assert_int_equal(tw_client_health(c, NULL, &rep, &err), TW_OK);
+    tw_wire_free_reply(rep);
+    tw_client_close(c);
+    twt_daemon_stop(&d);
+    twt_daemon_cleanup(&d);
+}
+
+static void test_tls_listen_needs_a_certificate(void **state)
+{
+    (void)state;
+    char *dir = tw_test_mkdtemp();
+    assert_non_null(dir);
+    char prog[1024], url[64], pub[600], log[600];
+    snprintf(prog, sizeof prog, "%s/server/engine/tokenwired", getenv("TW_BUILD_DIR"));
+    snprintf(url, sizeof url, "tls+tcp://127.0.0.1:%d", free_port());
+    snprintf(pub, sizeof pub, "ipc://%s/pub", dir);
+    snprintf(log, sizeof log, "%s/log", dir);
+    const char *argv[] = {prog, "--listen", url, "--publish", pub, NULL};
+    assert_int_equal(run(argv, log), 1);
+    char *text = tw_test_read_file(log, NULL);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "--tls-cert"));
+    free(text);
+    /* A certificate file that is not one. */
+    const char *argv2[] = {prog, "--listen", url, "--publish", pub, "--tls-cert", log,
+                           "--tls-key", log, NULL};
+    assert_int_equal(run(argv2, log), 1);
+    text = tw_test_read_file(log, NULL);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "TLS certificate"));
+    free(text);
+    tw_test_rmtree(dir);
+    free(dir);
+}
+
+static void test_restart(void **state)
+{
+    (void)state;
+    twt_daemon d;
+    twt_daemon_init(&d);
+    twt_daemon_start(&d, NULL);
+    tw_client *c = twt_connect(&d, 800);
+    Tokenwire__V1__Reply *rep = NULL;
+    tw_err err;
+    assert_int_equal(tw_client_health(c, NULL, &rep, &err), TW_OK);
+    tw_wire_free_reply(rep);
+
+    /* Engine gone: UNAVAILABLE, within the timeout. */
+    twt_daemon_kill(&d);
+    uint64_t t0 = now_ms();
+    assert_int_equal(tw_client_health(c, NULL, &rep, &err), TW_UNAVAILABLE);
+    uint64_t spent = now_ms() - t0;
+    assert_null(rep);
+    assert_true(spent >= 700 && spent < 2000);
+    assert_non_null(strstr(err.msg, "reach"));
+
+    /* Back on the same address: the same client is served again. */
+    twt_daemon_start(&d, NULL);
+    tw_status st = TW_UNAVAILABLE;
+    for (int i = 0; i < 10 && st != TW_OK; i++) {
+        st = tw_client_health(c, NULL, &rep, &err);
+        tw_wire_free_reply(rep);
+        rep = NULL;
+    }
+    assert_int_equal(st, TW_OK);
+    assert_int_equal(tw_client_health(c, NULL, &rep, &err), TW_OK);
+    assert_true(rep->health->uptime_s < 5); /* the new process */
+    tw_wire_free_reply(rep);
+
+    /* A graceful restart too. */
+    twt_daemon_stop(&d);
+    twt_daemon_start(&d, NULL);
+    st = TW_UNAVAILABLE;
+    for (int i = 0; i < 10 && st != TW_OK; i++) {
+        st = tw_client_health(c, NULL, &rep, &err);
+        tw_wire_free_reply(rep);
+        rep = NULL;
+    }
+    assert_int_equal(st, TW_OK);
+    tw_client_close(c);
+    twt_daemon_stop(&d);
+    twt_daemon_cleanup(&d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_tls, twt_daemon_teardown),
+        cmocka_unit_test_teardown(test_tls_listen_needs_a_certificate, twt_daemon_teardown),
+        cmocka_unit_test_teardown(test_restart, twt_daemon_teardown),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    nng_fini(); /* lets NNG finish freeing closed sockets before the leak check */
+    return rc;
+}

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The benchmark suite in one command: builds release, makes the real-shape
+# models (random weights, gpt-2 vocabulary) when missing, runs every
+# benchmark and writes JSON, Markdown and PNG charts to results/<date>-<host>/.
+#
+#   tools/bench.sh [--quick] [--threads N]
+#
+# Environment: TW_BENCH_CACHE (model cache, default
+# ${XDG_CACHE_HOME:-~/.cache}/tokenwire/bench-models), TW_BENCH_TYPES
+# (default "F16 Q8_0 Q4_K_M Q4_0").
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+QUICK=""
+THREADS=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --quick) QUICK=--quick ;;
+    --threads) THREADS="$2"; shift ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    *) echo "bench.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+say() { printf '[bench.sh] %s\n' "$*" >&2; }
+
+# ---- build -----------------------------------------------------------------
+B=build-release
+if [ ! -f "$B/build.ninja" ]; then
+    say "configuring $B (release)"
+    # -O3 brings maybe-uninitialized warnings that the debug build does not
+    # see; they must not stop a benchmark run.
+    meson setup "$B" --buildtype=release -Dwerror=false -Dtests=disabled >/dev/null
+fi
+say "building $B"
+ninja -C "$B" -j2 >/dev/null
+
+# ---- gnuplot for the charts --------------------------------------------------
+if ! command -v gnuplot >/dev/null 2>&1; then
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && SUDO="sudo -n"
+    if command -v apt-get >/dev/null 2>&1; then
+        say "installing gnuplot-nox for the charts"
+        $SUDO apt-get install -y -qq gnuplot-nox >/dev/null 2>&1 ||
+            say "could not install gnuplot-nox: results without charts"
+    fi
+fi
+
+# ---- models ------------------------------------------------------------------
+CACHE=${TW_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tokenwire/bench-models}
+TYPES=${TW_BENCH_TYPES:-"F16 Q8_0 Q4_K_M Q4_0"}
+mkdir -p "$CACHE"
+VOCAB=""
+for v in ../shared/vocab/ggml-vocab-gpt-2.gguf models/tokenwire-coder-24m-q8_0.gguf; do
+    [ -f "$v" ] && { VOCAB=$v; break; }
+done
+[ -n "$VOCAB" ] || { echo "bench.sh: no vocabulary GGUF found" >&2; exit 1; }
+for t in $TYPES; do
+    f="$CACHE/qwen2-0.5b-$t.gguf"
+    if [ ! -f "$f" ]; then
+        say "generating $f"
+        "$B/tools/mkmodel/tw-mkmodel" qwen2-0.5b "$f" --type "$t" --vocab "$VOCAB" --quiet
+    fi
+done
+
+# ---- run -----------------------------------------------------------------------
+OUT="results/$(date +%Y-%m-%d-%H%M)-$(hostname -s)"
+mkdir -p "$OUT"
+ROWS="$OUT/rows.jsonl"
+: >"$ROWS"
+TARGS=()
+[ -n "$THREADS" ] && TARGS=(--threads "$THREADS")
+BW=""
+for t in $TYPES; do
+    f="$CACHE/qwen2-0.5b-$t.gguf"
+    ENGINE=(--no-engine)
+    # the engine-API rows (TTFT, batching) need one type in quick mode
+    if [ "$t" = Q8_0 ] || { [ -z "$QUICK" ] && [ "$t" = Q4_0 ]; }; then ENGINE=(); fi
+    EXTRA=()
+    [ -n "$BW" ] && EXTRA=(--bandwidth "$BW")
+    say "engine benchmarks: qwen2-0.5b $t"
+    "$B/bench/suite/tw-bench-engine" --model "$f" --label "qwen2-0.5b-$t" $QUICK \
+        "${TARGS[@]}" "${ENGINE[@]}" "${EXTRA[@]}" >>"$ROWS"
+    if [ -z "$BW" ]; then
+        BW=$(grep '"suite":"machine"' "$ROWS" | head -1 |
+            sed 's/.*"value":\([0-9.e+]*\).*/\1/' | awk '{printf "%.3f", $1 / 1e9}')
+    fi
+done
+
+say "tokenizer benchmark"
+CORPUS="$OUT/corpus.txt"
+: >"$CORPUS"
+TARGET=$((4 * 1024 * 1024))
+[ -n "$QUICK" ] && TARGET=$((1024 * 1024))
+while [ "$(stat -c %s "$CORPUS")" -lt "$TARGET" ]; do
+    cat ../shared/vocab/*.inp 2>/dev/null | grep -v '^__ggml_vocab_test__$' >>"$CORPUS" || true
+    find . -name '*.md' -not -path './results/*' -not -path './build*' -exec cat {} + >>"$CORPUS"
+done
+"$B/bench/suite/tw-bench-tokenizer" "$VOCAB" "$CORPUS" gpt-2 >>"$ROWS"
+rm -f "$CORPUS"
+
+say "RPC benchmarks through tokenwired"
+MODEL="$CACHE/qwen2-0.5b-Q8_0.gguf"
+[ -f "$MODEL" ] || MODEL="$CACHE/qwen2-0.5b-$(echo $TYPES | awk '{print $1}').gguf"
+PORT=$((17000 + RANDOM % 2000))
+RPC="tcp://127.0.0.1:$PORT"
+PUB="tcp://127.0.0.1:$((PORT + 1))"
+"$B/server/engine/tokenwired" --model "$MODEL" --model-name bench --listen "$RPC" \
+    --publish "$PUB" "${TARGS[@]}" 2>"$OUT/tokenwired.log" &
+TWD=$!
+trap 'kill $TWD 2>/dev/null || true' EXIT
+"$B/bench/suite/tw-bench-rpc" --rpc "$RPC" --pub "$PUB" --model "$MODEL" --label qwen2-0.5b-Q8_0 \
+    $QUICK "${TARGS[@]}" >>"$ROWS" || say "RPC benchmark failed (see $OUT/tokenwired.log)"
+kill "$TWD" 2>/dev/null || true
+wait "$TWD" 2>/dev/null || true
+trap - EXIT
+
+say "report"
+python3 bench/suite/report.py "$ROWS" "$OUT"
+say "results in $ROOT/$OUT (results.md, results.json, *.png)"
+cat "$OUT/results.md" | sed -n '1,/^## All results/p'
