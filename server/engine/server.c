@@ -128,6 +128,20 @@ static void handle_request(twd_worker *w, nng_msg *msg)
     if (s->cfg->verbose)
         tw_info("request %llu: method %d", (unsigned long long)req->request_id,
                 (int)req->method_case);
+    /* Handlers that call into the engine are counted, so that shutdown can
+     * wait for them before it destroys the engine. The count goes up before
+     * draining is read: a handler either sees draining or is waited for.
+     * Resume only reads the stream store, which outlives the engine. */
+    bool gated = req->method_case != TOKENWIRE__V1__REQUEST__METHOD_RESUME;
+    if (gated) {
+        atomic_fetch_add(&s->engine_users, 1);
+        if (atomic_load(&s->draining)) {
+            atomic_fetch_sub(&s->engine_users, 1);
+            twd_worker_fail(w, TW_UNAVAILABLE, "the engine is shutting down");
+            tw_wire_free_request(req);
+            return;
+        }
+    }
     switch (req->method_case) {
     case TOKENWIRE__V1__REQUEST__METHOD_HEALTH:
         twd_handle_health(w, req);
@@ -156,12 +170,15 @@ static void handle_request(twd_worker *w, nng_msg *msg)
     case TOKENWIRE__V1__REQUEST__METHOD_LOAD_MODEL:
     case TOKENWIRE__V1__REQUEST__METHOD_UNLOAD_MODEL:
         twd_handle_model_job(w, req);
+        atomic_fetch_sub(&s->engine_users, 1);
         return; /* the job owns req */
     default:
         twd_worker_fail(w, TW_UNIMPLEMENTED,
                         "the request names no method this engine knows (a newer client?)");
         break;
     }
+    if (gated)
+        atomic_fetch_sub(&s->engine_users, 1);
     tw_wire_free_request(req);
 }
 
@@ -350,7 +367,7 @@ tw_status twd_server_start(twd_server *s, const twd_config *cfg, tw_engine *engi
 void twd_server_drain(twd_server *s)
 {
     atomic_store(&s->draining, true);
-    while (atomic_load(&s->jobs) > 0)
+    while (atomic_load(&s->jobs) > 0 || atomic_load(&s->engine_users) > 0)
         nng_msleep(10);
 }
 

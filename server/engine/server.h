@@ -74,6 +74,7 @@ struct twd_server {
     atomic_bool draining;
     atomic_uint generations; /* running or queued */
     atomic_uint jobs;        /* loader threads running */
+    atomic_uint engine_users; /* RPC handlers inside the engine right now */
     /* Model jobs holding one of the job slots: taken before the thread
      * starts, given back just before a job answers (or, for a background
      * load, when it ends), so that a caller who got the answer can start
@@ -87,8 +88,9 @@ struct twd_server {
 /* Opens the sockets, listens, and starts every worker. */
 tw_status twd_server_start(twd_server *s, const twd_config *cfg, tw_engine *engine, tw_err *err);
 
-/* Refuses new generations and model jobs from now on and waits for the
- * model jobs running. Call before destroying the engine. */
+/* Refuses every call that would reach the engine from now on (answered
+ * UNAVAILABLE) and waits for the model jobs and the handlers already inside
+ * the engine. Call before destroying the engine. */
 void twd_server_drain(twd_server *s);
 
 /* Closes the sockets and frees everything. The engine must already be
