@@ -11,6 +11,7 @@
 
 #include <nng/nng.h>
 
+#include "answer.h"
 #include "pull.h"
 #include "tokenwire/client.h"
 
@@ -32,6 +33,7 @@ typedef struct cli {
     const char *system;
     const char *name;
     bool stream;
+    bool hide_reasoning;
     bool make_default;
     bool has_temperature, has_top_p, has_seed, has_top_k;
     float temperature, top_p;
@@ -60,6 +62,8 @@ static void usage(FILE *f)
             "  detokenize [--model M] ID...\n"
             "  generate [--model M] [--ids 1,2,3 | PROMPT] [--stream] [sampling]\n"
             "  chat [--model M] [--system TEXT] [--stream] [sampling] MESSAGE\n"
+            "      the model's reasoning, if any, goes to stderr and the answer to\n"
+            "      stdout; --hide-reasoning drops it, --show-reasoning keeps it\n"
             "  watch                      print every stream the engine publishes\n\n"
             "sampling: --max-tokens N --temperature T --top-k K --top-p P --seed S\n"
             "speculative decoding: --speculate auto|off|lookup|draft --draft-tokens K\n"
@@ -246,25 +250,34 @@ static void print_status_reply(const Tokenwire__V1__Reply *rep)
 /* How streamed chunks are printed: a watcher tags each with its stream and
  * sequence number; token ids are printed for chunks without text only when
  * the prompt was given as ids (a model without tokenizer), never in the
- * middle of text (a chunk may carry only a control token such as </think>). */
+ * middle of text (a chunk may carry only a control token such as </think>).
+ * Outside watch, text and reasoning go through the answer printer, as a
+ * whole reply does. */
 typedef struct print_mode {
     bool watch;
     bool ids;
+    cli_answer answer;
 } print_mode;
 
 static int print_chunk(void *user, const Tokenwire__V1__StreamChunk *ch)
 {
-    const print_mode *pm = user;
+    print_mode *pm = user;
     bool watch = pm->watch;
-    if (watch)
+    if (watch) {
         printf("[%s #%llu] ", ch->stream_id, (unsigned long long)ch->seq);
-    if (ch->reasoning_delta)
-        fputs(ch->reasoning_delta, stdout);
-    if (ch->text_delta)
-        fputs(ch->text_delta, stdout);
-    else if (!ch->reasoning_delta && pm->ids)
+        if (ch->reasoning_delta)
+            fputs(ch->reasoning_delta, stdout);
+        if (ch->text_delta)
+            fputs(ch->text_delta, stdout);
+    } else {
+        cli_answer_reasoning(&pm->answer, ch->reasoning_delta);
+        cli_answer_text(&pm->answer, ch->text_delta);
+    }
+    if (!ch->text_delta && !ch->reasoning_delta && pm->ids)
         for (size_t i = 0; i < ch->n_token_ids; i++)
             printf("%u ", ch->token_ids[i]);
+    if (!watch && ch->final)
+        cli_answer_close(&pm->answer);
     if (watch || ch->final)
         printf("\n");
     fflush(stdout);
@@ -348,18 +361,23 @@ static int do_generate(tw_client *c, const cli *o, int argc, char **argv, bool c
     tw_err err;
     tw_status st;
     if (o->stream) {
-        print_mode pm = {false, o->ids != NULL};
+        print_mode pm = {false, o->ids != NULL, {0}};
+        cli_answer_init(&pm.answer, !o->hide_reasoning);
         st = tw_client_generate_stream(c, &g, print_chunk, &pm, NULL, &err);
+        cli_answer_close(&pm.answer);
     } else {
         Tokenwire__V1__Reply *rep = NULL;
         st = tw_client_generate(c, &g, &rep, &err);
         if (st == TW_OK) {
             for (size_t i = 0; i < rep->generate->n_choices; i++) {
                 const Tokenwire__V1__Choice *ch = rep->generate->choices[i];
-                if (ch->reasoning && *ch->reasoning)
-                    printf("<think>%s</think>\n", ch->reasoning);
+                cli_answer answer;
+                cli_answer_init(&answer, !o->hide_reasoning);
+                cli_answer_reasoning(&answer, ch->reasoning);
+                cli_answer_close(&answer);
                 if (ch->text && *ch->text) {
-                    printf("%s\n", ch->text);
+                    cli_answer_text(&answer, ch->text);
+                    printf("\n");
                 } else {
                     for (size_t k = 0; k < ch->n_token_ids; k++)
                         printf("%s%u", k ? " " : "", ch->token_ids[k]);
@@ -386,7 +404,7 @@ static int run_command(tw_client *c, const cli *o, const char *cmd, int argc, ch
         return report(st, &err);
     }
     if (!strcmp(cmd, "watch")) {
-        print_mode pm = {true, true};
+        print_mode pm = {true, true, {0}};
         st = tw_client_watch(c, print_chunk, &pm, 0, &err);
         return report(st, &err);
     }
@@ -456,7 +474,8 @@ int main(int argc, char **argv)
     o.timeout_ms = 30000;
     enum { O_ENGINE = 1, O_PUB, O_KEY, O_CA, O_TIMEOUT, O_MODEL, O_IDS, O_SYSTEM, O_NAME,
            O_STREAM, O_DEFAULT, O_TEMP, O_TOPP, O_TOPK, O_SEED, O_MAXTOK, O_HELP,
-           O_SERVER_NAME, O_SHA256, O_SPECULATE, O_DRAFT_TOKENS, O_DRAFT };
+           O_SERVER_NAME, O_SHA256, O_SPECULATE, O_DRAFT_TOKENS, O_DRAFT, O_SHOW_REASONING,
+           O_HIDE_REASONING };
     static const struct option opts[] = {
         {"engine", required_argument, NULL, O_ENGINE},
         {"pub", required_argument, NULL, O_PUB},
@@ -470,6 +489,8 @@ int main(int argc, char **argv)
         {"system", required_argument, NULL, O_SYSTEM},
         {"name", required_argument, NULL, O_NAME},
         {"stream", no_argument, NULL, O_STREAM},
+        {"show-reasoning", no_argument, NULL, O_SHOW_REASONING},
+        {"hide-reasoning", no_argument, NULL, O_HIDE_REASONING},
         {"default", no_argument, NULL, O_DEFAULT},
         {"temperature", required_argument, NULL, O_TEMP},
         {"top-p", required_argument, NULL, O_TOPP},
@@ -498,6 +519,8 @@ int main(int argc, char **argv)
         case O_SYSTEM: o.system = optarg; break;
         case O_NAME: o.name = optarg; break;
         case O_STREAM: o.stream = true; break;
+        case O_SHOW_REASONING: o.hide_reasoning = false; break;
+        case O_HIDE_REASONING: o.hide_reasoning = true; break;
         case O_DEFAULT: o.make_default = true; break;
         case O_TEMP: o.has_temperature = parse_float(optarg, &o.temperature); bad |= !o.has_temperature; break;
         case O_TOPP: o.has_top_p = parse_float(optarg, &o.top_p); bad |= !o.has_top_p; break;

@@ -60,6 +60,9 @@ static tw_status opt_f32(const reader *r, const char *suffix, double *out, bool 
     return st;
 }
 
+/* Far above any real model (hundreds of layers at most). */
+#define GGUF_MAX_BLOCKS 4096u
+
 static int set_new(json_t *o, const char *key, json_t *v) { return json_object_set_new(o, key, v); }
 
 static const struct {
@@ -203,6 +206,12 @@ static tw_status build_config(const reader *r, tw_arch arch, json_t *cfg)
     if (n_head == 0 || n_layers == 0 || n_embd == 0)
         return tw_errorf(r->err, TW_INVALID_ARGUMENT,
                          "gguf config: zero embedding length, block count or head count");
+    /* Per-layer work below is linear in block_count, which costs the file
+     * four bytes: bound it before a tiny file turns into billions of steps. */
+    if (n_layers > GGUF_MAX_BLOCKS)
+        return tw_errorf(r->err, TW_INVALID_ARGUMENT,
+                         "gguf config: block_count %u is over the limit of %u", n_layers,
+                         GGUF_MAX_BLOCKS);
     if ((st = opt_u32(r, "attention.head_count_kv", &n_head_kv, &found)))
         return st;
     if (!found)

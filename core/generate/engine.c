@@ -74,6 +74,7 @@ tw_status tw_engine_create(const tw_engine_opts *opts, tw_engine **out, tw_err *
     pthread_cond_init(&e->wake, NULL);
     e->next_id = 1;
     e->start_us = tw_now_us();
+    admission_init(e);
     e->store = engine_cache_open_store(&e->opts);
     e->opts.state_dir = NULL; /* the caller's string; the store keeps its own */
     tw_status st = sched_create(e, err);
@@ -408,6 +409,7 @@ tw_status tw_engine_load_model(tw_engine *e, const char *path, const char *name,
         e->default_model = m;
     if (info)
         fill_info(e, m, info);
+    admission_model_loaded(e, m);
     pthread_mutex_unlock(&e->lock);
     tw_info("model %s loaded from %s (%s, vocab %u, context %u)", nm, path, m->architecture,
             m->vocab, m->max_context);
@@ -524,6 +526,12 @@ tw_status tw_engine_submit(tw_engine *e, const tw_gen_request *req, const tw_gen
     r->submit_us = tw_now_us();
     r->cache_mode = req->cache.mode;
     r->cache_persist = req->cache.persist;
+    st = admission_check(e, r, err);
+    if (st != TW_OK) {
+        request_free(r);
+        engine_model_unref(e, m);
+        return st;
+    }
 
     pthread_mutex_lock(&e->lock);
     if (e->shutdown) {
@@ -752,6 +760,7 @@ tw_status tw_engine_stats_get(tw_engine *e, const char *model, tw_engine_stats *
     for (request *r = e->running; r; r = r->next)
         if (!only || r->m == only)
             out->requests_running++;
+    admission_stats(e, out);
     uint64_t now_s = tw_now_us() / 1000000u;
     uint64_t dec = 0, pre = 0;
     for (int i = 0; i < 60; i++) {

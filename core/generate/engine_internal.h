@@ -14,6 +14,7 @@
 #include "tw/pool.h"
 #include "tw/tokenizer.h"
 
+#include "admission.h"
 #include "cache/engine_cache.h"
 
 #define TW_ENGINE_MAX_EOS 16
@@ -40,6 +41,10 @@ typedef struct model_entry {
     tw_model *model;
     tw_model *draft;   /* NULL: no draft model for speculative decoding */
     char draft_path[TW_MODEL_PATH_MAX]; /* where draft came from; "" without one */
+    /* Scheduler-owned: the auto speculation policy's last verdict, by
+     * tw_spec_source, carried from one request to the next (a pause in
+     * decode steps; 0: speculation paid off). */
+    uint32_t spec_auto_pause[2];
     engine_cache *cache; /* prefix cache + state store use; NULL: off */
     tw_tokenizer *tok; /* NULL: ids only */
     struct tw_chat_template *tmpl; /* NULL: no chat prompts */
@@ -97,6 +102,7 @@ typedef struct request {
     uint64_t submit_us; /* monotonic */
     atomic_bool cancel;
     uint32_t running_choices; /* scheduler-only */
+    uint64_t mem_slot, mem_held; /* admission.h: one choice's share, what is still reserved */
     bool failed;
     tw_status error;
     char error_msg[TW_ERR_MSG_MAX];
@@ -128,6 +134,7 @@ struct tw_engine {
 
     void *sched; /* scheduler-private state (scheduler.c) */
     tw_state_store *store; /* persistent state store; NULL: off */
+    engine_mem mem;        /* admission by memory (admission.h) */
 };
 
 /* Monotonic and wall clocks in microseconds / milliseconds. */
@@ -170,6 +177,9 @@ tw_status engine_spec_for_slot(const request *r, size_t max_tokens, uint64_t see
  * its model's stats (caller holds e->lock for the stats). */
 void engine_spec_usage(const struct tw_spec *sp, tw_usage *u);
 void engine_spec_stats(const struct tw_spec *sp, model_stats *ms);
+/* Keeps a finished speculator's auto verdict for the model's next request
+ * (scheduler thread only). */
+void engine_spec_remember(const struct tw_spec *sp, model_entry *m);
 
 /* Scheduler thread (scheduler.c). */
 tw_status sched_create(tw_engine *e, tw_err *err);

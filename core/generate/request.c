@@ -8,6 +8,7 @@
 
 #include "engine_internal.h"
 #include "tw/chat_template.h"
+#include "tw/long_context.h"
 
 void tw_gen_request_init(tw_gen_request *r)
 {
@@ -216,7 +217,7 @@ static tw_status build_prompt(tw_engine *e, model_entry *m, const tw_gen_request
         if (req->add_special_tokens)
             flags |= TW_ENCODE_ADD_SPECIAL;
     } else {
-        tw_status st = engine_render_chat(m, &req->chat, req->thinking.enable_thinking,
+        tw_status st = engine_render_chat(m, &req->chat, r->thinking.enable_thinking,
                                           &rendered, &len, err);
         if (st != TW_OK)
             return st;
@@ -268,6 +269,23 @@ static tw_status copy_stop(const tw_stop_params *in, request *r, tw_err *err)
     return TW_OK;
 }
 
+/* Whether a chat renders with thinking: the caller's choice, or the
+ * long-context rule's when the caller made none. */
+static tw_think_mode thinking_mode(const tw_engine *e, const tw_gen_request *req)
+{
+    if (req->prompt_kind != TW_PROMPT_CHAT)
+        return req->thinking.enable_thinking;
+    tw_long_context_rule rule;
+    tw_long_context_rule_init(&rule);
+    rule.enabled = !e->opts.no_long_context_thinking;
+    if (e->opts.long_context_chars)
+        rule.context_chars = e->opts.long_context_chars;
+    if (e->opts.short_question_chars)
+        rule.question_chars = e->opts.short_question_chars;
+    return tw_long_context_decide_chat(&rule, req->thinking.enable_thinking, req->chat.messages,
+                                       req->chat.n_messages);
+}
+
 static tw_status validate_options(const tw_engine *e, const model_entry *m,
                                   const tw_gen_request *req, tw_err *err)
 {
@@ -312,6 +330,7 @@ tw_status request_prepare(tw_engine *e, model_entry *m, const tw_gen_request *re
     r->deadline_unix_ms = req->deadline_unix_ms;
     r->logprobs = req->logprobs;
     r->thinking = req->thinking;
+    r->thinking.enable_thinking = thinking_mode(e, req);
     r->sampling = req->sampling;
     r->sampling.logit_bias = NULL;
     atomic_init(&r->cancel, false);

@@ -158,33 +158,6 @@ static bool buf_append(text_buf *b, const char *p, size_t n)
     return true;
 }
 
-static tw_status seq_take(model_entry *m, tw_seq **out, tw_err *err)
-{
-    if (m->n_free_seqs) {
-        *out = m->free_seqs[--m->n_free_seqs];
-        tw_seq_reset(*out);
-        return TW_OK;
-    }
-    return tw_seq_create(m->model, 0, out, err);
-}
-
-static void seq_give(model_entry *m, tw_seq *seq, uint32_t keep)
-{
-    if (!seq)
-        return;
-    if (!m->free_seqs) {
-        m->free_seqs = calloc(keep, sizeof *m->free_seqs);
-        if (!m->free_seqs) {
-            tw_seq_free(seq);
-            return;
-        }
-    }
-    if (m->n_free_seqs < keep)
-        m->free_seqs[m->n_free_seqs++] = seq;
-    else
-        tw_seq_free(seq);
-}
-
 static tw_status slot_setup(tw_engine *e, slot *sl, request *r, uint32_t index, tw_err *err)
 {
     model_entry *m = r->m;
@@ -210,7 +183,7 @@ static tw_status slot_setup(tw_engine *e, slot *sl, request *r, uint32_t index, 
     sl->text.len = sl->reasoning.len = 0;
     (void)e;
 
-    tw_status st = seq_take(m, &sl->seq, err);
+    tw_status st = admission_seq_take(e, r, &sl->seq, err); /* sized by the request */
     if (st == TW_OK)
         sl->prefilled = engine_cache_admit(m->cache, &sl->cache, sl->seq, r->prompt, r->n_prompt,
                                            r->cache_mode, r->cache_persist);
@@ -241,8 +214,7 @@ static tw_status slot_setup(tw_engine *e, slot *sl, request *r, uint32_t index, 
  * next request). */
 static void slot_clear(tw_engine *e, slot *sl)
 {
-    if (sl->seq)
-        seq_give(sl->m, sl->seq, e->opts.max_batch);
+    admission_slot_end(e, sl->r, sl->m, sl->seq); /* its share, and the sequence */
     sl->seq = NULL;
     tw_sampler_destroy(sl->sampler);
     tw_stop_destroy(sl->stop);
@@ -519,6 +491,26 @@ static bool spec_round(tw_engine *e, sched *s, slot *sl)
     return true;
 }
 
+/* Whether a speculating slot runs its own round this step. A round is a
+ * forward pass of its own, outside the shared batch; once other slots of
+ * the same model decode too, the batch already reads each weight once for
+ * all of them, and a side pass per slot would read everything again. So
+ * auto mode speculates only for a slot decoding alone; explicit modes
+ * always do. */
+static bool spec_this_step(const sched *s, const slot *sl)
+{
+    if (!sl->spec)
+        return false;
+    if (sl->r->speculative.mode != TW_SPEC_AUTO)
+        return true;
+    for (uint32_t i = 0; i < s->n_slots; i++) {
+        const slot *o = &s->slots[i];
+        if (o != sl && o->state == SLOT_DECODE && o->m == sl->m)
+            return false;
+    }
+    return true;
+}
+
 /* One decode step per model over all its decoding slots. */
 static void decode_step(tw_engine *e, sched *s)
 {
@@ -528,7 +520,7 @@ static void decode_step(tw_engine *e, sched *s)
     size_t total = 0;
     for (uint32_t i = 0; i < s->n_slots; i++) {
         slot *sl = &s->slots[i];
-        if (sl->state == SLOT_DECODE && !(sl->spec && spec_round(e, s, sl)))
+        if (sl->state == SLOT_DECODE && !(spec_this_step(s, sl) && spec_round(e, s, sl)))
             s->pending[total++] = sl;
     }
     for (size_t first = 0; first < total; first++) {
@@ -587,6 +579,7 @@ static void add_usage(request *r, const slot *sl)
  * records its counters. */
 static void retire(tw_engine *e, request *r, const model_stats *delta)
 {
+    admission_request_end(e, r);
     pthread_mutex_lock(&e->lock);
     request **pp = &e->running;
     while (*pp && *pp != r)
@@ -671,6 +664,7 @@ static void emit(tw_engine *e, slot *sl)
         add_usage(r, sl);
         if (sl->spec) {
             engine_spec_usage(sl->spec, &r->usage);
+            engine_spec_remember(sl->spec, sl->m);
             pthread_mutex_lock(&e->lock);
             engine_spec_stats(sl->spec, &sl->m->stats);
             pthread_mutex_unlock(&e->lock);
@@ -778,6 +772,11 @@ static void take_from_queue(tw_engine *e, sched *s)
         request *r = *pp;
         bool end = ended_why(r, now_ms) != TW_FINISH_NONE;
         bool go = !end && !blocked && r->n <= avail;
+        if (go) { /* and memory for its sequences (admission.h) */
+            admit_verdict v = admission_try(e, r);
+            go = v == ADMIT_GO;
+            end = v == ADMIT_NEVER;
+        }
         if ((!end && !go) || (end && s->n_ending == s->cap_ending)) {
             blocked = true;
             prev = r;
@@ -862,7 +861,11 @@ void *sched_main(void *arg)
         for (uint32_t i = 0; i < s->n_ending; i++) {
             request *r = s->ending[i];
             tw_finish_reason why = ended_why(r, tw_now_unix_ms());
-            end_unstarted(e, r, why == TW_FINISH_NONE ? TW_FINISH_CANCELLED : why, TW_OK, NULL);
+            if (why == TW_FINISH_NONE && r->failed) /* refused by admission */
+                end_unstarted(e, r, TW_FINISH_ERROR, r->error, r->error_msg);
+            else
+                end_unstarted(e, r, why == TW_FINISH_NONE ? TW_FINISH_CANCELLED : why, TW_OK,
+                              NULL);
         }
         for (uint32_t i = 0; i < s->n_starting; i++)
             start_request(e, s, s->starting[i]);

@@ -46,6 +46,8 @@ struct tw_spec {
     double plain_us_tok, spec_us_tok; /* EMAs, 0: no sample yet */
     uint32_t plain_samples, probe_rounds;
     uint32_t pause_left, pause_len;
+    bool has_verdict;
+    uint32_t verdict_pause; /* 0: speculation paid off */
 };
 
 static uint64_t now_us(void)
@@ -144,6 +146,12 @@ tw_status tw_spec_create(tw_model *target, tw_model *draft, size_t max_tokens,
     tw_rng_seed(&sp->rng, seed);
     sp->pause_len = AUTO_PAUSE_MIN;
     sp->pause_left = opts->auto_pause ? AUTO_WARMUP_STEPS : 0;
+    if (opts->auto_pause && opts->start_pause > AUTO_WARMUP_STEPS) {
+        /* resume a losing verdict: the next failed probe pauses longer */
+        uint32_t p = opts->start_pause > AUTO_PAUSE_MAX ? AUTO_PAUSE_MAX : opts->start_pause;
+        sp->pause_left = p;
+        sp->pause_len = p * 2 > AUTO_PAUSE_MAX ? AUTO_PAUSE_MAX : p * 2;
+    }
     *out = sp;
     return TW_OK;
 fail:
@@ -299,6 +307,8 @@ static void adapt(tw_spec *sp, size_t acc, uint64_t dt)
     if (sp->spec_us_tok > sp->plain_us_tok) {
         /* slower than plain decoding: pause, longer after each failed probe */
         sp->pause_left = sp->pause_len;
+        sp->has_verdict = true;
+        sp->verdict_pause = sp->pause_len;
         sp->pause_len = sp->pause_len * 2 > AUTO_PAUSE_MAX ? AUTO_PAUSE_MAX : sp->pause_len * 2;
         sp->probe_rounds = 0;
         sp->spec_us_tok = 0.0;
@@ -306,6 +316,8 @@ static void adapt(tw_spec *sp, size_t acc, uint64_t dt)
         sp->plain_samples = 0;
     } else {
         sp->pause_len = AUTO_PAUSE_MIN;
+        sp->has_verdict = true;
+        sp->verdict_pause = 0;
     }
 }
 
@@ -343,3 +355,10 @@ tw_status tw_spec_finish(tw_spec *sp, tw_seq *seq, size_t kept, tw_err *err)
 }
 
 void tw_spec_get_counters(const tw_spec *sp, tw_spec_counters *out) { *out = sp->c; }
+
+bool tw_spec_auto_verdict(const tw_spec *sp, tw_spec_source *source, uint32_t *pause)
+{
+    *source = sp->draft ? TW_SPEC_SOURCE_DRAFT : TW_SPEC_SOURCE_LOOKUP;
+    *pause = sp->verdict_pause;
+    return sp->o.auto_pause && sp->has_verdict;
+}

@@ -59,6 +59,8 @@ tw_status engine_spec_for_slot(const request *r, size_t max_tokens, uint64_t see
     if (o.max_draft > TW_SPEC_MAX_DRAFT)
         o.max_draft = TW_SPEC_MAX_DRAFT;
     o.auto_pause = so->mode == TW_SPEC_AUTO;
+    if (o.auto_pause)
+        o.start_pause = m->spec_auto_pause[o.source];
     tw_spec *sp;
     tw_status st = tw_spec_create(m->model, draft ? m->draft : NULL, max_tokens, &o,
                                   &r->sampling, seed, &sp, err);
@@ -82,6 +84,14 @@ void engine_spec_usage(const struct tw_spec *sp, tw_usage *u)
     tw_spec_get_counters(sp, &c);
     u->drafted_tokens = sat32((uint64_t)u->drafted_tokens + c.drafted);
     u->accepted_tokens = sat32((uint64_t)u->accepted_tokens + c.accepted);
+}
+
+void engine_spec_remember(const struct tw_spec *sp, model_entry *m)
+{
+    tw_spec_source src;
+    uint32_t pause;
+    if (sp && tw_spec_auto_verdict(sp, &src, &pause))
+        m->spec_auto_pause[src] = pause;
 }
 
 void engine_spec_stats(const struct tw_spec *sp, model_stats *ms)

@@ -97,3 +97,23 @@ float tw_dot_f32(const float *a, const float *b, size_t n)
 {
     return tw_isa_current()->dot_f32(a, b, n);
 }
+
+void tw_dot_rows_f32(const float *q, const float *K, size_t n, size_t d, float *out)
+{
+    tw_isa_current()->dot_rows_f32(q, K, n, d, out);
+}
+
+void tw_axpy_rows_f32(const float *p, const float *V, size_t n, size_t d, float *acc)
+{
+    tw_isa_current()->axpy_rows_f32(p, V, n, d, acc);
+}
+
+float tw_exp_shift_f32(float *x, size_t n, float mx)
+{
+    return tw_isa_current()->exp_shift_f32(x, n, mx);
+}
+
+void tw_silu_mul_f32(float *g, const float *u, size_t n)
+{
+    tw_isa_current()->silu_mul_f32(g, u, n);
+}

@@ -91,7 +91,7 @@ TW_AVX512 TW_TILE void tile_q32(const uint8_t *w, size_t row_bytes, size_t nb,
 }
 
 /* Same tile order as the AVX2 driver: 1 row x 4 activations for batches,
- * 4 rows x 1 activation for decode, exact-size tiles for remainders. */
+ * one row at a time for decode and the remainder activations. */
 #define TILE_DRIVER(name, is_q4)                                                                \
     TW_AVX512 static void rows_##name(const uint8_t *w, size_t row_bytes, size_t rows,           \
                                       size_t cols, const tw_act *acts, size_t n_act, float *y,   \
@@ -103,15 +103,10 @@ TW_AVX512 TW_TILE void tile_q32(const uint8_t *w, size_t row_bytes, size_t nb,
             for (size_t r = 0; r < rows; r++)                                                   \
                 tile_q32(w + r * row_bytes, row_bytes, nb, acts + t, y + t * y_stride + r,       \
                          y_stride, 1, 4, is_q4);                                                \
-        for (; t < n_act; t++) {                                                                \
-            size_t r = 0;                                                                       \
-            for (; r + 4 <= rows; r += 4)                                                       \
-                tile_q32(w + r * row_bytes, row_bytes, nb, acts + t, y + t * y_stride + r,       \
-                         y_stride, 4, 1, is_q4);                                                \
-            for (; r < rows; r++)                                                               \
+        for (; t < n_act; t++)                                                                  \
+            for (size_t r = 0; r < rows; r++)                                                   \
                 tile_q32(w + r * row_bytes, row_bytes, nb, acts + t, y + t * y_stride + r,       \
                          y_stride, 1, 1, is_q4);                                                \
-        }                                                                                       \
     }
 
 TILE_DRIVER(q8_0, 0)

@@ -62,12 +62,28 @@ typedef void (*tw_dequant_fn)(const void *src, float *dst, size_t n);
 
 typedef float (*tw_dot_fn)(const float *a, const float *b, size_t n);
 
+/* out[i] = dot(q, K + i * d) for i < n: the attention scores of one query
+ * against n consecutive keys. Each score is computed by the same sequence of
+ * operations whatever n is, so a key's score does not depend on how the
+ * keys around it are grouped. */
+typedef void (*tw_dot_rows_fn)(const float *q, const float *K, size_t n, size_t d, float *out);
+
+/* acc[j] += sum_i p[i] * V[i * d + j] for j < d, adding the rows in order i
+ * = 0, 1, ...: the value half of attention. */
+typedef void (*tw_axpy_rows_fn)(const float *p, const float *V, size_t n, size_t d, float *acc);
+
 typedef struct tw_isa_table {
     const char *name;
     tw_rows_fn rows[TW_KTYPE_COUNT];
     tw_dequant_fn dequant[TW_KTYPE_COUNT];
     tw_actq_fn quant_act[3]; /* indexed by tw_act_kind; [TW_ACT_F32] unused */
     tw_dot_fn dot_f32;
+    tw_dot_rows_fn dot_rows_f32;
+    tw_axpy_rows_fn axpy_rows_f32;
+    /* x[i] = exp(x[i] - mx), returning the sum (tw_exp_shift_f32) */
+    float (*exp_shift_f32)(float *x, size_t n, float mx);
+    /* g[i] = silu(g[i]) * u[i] (tw_silu_mul_f32) */
+    void (*silu_mul_f32)(float *g, const float *u, size_t n);
     /* Bit tw_ktype_index(type) set: large batches of this type run faster on
      * the integer tile kernels than on dequantized tiles + sgemm. */
     unsigned prefill_int8;

@@ -1,6 +1,7 @@
 /* Portable kernels: activation quantization and row dot products for every
  * weight type. They define the integer arithmetic the SIMD variants must
  * reproduce exactly; only the order of the final float sums may differ. */
+#include <math.h>
 #include <string.h>
 
 #include "kernels/blocks.h"
@@ -128,6 +129,35 @@ static float dot_f32(const float *a, const float *b, size_t n)
     for (size_t i = 0; i < n; i++)
         s += a[i] * b[i];
     return s;
+}
+
+static void dot_rows_f32(const float *q, const float *K, size_t n, size_t d, float *out)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = dot_f32(q, K + i * d, d);
+}
+
+static void axpy_rows_f32(const float *p, const float *V, size_t n, size_t d, float *acc)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < d; j++)
+            acc[j] += p[i] * V[i * d + j];
+}
+
+static float exp_shift_f32(float *x, size_t n, float mx)
+{
+    float sum = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    return sum;
+}
+
+static void silu_mul_f32(float *g, const float *u, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
 static void rows1_f32(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
@@ -390,4 +420,8 @@ void tw_isa_fill_scalar(tw_isa_table *t)
     t->quant_act[TW_ACT_Q8] = tw_quant_act_q8_scalar;
     t->quant_act[TW_ACT_Q8K] = tw_quant_act_q8k_scalar;
     t->dot_f32 = dot_f32;
+    t->dot_rows_f32 = dot_rows_f32;
+    t->axpy_rows_f32 = axpy_rows_f32;
+    t->exp_shift_f32 = exp_shift_f32;
+    t->silu_mul_f32 = silu_mul_f32;
 }

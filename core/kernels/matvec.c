@@ -20,8 +20,10 @@
 #define ROW_ALIGN 16
 /* Below this many activation rows, matmul uses the integer kernels with
  * each weight chunk reused across the batch; from here on, types for which
- * prefill_int8() says no switch to dequantized tiles and sgemm. */
-#define BLAS_MIN_N 16
+ * prefill_int8() says no switch to dequantized tiles and sgemm. 17, so a
+ * full decode batch or speculative verify of 16 rows stays on the integer
+ * kernels and bit-identical to single decode on every ISA. */
+#define BLAS_MIN_N 17
 /* Target bytes of one dequantized f32 weight tile, and the fewest rows a
  * tile may have: sgemm slows down sharply on narrow tiles (896x4864 weights
  * went from 74 to 89 GFLOP/s when tiles grew from 16 to 64 rows). */
@@ -172,6 +174,73 @@ static bool valid_shape(tw_type type, size_t row_bytes, size_t rows, size_t cols
     return cols > 0 && need != 0 && row_bytes >= need;
 }
 
+/* Several matrices sharing one input: the tasks of every part in one pool
+ * run, over activations quantized once. */
+typedef struct multi_job {
+    size_t n_parts;
+    mv_job parts[TW_MATMUL_MAX_PARTS];
+    int first_task[TW_MATMUL_MAX_PARTS + 1];
+} multi_job;
+
+static void multi_task(void *ctx, int task, int n_tasks, int thread)
+{
+    const multi_job *j = ctx;
+    size_t k = 0;
+    while (k + 1 < j->n_parts && task >= j->first_task[k + 1])
+        k++;
+    mv_task((void *)&j->parts[k], task - j->first_task[k], n_tasks, thread);
+}
+
+static int plan_tasks(const tw_pool *pool, size_t rows, size_t row_work, size_t *rows_per_task);
+static tw_act *prepare_acts(tw_pool *pool, const tw_isa_table *t, tw_act_kind kind,
+                            const float *x, size_t cols, size_t n);
+static bool prefill_int8(const tw_isa_table *t, tw_type type);
+
+/* The fused path of tw_matmul_multi; false when the parts cannot share one
+ * run (then each goes through tw_matmul). */
+static bool multi_rows(tw_pool *pool, const tw_matmul_part *parts, size_t n_parts, size_t cols,
+                       const float *x, size_t n)
+{
+    const tw_isa_table *t = tw_isa_current();
+    if (!pool || n_parts > TW_MATMUL_MAX_PARTS)
+        return false;
+    tw_act_kind kind = tw_act_kind_for(parts[0].type);
+    for (size_t k = 0; k < n_parts; k++) {
+        const tw_matmul_part *p = &parts[k];
+        if (!valid_shape(p->type, p->row_bytes, p->rows, cols) || tw_act_kind_for(p->type) != kind)
+            return false;
+        if (n >= BLAS_MIN_N && !prefill_int8(t, p->type))
+            return false;
+    }
+    tw_act *acts = prepare_acts(pool, t, kind, x, cols, n);
+    if (!acts)
+        return false;
+    multi_job j = {.n_parts = n_parts};
+    int tasks = 0;
+    for (size_t k = 0; k < n_parts; k++) {
+        const tw_matmul_part *p = &parts[k];
+        mv_job *m = &j.parts[k];
+        *m = (mv_job){
+            .fn = t->rows[tw_ktype_index(p->type)],
+            .w = p->w,
+            .row_bytes = p->row_bytes,
+            .rows = p->rows,
+            .cols = cols,
+            .acts = acts,
+            .n = n,
+            .y = p->y,
+        };
+        m->chunk_rows = n == 1                 ? p->rows
+                        : p->row_bytes >= 16384 ? 1
+                                                : 16384 / p->row_bytes;
+        j.first_task[k] = tasks;
+        tasks += plan_tasks(pool, p->rows, p->row_bytes, &m->rows_per_task);
+    }
+    j.first_task[n_parts] = tasks;
+    tw_pool_run_threads(pool, multi_task, &j, tasks);
+    return true;
+}
+
 void tw_matvec(tw_pool *pool, tw_type type, const void *w, size_t row_bytes, size_t rows,
                size_t cols, const float *x, float *y)
 {
@@ -307,6 +376,18 @@ void tw_matmul(tw_pool *pool, tw_type type, const void *w, size_t row_bytes, siz
     }
     for (size_t i = 0; i < n; i++)
         matvec_stack(t, type, w, row_bytes, rows, cols, x + i * cols, y + i * rows);
+}
+
+void tw_matmul_multi(tw_pool *pool, const tw_matmul_part *parts, size_t n_parts, size_t cols,
+                     const float *x, size_t n)
+{
+    if (n == 0 || n_parts == 0 || !parts)
+        return;
+    if (multi_rows(pool, parts, n_parts, cols, x, n))
+        return;
+    for (size_t k = 0; k < n_parts; k++)
+        tw_matmul(pool, parts[k].type, parts[k].w, parts[k].row_bytes, parts[k].rows, cols, x, n,
+                  parts[k].y);
 }
 
 tw_status tw_kernels_reserve(tw_pool *pool, size_t max_cols, size_t max_n, tw_err *err)

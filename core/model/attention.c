@@ -54,8 +54,9 @@ static void attend_one(void *ctx, int task, int n_tasks)
     for (uint32_t t0 = start; t0 <= pos; t0 += SCORE_BLOCK) {
         uint32_t nb = pos + 1 - t0 < SCORE_BLOCK ? pos + 1 - t0 : SCORE_BLOCK;
         float bmx = -INFINITY;
+        tw_dot_rows_f32(q, K + (size_t)t0 * hd, nb, hd, sc);
         for (uint32_t i = 0; i < nb; i++) {
-            float s = tw_dot_f32(q, K + (size_t)(t0 + i) * hd, hd) * scale;
+            float s = sc[i] * scale;
             if (cap > 0.0f)
                 s = cap * tanhf(s / cap);
             sc[i] = s;
@@ -68,13 +69,8 @@ static void attend_one(void *ctx, int task, int n_tasks)
             sum *= corr;
             mx = bmx;
         }
-        for (uint32_t i = 0; i < nb; i++) {
-            float p = expf(sc[i] - mx);
-            sum += p;
-            const float *v = V + (size_t)(t0 + i) * hd;
-            for (uint32_t d = 0; d < hd; d++)
-                acc[d] += p * v[d];
-        }
+        sum += tw_exp_shift_f32(sc, nb, mx);
+        tw_axpy_rows_f32(sc, V + (size_t)t0 * hd, nb, hd, acc);
     }
     float *out = j->att + r * (size_t)c->n_heads * hd + (size_t)h * hd;
     float inv = 1.0f / sum;
@@ -108,9 +104,9 @@ void tw_attention_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_
     size_t q_stride = (size_t)c->n_heads * hd * (gated ? 2 : 1);
     size_t kv_stride = (size_t)c->n_kv_heads * hd;
 
-    tw_mat_mul(pool, &L->wq, xn, n, s->q);
-    tw_mat_mul(pool, &L->wk, xn, n, s->k);
-    tw_mat_mul(pool, &L->wv, xn, n, s->v);
+    const tw_mat *qkv[3] = {&L->wq, &L->wk, &L->wv};
+    float *const out[3] = {s->q, s->k, s->v};
+    tw_mat_mul_multi(pool, qkv, out, 3, xn, n);
     add_bias(s->q, L->bq, n, q_stride);
     add_bias(s->k, L->bk, n, kv_stride);
     add_bias(s->v, L->bv, n, kv_stride);

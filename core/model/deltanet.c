@@ -297,10 +297,9 @@ void tw_deltanet_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_b
     uint32_t nk = c->dn_k_heads, nv = c->dn_v_heads, dk = c->dn_k_dim, dv = c->dn_v_dim;
     size_t conv_dim = 2 * (size_t)nk * dk + (size_t)nv * dv;
 
-    tw_mat_mul(pool, &L->in_qkv, xn, n, s->qkv);
-    tw_mat_mul(pool, &L->in_z, xn, n, s->z);
-    tw_mat_mul(pool, &L->in_b, xn, n, s->ba_b);
-    tw_mat_mul(pool, &L->in_a, xn, n, s->ba_a);
+    const tw_mat *in[4] = {&L->in_qkv, &L->in_z, &L->in_b, &L->in_a};
+    float *const out[4] = {s->qkv, s->z, s->ba_b, s->ba_a};
+    tw_mat_mul_multi(pool, in, out, 4, xn, n);
 
     for (size_t r0 = 0; r0 < n;) {
         size_t r1 = r0 + 1;

@@ -13,16 +13,16 @@ static void glu(tw_model *m, tw_pool *pool, const tw_mat *gate, const tw_mat *up
 {
     tw_scratch *s = &m->s;
     size_t f = gate->rows;
-    tw_mat_mul(pool, gate, x, n, s->f_gate);
-    tw_mat_mul(pool, up, x, n, s->f_up);
+    const tw_mat *gu[2] = {gate, up};
+    float *const out[2] = {s->f_gate, s->f_up};
+    tw_mat_mul_multi(pool, gu, out, 2, x, n);
     float *g = s->f_gate;
     const float *u = s->f_up;
     if (m->cfg.family->act == TW_ACT_GELU_TANH) {
         for (size_t i = 0; i < n * f; i++)
             g[i] = tw_gelu_tanh(g[i]) * u[i];
     } else {
-        for (size_t i = 0; i < n * f; i++)
-            g[i] = tw_silu(g[i]) * u[i];
+        tw_silu_mul_f32(g, u, n * f);
     }
     tw_mat_mul(pool, down, g, n, y);
 }

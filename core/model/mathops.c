@@ -48,3 +48,22 @@ void tw_mat_mul(tw_pool *pool, const tw_mat *m, const float *x, size_t n, float 
     else
         tw_matmul(pool, m->type, m->w, m->row_bytes, m->rows, m->cols, x, n, y);
 }
+
+void tw_mat_mul_multi(tw_pool *pool, const tw_mat *const *mats, float *const *ys, size_t k,
+                      const float *x, size_t n)
+{
+    tw_matmul_part parts[TW_MATMUL_MAX_PARTS];
+    bool fused = k <= TW_MATMUL_MAX_PARTS;
+    for (size_t i = 0; fused && i < k; i++) {
+        fused = mats[i]->cols == mats[0]->cols;
+        parts[i] = (tw_matmul_part){.type = mats[i]->type, .w = mats[i]->w,
+                                    .row_bytes = mats[i]->row_bytes, .rows = mats[i]->rows,
+                                    .y = ys[i]};
+    }
+    if (fused && k > 0) {
+        tw_matmul_multi(pool, parts, k, mats[0]->cols, x, n);
+        return;
+    }
+    for (size_t i = 0; i < k; i++)
+        tw_mat_mul(pool, mats[i], x, n, ys[i]);
+}

@@ -197,6 +197,11 @@ float tw_gelu_tanh(float x);
 float tw_sigmoid(float x);
 float tw_softplus(float x);
 void tw_mat_mul(tw_pool *pool, const tw_mat *m, const float *x, size_t n, float *y);
+/* tw_mat_mul of k (at most TW_MATMUL_MAX_PARTS) matrices with the same
+ * number of columns over the same x, y[i] receiving mats[i]'s product: one
+ * pool run and one activation quantization where the kernels allow. */
+void tw_mat_mul_multi(tw_pool *pool, const tw_mat *const *mats, float *const *ys, size_t k,
+                      const float *x, size_t n);
 
 /* ---- blocks ---- */
 void tw_attention_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_batch *b,

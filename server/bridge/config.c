@@ -17,6 +17,7 @@ void tw_bridge_config_defaults(tw_bridge_config *c)
     snprintf(c->engine_pub, sizeof c->engine_pub, "tcp://127.0.0.1:7471");
     c->max_body_bytes = (size_t)8 << 20;
     c->request_timeout_ms = 600000;
+    c->read_timeout_ms = 30000;
     c->probe_interval_ms = 500;
     c->probe_timeout_ms = 1000;
     c->workers = 64;
@@ -118,6 +119,11 @@ static tw_status apply(tw_bridge_config *c, const char *name, const char *v, tw_
             c->request_timeout_ms = (uint32_t)(x * 1000);
         return st;
     }
+    if (!strcmp(name, "read_timeout_ms")) {
+        if ((st = parse_u64(name, v, 10, 3600000, &x, err)) == TW_OK)
+            c->read_timeout_ms = (uint32_t)x;
+        return st;
+    }
     if (!strcmp(name, "probe_interval_ms")) {
         if ((st = parse_u64(name, v, 50, 60000, &x, err)) == TW_OK)
             c->probe_interval_ms = (uint32_t)x;
@@ -193,6 +199,7 @@ const char *tw_bridge_config_usage(void)
            "  --api-key-file FILE      accept the keys in FILE, one per line\n"
            "  --max-body-bytes N       larger request bodies get 413 (default 8388608)\n"
            "  --request-timeout-s N    per-request limit (default 600)\n"
+           "  --read-timeout-ms N      a request body must arrive within N ms (default 30000)\n"
            "  --probe-interval-ms N    engine reachability check period (default 500)\n"
            "  --probe-timeout-ms N     engine health call timeout (default 1000)\n"
            "  --workers N              requests handled at once (default 64)\n"

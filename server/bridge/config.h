@@ -26,6 +26,7 @@ typedef struct tw_bridge_config {
     size_t n_keys;                       /* 0: no authentication */
     size_t max_body_bytes;               /* larger bodies get 413 */
     uint32_t request_timeout_ms;         /* per request, engine work included */
+    uint32_t read_timeout_ms;            /* a request body must arrive within this */
     uint32_t probe_interval_ms;
     uint32_t probe_timeout_ms;
     unsigned workers;                    /* requests handled at once */
@@ -34,7 +35,8 @@ typedef struct tw_bridge_config {
 } tw_bridge_config;
 
 /* Fills the defaults: listen http://127.0.0.1:8080, engine
- * tcp://127.0.0.1:7470 / :7471, 8 MiB bodies, 600 s timeout, 64 workers. */
+ * tcp://127.0.0.1:7470 / :7471, 8 MiB bodies, 600 s timeout, 30 s to read a
+ * body, 64 workers. */
 void tw_bridge_config_defaults(tw_bridge_config *c);
 
 /* Adds an API key (stored as its digest). INVALID_ARGUMENT for an empty key

@@ -28,6 +28,7 @@ struct tw_bridge_http {
     pthread_cond_t cv;
     http_job *head, *tail;
     unsigned queued;
+    unsigned busy; /* workers running a job */
     bool stopping;
     pthread_t *threads;
     unsigned n_threads;
@@ -152,8 +153,12 @@ static int read_body(http_job *job, size_t max, char **body, size_t *len, int *b
     }
     nng_iov iov = {.iov_buf = buf, .iov_len = (size_t)n};
     nng_aio_set_iov(job->io, 1, &iov);
+    /* A client that stalls mid-body holds a worker: bound it by the read
+     * timeout, not by the far longer time generation may take. */
+    nng_aio_set_timeout(job->io, (nng_duration)job->server->b->cfg->read_timeout_ms);
     nng_http_conn_read_all(job->conn, job->io);
     nng_aio_wait(job->io);
+    nng_aio_set_timeout(job->io, (nng_duration)job->server->b->cfg->request_timeout_ms);
     if (nng_aio_result(job->io) != 0) {
         free(buf);
         job->body_unread = true;
@@ -201,7 +206,7 @@ static void run_job(tw_bridge_http *h, http_job *job)
     if (r < 0) {
         /* The client went away (or sent too slowly); drop the connection. */
         nng_aio_finish(job->aio, NNG_ECONNRESET);
-        resp.status = 400;
+        resp.status = 408;
         resp.route = TW_BRIDGE_ROUTE_OTHER;
     } else if (bad_request) {
         tw_bridge_apierr ae;
@@ -250,11 +255,13 @@ static void *worker_main(void *arg)
         if (!h->head)
             h->tail = NULL;
         h->queued--;
+        h->busy++;
         pthread_mutex_unlock(&h->mu);
         run_job(h, job);
         nng_aio_free(job->io);
         free(job);
         pthread_mutex_lock(&h->mu);
+        h->busy--;
     }
     pthread_mutex_unlock(&h->mu);
     return NULL;
@@ -293,7 +300,8 @@ static void on_request(nng_aio *aio)
     job->conn = conn;
     job->server = h;
     pthread_mutex_lock(&h->mu);
-    bool full = h->stopping || h->queued >= h->b->cfg->queue + h->n_threads;
+    /* Admitted while a worker is free or the queue has room. */
+    bool full = h->stopping || h->queued + h->busy >= h->b->cfg->queue + h->n_threads;
     if (!full) {
         if (h->tail)
             h->tail->next = job;

@@ -268,6 +268,10 @@ static tw_status map_one_message(const json_t *msg, size_t i, tw_bridge_arena *a
         tw_bridge_path_index(path, sizeof path, "messages", i, "content");
         return missing(ae, path);
     }
+    /* SDKs send `content: null` beside tool calls; chat templates test the
+     * content as a string, so it goes on as an empty one. */
+    if (!has_content)
+        m->content = (char *)"";
     return TW_OK;
 }
 

@@ -37,6 +37,13 @@ static const opt_def OPTS[] = {
     {"state-bytes", K_SIZE, "N  persistent state store budget (default 4 GiB)"},
     {"state-entries", K_U32, "N  persistent state store entry limit (default 1024)"},
     {"no-state-store", K_FLAG, "  keep no prompt state on disk"},
+    {"kv-budget-bytes", K_SIZE, "N  memory for sequence state (KV, recurrent state); requests "
+                                "that do not fit wait (0: half of available memory minus "
+                                "the models)"},
+    {"long-context-thinking", K_STR, "on|off  think when a long context ends in a short "
+                                     "question and the request did not choose (default on)"},
+    {"long-context-chars", K_U32, "N  context length that counts as long (default 3000)"},
+    {"short-question-chars", K_U32, "N  question length that counts as short (default 200)"},
     {"api-key", K_STR, "KEY      accepted API key (repeatable; visible in ps: prefer the "
                        "file or TOKENWIRE_API_KEY)"},
     {"api-key-file", K_STR, "FILE accepted API keys, one per line"},
@@ -297,6 +304,15 @@ static tw_status apply(loader *l, const opt_def *o, const char *v)
         return set_str(&cfg->tls_cert, v, n, err);
     if (!strcmp(n, "tls-key"))
         return set_str(&cfg->tls_key, v, n, err);
+    if (!strcmp(n, "long-context-thinking")) {
+        if (v && (!strcmp(v, "on") || !strcmp(v, "true") || !strcmp(v, "1")))
+            cfg->no_long_context_thinking = false;
+        else if (v && (!strcmp(v, "off") || !strcmp(v, "false") || !strcmp(v, "0")))
+            cfg->no_long_context_thinking = true;
+        else
+            return tw_errorf(err, TW_INVALID_ARGUMENT, "long-context-thinking must be on or off");
+        return TW_OK;
+    }
     if (!strcmp(n, "threads"))
         cfg->threads = (uint32_t)x;
     else if (!strcmp(n, "max-batch"))
@@ -313,6 +329,12 @@ static tw_status apply(loader *l, const opt_def *o, const char *v)
         cfg->state_entries = (uint32_t)x;
     else if (!strcmp(n, "no-state-store"))
         cfg->no_state_store = true;
+    else if (!strcmp(n, "kv-budget-bytes"))
+        cfg->kv_budget_bytes = x;
+    else if (!strcmp(n, "long-context-chars"))
+        cfg->long_context_chars = (uint32_t)x;
+    else if (!strcmp(n, "short-question-chars"))
+        cfg->short_question_chars = (uint32_t)x;
     else if (!strcmp(n, "max-message-bytes")) {
         if (x < 1024)
             return tw_errorf(err, TW_INVALID_ARGUMENT, "max-message-bytes must be at least 1024");

@@ -39,6 +39,10 @@ typedef struct twd_config {
     uint64_t state_bytes;   /* 0: engine default */
     uint32_t state_entries; /* 0: engine default */
     bool no_state_store;
+    uint64_t kv_budget_bytes;      /* sequence memory budget; 0: derived by the engine */
+    bool no_long_context_thinking; /* --long-context-thinking off */
+    uint32_t long_context_chars;   /* 0: engine default (3000) */
+    uint32_t short_question_chars; /* 0: engine default (200) */
     char *api_keys[TWD_MAX_API_KEYS];
     size_t n_api_keys;
     char *tls_cert; /* PEM files for tls+tcp:// listeners */

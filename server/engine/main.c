@@ -34,6 +34,10 @@ static int run(const twd_config *cfg)
     eo.state_bytes = cfg->state_bytes;
     eo.state_entries = cfg->state_entries;
     eo.no_state_store = cfg->no_state_store;
+    eo.mem_budget_bytes = cfg->kv_budget_bytes;
+    eo.no_long_context_thinking = cfg->no_long_context_thinking;
+    eo.long_context_chars = cfg->long_context_chars;
+    eo.short_question_chars = cfg->short_question_chars;
     tw_hw_choice used = {eo.threads, eo.max_batch, eo.prefill_chunk};
     tw_hw_log_choices(&hw, &used, cfg->threads != 0, cfg->max_batch != 0,
                       cfg->prefill_chunk != 0);

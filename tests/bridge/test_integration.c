@@ -8,24 +8,17 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <curl/curl.h>
-#include <fcntl.h>
 #include <jansson.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
+#include "http_client.h"
+#include "proc_fixture.h"
 #include "test_support.h"
-
-extern char **environ;
 
 static char bridge_bin[1024], engine_bin[1024];
 
@@ -35,114 +28,23 @@ static bool file_exists(const char *p)
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-static int free_port(void)
+typedef tw_test_http_result http_result;
+
+static http_result post(int port, const char *path, const char *body, const char *key)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
+    return tw_test_http("POST", port, path, body, strlen(body), key);
 }
 
-/* Starts a program with its output in log_path. */
-static pid_t spawn(char *const argv[], const char *log_path)
+static http_result get(int port, const char *path, const char *key)
 {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    pid_t pid;
-    int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    assert_int_equal(rc, 0);
-    return pid;
+    return tw_test_http("GET", port, path, NULL, 0, key);
 }
 
 /* Stops a child and checks that it exited cleanly (sanitizers report
  * through a non-zero status). */
 static void stop(pid_t pid, const char *log_path)
 {
-    kill(pid, SIGTERM);
-    int status = 0;
-    for (int i = 0; i < 200; i++) {
-        if (waitpid(pid, &status, WNOHANG) == pid)
-            goto done;
-        usleep(50000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    fail_msg("a child did not stop on SIGTERM (log %s)", log_path);
-done:
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        size_t n;
-        char *log = tw_test_read_file(log_path, &n);
-        fail_msg("child exited with status %d; log:\n%s", status, log ? log : "(none)");
-    }
-}
-
-typedef struct http_result {
-    long status;
-    char *body;
-    size_t len;
-} http_result;
-
-static size_t on_data(char *p, size_t size, size_t n, void *user)
-{
-    http_result *r = user;
-    size_t k = size * n;
-    char *b = realloc(r->body, r->len + k + 1);
-    if (!b)
-        return 0;
-    memcpy(b + r->len, p, k);
-    r->len += k;
-    b[r->len] = '\0';
-    r->body = b;
-    return k;
-}
-
-static http_result request(const char *method, int port, const char *path, const char *body,
-                           size_t body_len, const char *key)
-{
-    http_result r = {0, calloc(1, 1), 0};
-    CURL *c = curl_easy_init();
-    assert_non_null(c);
-    char url[256];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    char auth[128];
-    if (key) {
-        snprintf(auth, sizeof auth, "Authorization: Bearer %s", key);
-        h = curl_slist_append(h, auth);
-    }
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    if (body) {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)body_len);
-    }
-    CURLcode rc = curl_easy_perform(c);
-    if (rc == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    return r;
-}
-
-static http_result post(int port, const char *path, const char *body, const char *key)
-{
-    return request("POST", port, path, body, strlen(body), key);
-}
-
-static http_result get(int port, const char *path, const char *key)
-{
-    return request("GET", port, path, NULL, 0, key);
+    tw_test_stop(pid, 10000, log_path);
 }
 
 /* Checks an OpenAI error body: {"error":{"message","type","param","code"}}. */
@@ -165,17 +67,24 @@ static void expect_error(http_result *r, long status, const char *code)
     r->body = NULL;
 }
 
+typedef struct health_probe {
+    int port;
+    long status; /* the status to wait for; 0: any answer at all */
+} health_probe;
+
+static bool health_answers(void *user)
+{
+    const health_probe *h = user;
+    http_result r = get(h->port, "/health", NULL);
+    free(r.body);
+    return h->status ? r.status == h->status : r.status != 0;
+}
+
 /* Polls GET /health until it answers `status` (or fails after ~20 s). */
 static void wait_health(int port, long status)
 {
-    for (int i = 0; i < 400; i++) {
-        http_result r = get(port, "/health", NULL);
-        free(r.body);
-        if (r.status == status)
-            return;
-        usleep(50000);
-    }
-    fail_msg("/health never answered %ld", status);
+    health_probe h = {port, status};
+    tw_test_wait_ready(0, health_answers, &h, 20000, "/health", NULL);
 }
 
 typedef struct procs {
@@ -192,7 +101,8 @@ static void start_engine(procs *p, const char *model)
     snprintf(publish, sizeof publish, "tcp://127.0.0.1:%d", p->pub);
     char *argv[] = {engine_bin,       "--listen", listen, "--publish", publish,
                     model ? "--model" : NULL, (char *)model, NULL};
-    p->engine = spawn(argv, p->engine_log);
+    tw_test_spawn_opts o = {.log_path = p->engine_log};
+    p->engine = tw_test_spawn((const char *const *)argv, &o);
 }
 
 static void start_bridge(procs *p, const char *key)
@@ -204,16 +114,11 @@ static void start_bridge(procs *p, const char *key)
     char *argv[] = {bridge_bin, "--listen", listen, "--engine", engine, "--engine-pub", pub,
                     "--max-body-bytes", "4096", "--probe-interval-ms", "100", "--workers",
                     "4", key ? "--api-key" : NULL, (char *)key, NULL};
-    p->bridge = spawn(argv, p->bridge_log);
+    tw_test_spawn_opts o = {.log_path = p->bridge_log};
+    p->bridge = tw_test_spawn((const char *const *)argv, &o);
     /* The bridge answers at once (503 without an engine). */
-    for (int i = 0; i < 200; i++) {
-        http_result r = get(p->http, "/health", NULL);
-        free(r.body);
-        if (r.status != 0)
-            return;
-        usleep(50000);
-    }
-    fail_msg("the bridge did not start");
+    health_probe h = {p->http, 0};
+    tw_test_wait_ready(p->bridge, health_answers, &h, 10000, "tokenwire-bridge", p->bridge_log);
 }
 
 static void procs_init(procs *p)
@@ -222,9 +127,9 @@ static void procs_init(procs *p)
     p->dir = tw_test_mkdtemp();
     snprintf(p->bridge_log, sizeof p->bridge_log, "%s/bridge.log", p->dir);
     snprintf(p->engine_log, sizeof p->engine_log, "%s/engine.log", p->dir);
-    p->http = free_port();
-    p->rpc = free_port();
-    p->pub = free_port();
+    p->http = tw_test_free_port();
+    p->rpc = tw_test_free_port();
+    p->pub = tw_test_free_port();
 }
 
 static void procs_fini(procs *p)
@@ -259,7 +164,7 @@ static void test_errors_auth_and_engine_restart(void **state)
     /* Routing errors. */
     r = get(p.http, "/v2/nothing", "sk-test");
     expect_error(&r, 404, "unknown_url");
-    r = request("DELETE", p.http, "/v1/models", NULL, 0, "sk-test");
+    r = tw_test_http("DELETE", p.http, "/v1/models", NULL, 0, "sk-test");
     expect_error(&r, 405, "method_not_allowed");
     r = get(p.http, "/v1/chat/completions", "sk-test");
     expect_error(&r, 405, "method_not_allowed");
@@ -455,8 +360,8 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_errors_auth_and_engine_restart),
-        cmocka_unit_test(test_generation_plain_and_streamed),
+        cmocka_unit_test_teardown(test_errors_auth_and_engine_restart, tw_test_proc_teardown),
+        cmocka_unit_test_teardown(test_generation_plain_and_streamed, tw_test_proc_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();

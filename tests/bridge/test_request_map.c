@@ -101,7 +101,7 @@ static void test_chat_full_mapping(void **state)
     assert_int_equal(c->n_messages, 4);
     assert_string_equal(c->messages[0]->role, "system");
     assert_string_equal(c->messages[1]->content, "a\nb");
-    assert_null(c->messages[2]->content);
+    assert_string_equal(c->messages[2]->content, "");
     assert_string_equal(c->messages[2]->reasoning_content, "hmm");
     assert_int_equal(c->messages[2]->n_tool_calls, 1);
     assert_string_equal(c->messages[2]->tool_calls[0]->arguments_json, "{\"x\":1}");

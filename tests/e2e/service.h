@@ -11,6 +11,8 @@
 
 #include <jansson.h>
 
+#include "http_client.h"
+
 typedef struct twt_service {
     char *dir; /* temporary directory holding the logs */
     char engine_log[1100], bridge_log[1100];
@@ -18,10 +20,6 @@ typedef struct twt_service {
     char rpc_url[64], pub_url[64];
     pid_t engine, bridge;
 } twt_service;
-
-/* Path of a program of the build tree (TW_BUILD_DIR/rel); fails the test
- * when TW_BUILD_DIR is unset. */
-void twt_build_path(char *out, size_t cap, const char *rel);
 
 /* Starts tokenwired with --model model (plus extra arguments, NULL-terminated,
  * may be NULL) and the bridge, and waits until the bridge reports the engine
@@ -31,11 +29,7 @@ void twt_service_start(twt_service *s, const char *model, const char *const *ext
 /* SIGTERM to both; each must exit with status 0 (under ASan: no leaks). */
 void twt_service_stop(twt_service *s);
 
-typedef struct twt_http_result {
-    long status; /* 0 when the request failed at the transport */
-    char *body;  /* NUL-terminated, malloc'd */
-    size_t len;
-} twt_http_result;
+typedef tw_test_http_result twt_http_result;
 
 /* POSTs a JSON body to the bridge. */
 twt_http_result twt_post(const twt_service *s, const char *path, const char *body);
@@ -45,8 +39,10 @@ json_t *twt_post_json(const twt_service *s, const char *path, const char *body);
 
 /* Runs the tokenwire CLI against the engine with the given arguments
  * (NULL-terminated, after the global --engine/--pub options) and returns
- * what it printed on stdout (malloc'd); *status is its exit status. */
-char *twt_run_cli(const twt_service *s, const char *const *args, int *status);
+ * what it printed on stdout (malloc'd); *status is its exit status. When
+ * err_text is not NULL it receives what it printed on stderr (malloc'd). */
+char *twt_run_cli(const twt_service *s, const char *const *args, int *status,
+                  char **err_text);
 
 /* Looks like a Python function: "def ", a colon, and "return" or an
  * indented line. */

@@ -351,6 +351,12 @@ static void test_tokenize_detokenize(void **state)
     json_decref(cases);
 }
 
+static void expect_no_think_markers(const char *what, const char *out)
+{
+    if (strstr(out, "<think>") || strstr(out, "</think>"))
+        fail_msg("%s printed think markers on stdout:\n%s", what, out);
+}
+
 /* The CLI asked for a Python function answers with Python. */
 static void test_cli_chat_and_generate(void **state)
 {
@@ -360,18 +366,20 @@ static void test_cli_chat_and_generate(void **state)
     const char *chat_args[] = {"chat",   "--system",      SYSTEM, "--max-tokens",
                                "80",     "--temperature", "0",    prompt,
                                NULL};
-    char *out = twt_run_cli(&g_svc, chat_args, &status);
+    char *out = twt_run_cli(&g_svc, chat_args, &status, NULL);
     assert_int_equal(status, 0);
     if (!twt_looks_like_python(out))
         fail_msg("tokenwire chat printed:\n%s", out);
+    expect_no_think_markers("tokenwire chat", out);
     free(out);
 
     const char *stream_args[] = {"chat", "--stream", "--max-tokens", "64", "--temperature",
                                  "0",    prompt,     NULL};
-    out = twt_run_cli(&g_svc, stream_args, &status);
+    out = twt_run_cli(&g_svc, stream_args, &status, NULL);
     assert_int_equal(status, 0);
     if (!twt_looks_like_python(out))
         fail_msg("tokenwire chat --stream printed:\n%s", out);
+    expect_no_think_markers("tokenwire chat --stream", out);
     /* Without speculation </think> comes in a chunk of its own, with an id
      * and no text: its id must not be printed into the answer. */
     if (strstr(out, "8193"))
@@ -380,11 +388,49 @@ static void test_cli_chat_and_generate(void **state)
 
     const char *gen_args[] = {"generate", "--max-tokens", "40", "--temperature", "0",
                               "def fibonacci(n):\n", NULL};
-    out = twt_run_cli(&g_svc, gen_args, &status);
+    out = twt_run_cli(&g_svc, gen_args, &status, NULL);
     assert_int_equal(status, 0);
     if (!strstr(out, "return") && !strstr(out, "    "))
         fail_msg("tokenwire generate printed:\n%s", out);
     free(out);
+}
+
+/* Asked without a system prompt the model reasons first. The CLI keeps the
+ * reasoning off stdout (on stderr, without markers) and prints the same
+ * thing whether it streams or not; --hide-reasoning drops it. */
+static void test_cli_chat_reasoning_apart(void **state)
+{
+    (void)state;
+    int status;
+    const char *prompt = json_string_value(json_object_get(reference(1), "prompt"));
+    const char *plain[] = {"chat", "--max-tokens", "48", "--temperature", "0", prompt, NULL};
+    const char *streamed[] = {"chat",          "--stream", "--max-tokens", "48",
+                              "--temperature", "0",        prompt,         NULL};
+    const char *hidden[] = {"chat", "--hide-reasoning", "--max-tokens", "48",
+                            "--temperature", "0", prompt, NULL};
+    char *err_plain, *err_streamed, *err_hidden;
+    char *out_plain = twt_run_cli(&g_svc, plain, &status, &err_plain);
+    assert_int_equal(status, 0);
+    char *out_streamed = twt_run_cli(&g_svc, streamed, &status, &err_streamed);
+    assert_int_equal(status, 0);
+    char *out_hidden = twt_run_cli(&g_svc, hidden, &status, &err_hidden);
+    assert_int_equal(status, 0);
+
+    expect_no_think_markers("tokenwire chat", out_plain);
+    expect_no_think_markers("tokenwire chat --stream", out_streamed);
+    expect_no_think_markers("tokenwire chat --hide-reasoning", out_hidden);
+    if (!*err_plain || strstr(err_plain, "<think>") || strstr(err_plain, "</think>"))
+        fail_msg("tokenwire chat: reasoning on stderr:\n%s", err_plain);
+    assert_string_equal(out_streamed, out_plain);
+    assert_string_equal(err_streamed, err_plain);
+    assert_string_equal(out_hidden, out_plain);
+    assert_string_equal(err_hidden, "");
+    free(out_plain);
+    free(out_streamed);
+    free(out_hidden);
+    free(err_plain);
+    free(err_streamed);
+    free(err_hidden);
 }
 
 static int setup(void **state)
@@ -450,6 +496,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_max_tokens),
         cmocka_unit_test(test_tokenize_detokenize),
         cmocka_unit_test(test_cli_chat_and_generate),
+        cmocka_unit_test(test_cli_chat_reasoning_apart),
     };
     int rc = cmocka_run_group_tests(tests, setup, teardown);
     curl_global_cleanup();

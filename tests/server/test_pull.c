@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +20,7 @@
 #include "http_fixture.h"
 #include <nng/nng.h>
 
+#include "proc_fixture.h"
 #include "test_support.h"
 
 #define DOWNLOAD_LIMIT "1048576"
@@ -50,20 +50,12 @@ static void sha256_hex(const void *p, size_t n, char out[65])
 
 static int run_convert(const char *out)
 {
-    const char *build = getenv("TW_BUILD_DIR");
     char prog[1024], src[1024];
-    snprintf(prog, sizeof prog, "%s/tools/convert/tw-convert", build);
-    snprintf(src, sizeof src, "%s/../tests/data/golden/qwen2_mqa", build);
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (!freopen("/dev/null", "w", stdout))
-            _exit(126);
-        execl(prog, prog, src, out, (char *)NULL);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    tw_test_build_path(prog, sizeof prog, "tools/convert/tw-convert");
+    tw_test_build_path(src, sizeof src, "../tests/data/golden/qwen2_mqa");
+    const char *argv[] = {prog, src, out, NULL};
+    tw_test_spawn_opts o = {.out_path = "/dev/null"};
+    return tw_test_run(argv, &o, 60000);
 }
 
 static int group_setup(void **state)

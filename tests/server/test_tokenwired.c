@@ -11,105 +11,33 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
+#include "daemon_fixture.h"
 #include "test_support.h"
-#include "tokenwire/client.h"
 
-typedef struct daemon_proc {
-    pid_t pid;
-    char *dir;
-    char rpc[300];
-    char pub[300];
-} daemon_proc;
-
-static void daemon_start(daemon_proc *d, const char *const *extra, const char *env_key)
+static void daemon_start(twt_daemon *d, const char *const *extra, const char *env_key)
 {
-    const char *build = getenv("TW_BUILD_DIR");
-    assert_non_null(build);
-    char prog[1024];
-    snprintf(prog, sizeof prog, "%s/server/engine/tokenwired", build);
-    d->dir = tw_test_mkdtemp();
-    assert_non_null(d->dir);
-    snprintf(d->rpc, sizeof d->rpc, "ipc://%s/rpc", d->dir);
-    snprintf(d->pub, sizeof d->pub, "ipc://%s/pub", d->dir);
-    const char *argv[32];
-    int n = 0;
-    argv[n++] = prog;
-    argv[n++] = "--listen";
-    argv[n++] = d->rpc;
-    argv[n++] = "--publish";
-    argv[n++] = d->pub;
-    argv[n++] = "--rpc-contexts";
-    argv[n++] = "16";
-    for (; extra && *extra && n < 30; extra++)
-        argv[n++] = *extra;
-    argv[n] = NULL;
-    d->pid = fork();
-    assert_true(d->pid >= 0);
-    if (d->pid == 0) {
-        if (env_key)
-            setenv("TOKENWIRE_API_KEY", env_key, 1);
-        else
-            unsetenv("TOKENWIRE_API_KEY");
-        execv(prog, (char *const *)argv);
-        _exit(127);
-    }
-    /* Ready once it answers anything at all. */
-    tw_client_opts o;
-    tw_client_opts_init(&o);
-    o.rpc_url = d->rpc;
-    o.pub_url = "";
-    o.timeout_ms = 300;
-    tw_client *c;
-    assert_int_equal(tw_client_open(&o, &c, NULL), TW_OK);
-    tw_status st = TW_UNAVAILABLE;
-    for (int i = 0; i < 100; i++) {
-        Tokenwire__V1__Reply *rep = NULL;
-        st = tw_client_health(c, NULL, &rep, NULL);
-        tw_wire_free_reply(rep);
-        if (st != TW_UNAVAILABLE && st != TW_DEADLINE_EXCEEDED)
-            break;
-        int status;
-        assert_int_equal(waitpid(d->pid, &status, WNOHANG), 0); /* still running */
-    }
-    tw_client_close(c);
-    assert_true(st != TW_UNAVAILABLE && st != TW_DEADLINE_EXCEEDED);
+    twt_daemon_init(d);
+    d->api_key_env = env_key;
+    twt_daemon_start(d, extra);
 }
 
-static void daemon_stop(daemon_proc *d)
+static void daemon_stop(twt_daemon *d)
 {
-    assert_int_equal(kill(d->pid, SIGTERM), 0);
-    int status = 0;
-    assert_int_equal(waitpid(d->pid, &status, 0), d->pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
-    tw_test_rmtree(d->dir);
-    free(d->dir);
+    twt_daemon_stop(d);
+    twt_daemon_cleanup(d);
 }
 
-static tw_client *connect_to(const daemon_proc *d, const char *key)
+static tw_client *connect_to(const twt_daemon *d, const char *key)
 {
-    tw_client_opts o;
-    tw_client_opts_init(&o);
-    o.rpc_url = d->rpc;
-    o.pub_url = d->pub;
-    o.api_key = key;
-    o.timeout_ms = 20000;
-    o.stream_poll_ms = 200;
-    tw_client *c = NULL;
-    tw_err err;
-    assert_int_equal(tw_client_open(&o, &c, &err), TW_OK);
-    return c;
+    return twt_connect_key(d, key, 20000);
 }
 
 /* Sends raw bytes on a plain REQ socket and decodes the answer. */
-static Tokenwire__V1__Reply *raw_call(const daemon_proc *d, const void *buf, size_t len)
+static Tokenwire__V1__Reply *raw_call(const twt_daemon *d, const void *buf, size_t len)
 {
     nng_socket s;
     assert_int_equal(nng_req0_open(&s), 0);
@@ -141,7 +69,7 @@ static void expect_health_ok(tw_client *c)
 static void test_health_and_bad_requests(void **state)
 {
     (void)state;
-    daemon_proc d;
+    twt_daemon d;
     daemon_start(&d, NULL, NULL);
     tw_client *c = connect_to(&d, NULL);
 
@@ -230,7 +158,7 @@ static void test_health_and_bad_requests(void **state)
 static void test_auth(void **state)
 {
     (void)state;
-    daemon_proc d;
+    twt_daemon d;
     const char *extra[] = {"--api-key", "cli-key", NULL};
     daemon_start(&d, extra, "env-key");
     Tokenwire__V1__Reply *rep = NULL;
@@ -261,7 +189,7 @@ static void test_auth(void **state)
 static void test_oversized_request(void **state)
 {
     (void)state;
-    daemon_proc d;
+    twt_daemon d;
     const char *extra[] = {"--max-message-bytes", "4096", NULL};
     daemon_start(&d, extra, NULL);
     tw_client *c = connect_to(&d, NULL);
@@ -301,7 +229,7 @@ static void *hammer(void *p)
 static void test_concurrent_callers(void **state)
 {
     (void)state;
-    daemon_proc d;
+    twt_daemon d;
     daemon_start(&d, NULL, NULL);
     tw_client *c = connect_to(&d, NULL);
     pthread_t th[8];
@@ -400,7 +328,7 @@ static void test_generate_golden(void **state)
     golden gd;
     char model_dir[1024];
     load_golden(shared, &gd, model_dir, sizeof model_dir);
-    daemon_proc d;
+    twt_daemon d;
     const char *extra[] = {"--model", model_dir, "--model-name", "qwen2", "--threads", "2",
                            NULL};
     daemon_start(&d, extra, NULL);
@@ -483,11 +411,11 @@ static void test_generate_golden(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_health_and_bad_requests),
-        cmocka_unit_test(test_auth),
-        cmocka_unit_test(test_oversized_request),
-        cmocka_unit_test(test_concurrent_callers),
-        cmocka_unit_test(test_generate_golden),
+        cmocka_unit_test_teardown(test_health_and_bad_requests, twt_daemon_teardown),
+        cmocka_unit_test_teardown(test_auth, twt_daemon_teardown),
+        cmocka_unit_test_teardown(test_oversized_request, twt_daemon_teardown),
+        cmocka_unit_test_teardown(test_concurrent_callers, twt_daemon_teardown),
+        cmocka_unit_test_teardown(test_generate_golden, twt_daemon_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     nng_fini(); /* lets NNG finish freeing closed sockets before the leak check */

@@ -61,6 +61,25 @@ typedef struct tw_engine_opts {
     /* Prompts of at least this many tokens are saved to the persistent store
      * without CacheOptions.persist (default 4096; UINT32_MAX: only on request). */
     uint32_t persist_min_tokens;
+
+    /* Memory for sequence state (K/V, recurrent state, conv windows,
+     * speculative draft sequences and snapshot slots): requests that do not
+     * fit wait in the queue until running ones end; a request that could
+     * not fit even alone is refused with RESOURCE_EXHAUSTED. Sequences are
+     * sized by what a request can produce (prompt + max_tokens, plus the
+     * thinking budget on models with think tags), capped by the context.
+     * 0: half of MemAvailable at create, minus each loaded model's weights,
+     * logits and prefix cache budget (logged). */
+    uint64_t mem_budget_bytes;
+
+    /* The long-context thinking rule (tw/long_context.h): a chat whose
+     * context is longer than long_context_chars (default 3000) and whose
+     * last user message ends in a question shorter than
+     * short_question_chars (default 200) renders with thinking on when the
+     * request left enable_thinking unset. */
+    bool no_long_context_thinking; /* the rule off */
+    uint32_t long_context_chars;
+    uint32_t short_question_chars;
 } tw_engine_opts;
 
 void tw_engine_opts_init(tw_engine_opts *o);
@@ -329,8 +348,10 @@ typedef struct tw_gen_callbacks {
  * callback contract above applies. Errors: INVALID_ARGUMENT (bad parameters,
  * empty or too long prompt, text prompt for a model without tokenizer),
  * NOT_FOUND (no such model / no default model), RESOURCE_EXHAUSTED (queue
- * full), UNIMPLEMENTED (prompt_logprobs), FAILED_PRECONDITION (engine shutting
- * down). Never blocks on the scheduler. */
+ * full, or the request needs more sequence memory than the whole memory
+ * budget), UNIMPLEMENTED (prompt_logprobs), FAILED_PRECONDITION (engine
+ * shutting down). A request that fits the budget but not the memory left
+ * now waits in the queue. Never blocks on the scheduler. */
 tw_status tw_engine_submit(tw_engine *e, const tw_gen_request *req, const tw_gen_callbacks *cb,
                            void *user, uint64_t *req_id, tw_err *err);
 
@@ -391,13 +412,20 @@ typedef struct tw_engine_stats {
     uint64_t thinking_transitions[TW_TRANSITION_COUNT]; /* by tw_transition_kind */
     float decode_tokens_per_s;  /* over the last minute */
     float prefill_tokens_per_s;
-    uint64_t kv_bytes;
+    uint64_t kv_bytes;      /* sequence memory: mem_reserved_bytes + mem_pooled_bytes */
     uint64_t state_bytes;
     uint64_t uptime_s;
     uint32_t models_ready;
     uint64_t prefix_cache_bytes;  /* memory held by prefix caches */
     uint64_t state_store_bytes;   /* persistent store size on disk (engine-wide) */
     uint64_t state_store_entries;
+    /* Admission by memory (tw_engine_opts.mem_budget_bytes): the budget,
+     * what running requests reserve, and idle sequences kept for reuse
+     * (dropped first when a request needs the room). kv_bytes above is
+     * their sum. */
+    uint64_t mem_budget_bytes;
+    uint64_t mem_reserved_bytes;
+    uint64_t mem_pooled_bytes;
 } tw_engine_stats;
 
 /* Fills *out for model (NULL or "": all models summed). NOT_FOUND for an

@@ -57,16 +57,38 @@ void tw_matvec(tw_pool *pool, tw_type type, const void *w, size_t row_bytes, siz
 
 /* Prefill matmul: Y[i][r] = dot(row r of W, X[i]) for i < n, r < rows. X is
  * n x cols row-major, Y is n x rows row-major. Same layout rules as
- * tw_matvec. Below 16 rows of X, and at any n for the types where the
+ * tw_matvec. Up to 16 rows of X, and at any n for the types where the
  * dispatched ISA measured it faster (the K types; with AVX-512 VNNI also
  * Q8_0 and Q4_0), it runs the integer kernels of tw_matvec with each weight
  * row reused across the batch, and row i of Y is then bit-identical to
  * tw_matvec of X[i] (so batching decode steps never changes a sequence's
- * output). Otherwise, from 16 rows on, it dequantizes tiles of W to f32 and
+ * output). Otherwise, from 17 rows on, it dequantizes tiles of W to f32 and
  * multiplies with OpenBLAS sgemm inside pool tasks (f32 products, no
  * activation quantization). */
 void tw_matmul(tw_pool *pool, tw_type type, const void *w, size_t row_bytes, size_t rows,
                size_t cols, const float *x, size_t n, float *y);
+
+/* One matrix of a tw_matmul_multi call: rows x cols weights of `type`,
+ * rows row_bytes apart, and its output Y (n x rows). */
+typedef struct tw_matmul_part {
+    tw_type type;
+    const void *w;
+    size_t row_bytes;
+    size_t rows;
+    float *y;
+} tw_matmul_part;
+
+#define TW_MATMUL_MAX_PARTS 8
+
+/* Y_k = X W_k^T for every part k, all sharing the input X (n x cols): the
+ * same result as one tw_matmul per part, bit for bit, but where the parts
+ * take the same activation quantization and run on the integer kernels
+ * (any n up to 16, or types whose batches do), X is quantized once and all
+ * parts run in a single pool run, which saves the per-run wake-up and
+ * hand-off costs that dominate decode of small models (q/k/v, gate/up).
+ * Blocking; same thread-safety as tw_matmul. Outputs must not overlap X. */
+void tw_matmul_multi(tw_pool *pool, const tw_matmul_part *parts, size_t n_parts, size_t cols,
+                     const float *x, size_t n);
 
 /* Allocates the pool scratch needed for tw_matvec/tw_matmul calls with up to
  * max_cols columns and up to max_n activation rows, so those calls later
@@ -75,6 +97,26 @@ tw_status tw_kernels_reserve(tw_pool *pool, size_t max_cols, size_t max_n, tw_er
 
 /* f32 dot product of n elements (any n), using the dispatched ISA. */
 float tw_dot_f32(const float *a, const float *b, size_t n);
+
+/* Attention scores: out[i] = dot(q, K + i * d) for i < n (rows of K d
+ * floats apart). A key's score is the same whatever n is and wherever the
+ * key sits in K. Pure function; thread-safe; allocates nothing. */
+void tw_dot_rows_f32(const float *q, const float *K, size_t n, size_t d, float *out);
+
+/* Weighted sum of value rows: acc[j] += sum_{i<n} p[i] * V[i * d + j],
+ * rows added in order of i. Pure function of its inputs (acc read and
+ * written); thread-safe; allocates nothing. */
+void tw_axpy_rows_f32(const float *p, const float *V, size_t n, size_t d, float *acc);
+
+/* Softmax numerators: x[i] = exp(x[i] - mx) for i < n, returning their sum.
+ * SIMD ISAs use a polynomial exp within 2 ulp of expf. The result depends
+ * only on x, n and mx. Thread-safe; allocates nothing. */
+float tw_exp_shift_f32(float *x, size_t n, float mx);
+
+/* Gated-MLP activation: g[i] = silu(g[i]) * u[i] = g / (1 + exp(-g)) * u,
+ * elementwise (each output depends on g[i] and u[i] alone). Thread-safe;
+ * allocates nothing. */
+void tw_silu_mul_f32(float *g, const float *u, size_t n);
 
 /* The ISA the kernels dispatch to now: "avx512", "avx2" or "scalar". */
 const char *tw_kernels_isa(void);

@@ -64,6 +64,11 @@ typedef struct tw_spec_opts_core {
     /* Adaptive policy (the engine's "auto" mode): speculation pauses while
      * its measured speed-up is below 1 and is probed again later. */
     bool auto_pause;
+    /* With auto_pause: plain decode steps before the first round [3]. A
+     * pause carried over from an earlier speculator's verdict
+     * (tw_spec_auto_verdict), so that short requests do not each pay for
+     * probing again what the last one found. */
+    uint32_t start_pause;
 } tw_spec_opts_core;
 
 /* Running counters of one speculator. */
@@ -133,6 +138,13 @@ tw_status tw_spec_finish(tw_spec *sp, tw_seq *seq, size_t kept, tw_err *err);
 
 /* Counters so far. */
 void tw_spec_get_counters(const tw_spec *sp, tw_spec_counters *out);
+
+/* The auto policy's last verdict: false when none was reached yet (or the
+ * speculator has no auto_pause). Otherwise *pause is 0 when speculation was
+ * measured faster than plain decoding, else the pause it imposed (in decode
+ * steps), to pass as start_pause to the next speculator of the same source;
+ * *source says which source that was. */
+bool tw_spec_auto_verdict(const tw_spec *sp, tw_spec_source *source, uint32_t *pause);
 
 /* The rejection-sampling step on explicit distributions, exposed for tests:
  * given the target's p and the proposal's q over vocab tokens and the draft

@@ -382,6 +382,12 @@ static const render_case cases[] = {
     {"{{ x | int(5) }}{{ '0x1A' | int(0, 16) }}{{ '12abc' | int }}{{ ' 42 ' | int }}{{ '1_000' | int }}",
      "{\"x\": \"nope\"}",
      "5260421000"},
+    /* Found by tests/fuzz/fuzz_chat_template: an attribute path part of
+     * digits too long for an index overflowed while being read as one; it
+     * is a key. */
+    {"{{ x | map(attribute='77777777777777777777') | first }}",
+     "{\"x\": [{\"77777777777777777777\": 5}]}",
+     "5"},
 };
 
 static void test_rendering_table(void **state)

@@ -305,8 +305,8 @@ static void test_golden_shared(void **state)
  * at plain_us each. Records per step whether a round ran (1) or the step
  * decoded plainly (0). Real rounds take far more than 1 us and far less
  * than 10 s, so the policy's verdict does not depend on the machine. */
-static void drive_auto(uint64_t plain_us, bool reject, char *trace, size_t steps,
-                       tw_spec_counters *cnt)
+static void drive_auto(uint64_t plain_us, bool reject, uint32_t start_pause, char *trace,
+                       size_t steps, tw_spec_counters *cnt, uint32_t *verdict)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/qwen3_5_mix", TW_REPO_GOLDEN);
@@ -322,7 +322,8 @@ static void drive_auto(uint64_t plain_us, bool reject, char *trace, size_t steps
     tw_sampling_params sp_params;
     tw_sampling_params_init(&sp_params);
     sp_params.temperature = 0.0f;
-    tw_spec_opts_core o = {.source = TW_SPEC_SOURCE_LOOKUP, .max_draft = 4, .auto_pause = true};
+    tw_spec_opts_core o = {.source = TW_SPEC_SOURCE_LOOKUP, .max_draft = 4, .auto_pause = true,
+                           .start_pause = start_pause};
     tw_spec *sp;
     assert_int_equal(tw_spec_create(m, NULL, 0, &o, &sp_params, 1, &sp, &err), TW_OK);
     /* 5 6 7 5 6 7 ...: lookup always finds the continuation */
@@ -356,6 +357,10 @@ static void drive_auto(uint64_t plain_us, bool reject, char *trace, size_t steps
     }
     trace[steps] = 0;
     tw_spec_get_counters(sp, cnt);
+    tw_spec_source src;
+    *verdict = UINT32_MAX;
+    if (tw_spec_auto_verdict(sp, &src, verdict))
+        assert_int_equal(src, TW_SPEC_SOURCE_LOOKUP);
     tw_spec_free(sp);
     tw_seq_free(seq);
     free(logits);
@@ -370,19 +375,29 @@ static void test_auto_policy_pauses_and_probes(void **state)
     /* Everything rejected and a plain step costs 1 us: 3 warm-up steps,
      * 4 probe rounds, a pause of 16 steps, 4 more probes, a pause of 32
      * (doubled after the failed probe), then probing again. */
-    drive_auto(1, true, trace, 64, &c);
+    uint32_t verdict;
+    drive_auto(1, true, 0, trace, 64, &c, &verdict);
     char want[128];
     snprintf(want, sizeof want, "000" "1111" "%016d" "1111" "%032d" "1111" "0", 0, 0);
     assert_string_equal(trace, want);
     assert_int_equal(c.rounds, 12);
     assert_int_equal(c.accepted, 0);
     assert_true(c.drafted >= c.rounds);
-    /* Speculation far cheaper than plain decoding never pauses. */
-    drive_auto(10000000, false, trace, 40, &c);
+    /* The verdict (a pause of 64 steps) carries over: the next speculator
+     * starts paused that long, then probes. */
+    assert_int_equal(verdict, 64);
+    drive_auto(1, true, verdict, trace, 70, &c, &verdict);
+    snprintf(want, sizeof want, "%064d" "1111" "00", 0);
+    assert_string_equal(trace, want);
+    assert_int_equal(verdict, 128);
+    /* Speculation far cheaper than plain decoding never pauses, and says
+     * so. */
+    drive_auto(10000000, false, 0, trace, 40, &c, &verdict);
     assert_memory_equal(trace, "000", 3);
     assert_null(strchr(trace + 3, '0'));
     assert_int_equal(c.rounds, 37);
     assert_int_equal(c.accepted, c.drafted);
+    assert_int_equal(verdict, 0);
 }
 
 int main(void)

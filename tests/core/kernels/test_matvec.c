@@ -288,12 +288,12 @@ static void test_small_batch_matches_matvec(void **state)
             tw_type t = all_types[ti];
             bool int8 = t == TW_TYPE_Q4_K || t == TW_TYPE_Q5_K || t == TW_TYPE_Q6_K ||
                         (ii == 2 && (t == TW_TYPE_Q8_0 || t == TW_TYPE_Q4_0));
-            const size_t ns[] = {2, 4, 7, MAXN};
+            const size_t ns[] = {2, 4, 7, 16, MAXN};
             mat m;
             make_mat(&m, t, ROWS, COLS, &rng, false);
             for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
                 size_t n = ns[k];
-                if (n >= 16 && !int8)
+                if (n > 16 && !int8)
                     continue; /* sgemm path: f32, not bit-identical to matvec */
                 fill_x(x, n * COLS, &rng);
                 tw_matmul(pool, t, m.w, m.row_bytes, ROWS, COLS, x, n, y);
@@ -305,6 +305,58 @@ static void test_small_batch_matches_matvec(void **state)
                 }
             }
             free_mat(&m);
+        }
+    }
+    tw_kernels_force_isa(NULL, NULL);
+    tw_pool_destroy(pool);
+}
+
+/* tw_matmul_multi gives each part exactly tw_matmul's bits, fused or not:
+ * q/k/v-like parts of different heights, mixed types that share an
+ * activation layout, a mix that does not (each part on its own then), and
+ * batches on both sides of the integer/sgemm switch. */
+static void test_matmul_multi_matches_matmul(void **state)
+{
+    (void)state;
+    tw_test_rng rng = {17};
+    tw_pool *pool = NULL;
+    assert_int_equal(tw_pool_create(2, &pool, NULL), TW_OK);
+    enum { COLS = 512, MAXN = 20 };
+    static const size_t rows[3] = {64, 16, 33};
+    static const tw_type sets[][3] = {
+        {TW_TYPE_Q8_0, TW_TYPE_Q8_0, TW_TYPE_Q8_0},
+        {TW_TYPE_Q4_K, TW_TYPE_Q6_K, TW_TYPE_Q4_K},
+        {TW_TYPE_Q8_0, TW_TYPE_Q4_K, TW_TYPE_F16}, /* three activation layouts */
+        {TW_TYPE_F16, TW_TYPE_F16, TW_TYPE_F16},
+    };
+    static float x[MAXN * COLS], y[3][MAXN * 64], ref[MAXN * 64];
+    const size_t ns[] = {1, 3, 16, MAXN};
+    for (size_t ii = 0; ii < 3; ii++) {
+        if (!tw_kernels_isa_available(isas[ii]))
+            continue;
+        assert_int_equal(tw_kernels_force_isa(isas[ii], NULL), TW_OK);
+        for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
+            mat m[3];
+            tw_matmul_part parts[3];
+            for (int k = 0; k < 3; k++) {
+                make_mat(&m[k], sets[si][k], rows[k], COLS, &rng, false);
+                parts[k] = (tw_matmul_part){.type = m[k].type, .w = m[k].w,
+                                            .row_bytes = m[k].row_bytes, .rows = rows[k],
+                                            .y = y[k]};
+            }
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                size_t n = ns[ni];
+                fill_x(x, n * COLS, &rng);
+                tw_matmul_multi(pool, parts, 3, COLS, x, n);
+                for (int k = 0; k < 3; k++) {
+                    tw_matmul(pool, m[k].type, m[k].w, m[k].row_bytes, rows[k], COLS, x, n, ref);
+                    if (memcmp(ref, y[k], n * rows[k] * sizeof(float)) != 0)
+                        fail_msg("set %zu part %d [%s] n=%zu: multi differs from matmul", si, k,
+                                 isas[ii], n);
+                }
+            }
+            for (int k = 0; k < 3; k++)
+                free_mat(&m[k]);
         }
     }
     tw_kernels_force_isa(NULL, NULL);
@@ -363,6 +415,7 @@ int main(void)
         cmocka_unit_test(test_matvec_independent_of_threads),
         cmocka_unit_test(test_matmul_all_types),
         cmocka_unit_test(test_small_batch_matches_matvec),
+        cmocka_unit_test(test_matmul_multi_matches_matmul),
         cmocka_unit_test(test_reserve_and_bad_shapes),
         cmocka_unit_test(test_dot_f32),
     };

@@ -1,0 +1,96 @@
+/* The real tokenwired (serving the shipped model) and tokenwire-bridge on
+ * free loopback ports, each started with extra flags of the test's choice,
+ * plus the clients the bridge tests speak with: libcurl for whole requests,
+ * raw sockets for clients that misbehave, libtokenwire for the engine's own
+ * Stats.
+ *
+ * Everything here fails the current cmocka test on error (after printing
+ * the daemons' logs); nothing returns an error. Not thread-safe except
+ * twb_http, which any number of threads may call at once. */
+#ifndef TWB_BRIDGE_FIXTURE_H
+#define TWB_BRIDGE_FIXTURE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct twb_service {
+    char *dir; /* temporary directory holding the logs */
+    char engine_log[1100], bridge_log[1100];
+    int http, rpc, pub; /* ports */
+    char rpc_url[64], pub_url[64];
+    const char *key; /* the Bearer key the bridge wants, NULL: none */
+    pid_t engine, bridge;
+} twb_service;
+
+/* Path of a program of the build tree (TW_BUILD_DIR/rel). */
+void twb_build_path(char *out, size_t cap, const char *rel);
+
+/* True when TW_BUILD_DIR holds both daemons; prints a SKIPPED line when not. */
+bool twb_daemons_built(void);
+
+/* Picks ports and a log directory; starts nothing. */
+void twb_init(twb_service *s);
+
+/* Starts tokenwired on model with --threads 2 and the extra flags
+ * (NULL-terminated list, may be NULL). Does not wait. */
+void twb_start_engine(twb_service *s, const char *model, const char *const *extra);
+
+/* Starts the bridge with --quiet, --probe-interval-ms 100 and the extra
+ * flags, and waits until it answers HTTP. key (may be NULL) is passed as
+ * --api-key and used by twb_http. */
+void twb_start_bridge(twb_service *s, const char *key, const char *const *extra);
+
+/* Waits (~60 s at most) until the bridge lists a ready model. */
+void twb_wait_ready(twb_service *s);
+
+/* SIGTERM to whatever runs; each must exit with status 0 (sanitizers report
+ * through the status). Removes the log directory. */
+void twb_stop(twb_service *s);
+
+/* A cmocka teardown: SIGKILLs whatever a failed test left running. */
+int twb_teardown(void **state);
+
+/* Stops only the engine (same checks). */
+void twb_stop_engine(twb_service *s);
+
+/* SIGKILLs the engine, as a crash would end it. */
+void twb_kill_engine(twb_service *s);
+
+typedef struct twb_result {
+    long status; /* 0 when the request failed at the transport */
+    char *body;  /* NUL-terminated, malloc'd; free it */
+    size_t len;
+} twb_result;
+
+/* One HTTP request to the bridge with the service's key (when set).
+ * body may be NULL; body_len (SIZE_MAX: strlen) lets tests send NUL bytes. */
+twb_result twb_http(const twb_service *s, const char *method, const char *path,
+                    const char *body, size_t body_len);
+
+/* Expects an OpenAI error of `status` (and `code` when not NULL); frees r. */
+void twb_expect_error(twb_result *r, long status, const char *code);
+
+/* A TCP connection to the bridge (blocking, with a 30 s receive timeout). */
+int twb_connect(const twb_service *s);
+
+/* Writes all of data to fd; fails the test on error. */
+void twb_send_all(int fd, const char *data, size_t len);
+
+/* Reads from fd until the peer closes, len bytes arrived, or timeout_ms
+ * passed; returns what came (malloc'd, NUL-terminated). */
+char *twb_read_until_close(int fd, unsigned timeout_ms, size_t *len);
+
+typedef struct twb_stats {
+    uint64_t requests_total, generated_tokens;
+    uint32_t running, queued;
+} twb_stats;
+
+/* The engine's Stats, asked directly over its RPC socket. */
+twb_stats twb_engine_stats(const twb_service *s);
+
+/* Milliseconds on a monotonic clock. */
+uint64_t twb_now_ms(void);
+
+#endif

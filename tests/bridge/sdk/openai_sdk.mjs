@@ -1,0 +1,162 @@
+// The official OpenAI SDK for Node against a running tokenwire-bridge.
+//
+// Environment: OPENAI_SDK (path of the installed package's entry module),
+// TW_BRIDGE_URL (http://host:port/v1), TW_BRIDGE_KEY, TW_MODEL.
+// Exits 0 when every check passed; prints the first failure otherwise.
+import assert from 'node:assert/strict';
+import { pathToFileURL } from 'node:url';
+
+const sdk = await import(pathToFileURL(process.env.OPENAI_SDK).href);
+const OpenAI = sdk.default;
+const baseURL = process.env.TW_BRIDGE_URL;
+const model = process.env.TW_MODEL;
+const client = new OpenAI({ baseURL, apiKey: process.env.TW_BRIDGE_KEY, maxRetries: 0, timeout: 60000 });
+
+const checks = [];
+const check = (name, fn) => checks.push([name, fn]);
+
+check('models.list and models.retrieve', async () => {
+  const ids = [];
+  for await (const m of client.models.list()) ids.push(m.id);
+  assert.ok(ids.includes(model), `listed: ${ids}`);
+  const m = await client.models.retrieve(model);
+  assert.equal(m.id, model);
+  assert.equal(m.object, 'model');
+});
+
+check('chat completion', async () => {
+  const r = await client.chat.completions.create({
+    model,
+    messages: [{ role: 'system', content: 'You write Python.' },
+               { role: 'user', content: 'Write a function that adds two numbers.' }],
+    max_tokens: 16,
+    temperature: 0,
+  });
+  assert.equal(r.object, 'chat.completion');
+  assert.ok(r.id.startsWith('chatcmpl-'));
+  assert.equal(r.choices.length, 1);
+  assert.equal(r.choices[0].message.role, 'assistant');
+  assert.equal(typeof r.choices[0].message.content, 'string');
+  assert.ok(['stop', 'length'].includes(r.choices[0].finish_reason));
+  assert.ok(r.usage.prompt_tokens > 0);
+  // Reasoning tokens are counted apart from max_tokens by the engine.
+  assert.ok(r.usage.completion_tokens > 0);
+});
+
+check('streamed chat with include_usage equals the plain answer', async () => {
+  const req = {
+    model,
+    messages: [{ role: 'user', content: 'def fib(n):' }],
+    max_tokens: 12,
+    temperature: 0,
+  };
+  const plain = await client.chat.completions.create(req);
+  const stream = await client.chat.completions.create({
+    ...req, stream: true, stream_options: { include_usage: true },
+  });
+  let content = '', reasoning = '', finish = null, usage = null, chunks = 0;
+  for await (const chunk of stream) {
+    chunks++;
+    assert.equal(chunk.object, 'chat.completion.chunk');
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      content += c.delta.content ?? '';
+      reasoning += c.delta.reasoning_content ?? '';
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  assert.ok(chunks >= 2);
+  assert.ok(usage, 'no usage chunk');
+  assert.equal(usage.completion_tokens, plain.usage.completion_tokens);
+  assert.equal(usage.prompt_tokens, plain.usage.prompt_tokens);
+  assert.equal(finish, plain.choices[0].finish_reason);
+  assert.equal(content, plain.choices[0].message.content ?? '');
+  assert.equal(reasoning, plain.choices[0].message.reasoning_content ?? '');
+});
+
+check('text completion, plain and streamed', async () => {
+  const r = await client.completions.create({ model, prompt: 'def add(a, b):', max_tokens: 8, temperature: 0 });
+  assert.equal(r.object, 'text_completion');
+  let text = '';
+  const s = await client.completions.create({ model, prompt: 'def add(a, b):', max_tokens: 8, temperature: 0, stream: true });
+  for await (const c of s) text += c.choices[0]?.text ?? '';
+  assert.equal(text, r.choices[0].text);
+});
+
+check('unknown model is NotFoundError', async () => {
+  await assert.rejects(
+    client.chat.completions.create({ model: 'no-such-model', messages: [{ role: 'user', content: 'x' }] }),
+    (e) => e instanceof sdk.NotFoundError && e.status === 404 && e.code === 'model_not_found');
+  await assert.rejects(client.models.retrieve('no-such-model'), (e) => e instanceof sdk.NotFoundError);
+});
+
+check('bad key is AuthenticationError', async () => {
+  const bad = new OpenAI({ baseURL, apiKey: 'sk-wrong', maxRetries: 0 });
+  await assert.rejects(bad.models.list(), (e) => e instanceof sdk.AuthenticationError && e.status === 401);
+  await assert.rejects(
+    bad.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }] }),
+    (e) => e instanceof sdk.AuthenticationError);
+});
+
+check('invalid request is BadRequestError', async () => {
+  await assert.rejects(
+    client.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }], top_logprobs: 99, logprobs: true }),
+    (e) => e instanceof sdk.BadRequestError && e.status === 400);
+});
+
+const tools = [{
+  type: 'function',
+  function: {
+    name: 'get_weather',
+    description: 'The weather in a city.',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  },
+}];
+
+check('tools: request accepted, answer well formed', async () => {
+  const r = await client.chat.completions.create({
+    model, tools, tool_choice: 'auto', max_tokens: 24, temperature: 0,
+    messages: [{ role: 'user', content: 'What is the weather in Paris?' }],
+  });
+  const m = r.choices[0].message;
+  assert.equal(m.role, 'assistant');
+  if (m.tool_calls) {
+    for (const t of m.tool_calls) {
+      assert.equal(t.type, 'function');
+      assert.equal(typeof t.function.name, 'string');
+      JSON.parse(t.function.arguments);
+    }
+    assert.equal(r.choices[0].finish_reason, 'tool_calls');
+  } else {
+    assert.equal(typeof m.content, 'string');
+  }
+});
+
+check('tools: a tool round trip in the history', async () => {
+  const messages = [
+    { role: 'user', content: 'What is the weather in Paris?' },
+    { role: 'assistant', content: null, tool_calls: [{
+      id: 'call_1', type: 'function',
+      function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+    { role: 'tool', tool_call_id: 'call_1', content: '{"temperature_c": 21, "sky": "clear"}' },
+  ];
+  const r = await client.chat.completions.create({ model, tools, messages, max_tokens: 16, temperature: 0 });
+  assert.equal(r.choices[0].message.role, 'assistant');
+  assert.ok(r.usage.prompt_tokens > 20, 'the tool messages reached the prompt');
+  const s = await client.chat.completions.create({ model, tools, messages, max_tokens: 8, temperature: 0, stream: true });
+  let n = 0;
+  for await (const c of s) n += c.choices.length;
+  assert.ok(n > 0);
+});
+
+let failed = 0;
+for (const [name, fn] of checks) {
+  try {
+    await fn();
+    console.log(`ok   ${name}`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL ${name}: ${e?.stack ?? e}`);
+  }
+}
+process.exit(failed ? 1 : 0);

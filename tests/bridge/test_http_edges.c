@@ -1,0 +1,337 @@
+/* Every endpoint and every error status of the bridge over real HTTP, on
+ * the real engine serving the shipped model, and the clients that misbehave:
+ * invalid UTF-8, headers past the limit, bodies that never finish, more
+ * clients than workers. (test_integration.c covers 401, 404, 405, 413, bad
+ * JSON and the engine going away and coming back.)
+ *
+ * Arguments: the model to serve. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bridge_fixture.h"
+
+static const char *model_path;
+static const char model_name[] = "tokenwire-coder-24m-q8_0";
+
+static json_t *ok_json(twb_result *r, const char *what)
+{
+    if (r->status != 200)
+        fail_msg("%s: %ld %s", what, r->status, r->body);
+    json_t *j = json_loads(r->body, 0, NULL);
+    if (!json_is_object(j))
+        fail_msg("%s: not a JSON object: %s", what, r->body);
+    free(r->body);
+    r->body = NULL;
+    return j;
+}
+
+static void test_every_endpoint(void **state)
+{
+    (void)state;
+    twb_service s;
+    twb_init(&s);
+    twb_start_engine(&s, model_path, NULL);
+    twb_start_bridge(&s, "sk-edge", NULL);
+    twb_wait_ready(&s);
+
+    twb_result r = twb_http(&s, "GET", "/health", NULL, 0);
+    json_t *j = ok_json(&r, "health");
+    assert_string_equal(json_string_value(json_object_get(j, "status")), "ok");
+    json_decref(j);
+
+    r = twb_http(&s, "GET", "/v1/models", NULL, 0);
+    j = ok_json(&r, "models");
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(j, "data"), 0), "id")),
+                        model_name);
+    json_decref(j);
+    r = twb_http(&s, "GET", "/v1/models/tokenwire-coder-24m-q8_0", NULL, 0);
+    j = ok_json(&r, "model");
+    assert_string_equal(json_string_value(json_object_get(j, "object")), "model");
+    json_decref(j);
+    r = twb_http(&s, "HEAD", "/v1/models", NULL, 0);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+
+    r = twb_http(&s, "POST", "/v1/chat/completions",
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Write add(a, b).\"}],"
+                 "\"max_tokens\":4,\"temperature\":0}",
+                 SIZE_MAX);
+    j = ok_json(&r, "chat");
+    assert_string_equal(json_string_value(json_object_get(j, "object")), "chat.completion");
+    json_decref(j);
+    r = twb_http(&s, "POST", "/v1/chat/completions",
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":3,"
+                 "\"stream\":true}",
+                 SIZE_MAX);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "\"object\":\"chat.completion.chunk\""));
+    assert_non_null(strstr(r.body, "data: [DONE]\n\n"));
+    free(r.body);
+    r = twb_http(&s, "POST", "/v1/completions", "{\"prompt\":\"def f():\",\"max_tokens\":3}",
+                 SIZE_MAX);
+    j = ok_json(&r, "completion");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "usage"),
+                                                        "completion_tokens")),
+                     3);
+    json_decref(j);
+
+    r = twb_http(&s, "POST", "/tokenize", "{\"prompt\":\"def f():\"}", SIZE_MAX);
+    j = ok_json(&r, "tokenize");
+    json_t *tokens = json_incref(json_object_get(j, "tokens"));
+    assert_true(json_array_size(tokens) > 0);
+    assert_int_equal(json_integer_value(json_object_get(j, "count")), json_array_size(tokens));
+    json_decref(j);
+    json_t *dreq = json_pack("{s:o}", "tokens", tokens);
+    char *dbody = json_dumps(dreq, JSON_COMPACT);
+    json_decref(dreq);
+    r = twb_http(&s, "POST", "/detokenize", dbody, SIZE_MAX);
+    free(dbody);
+    j = ok_json(&r, "detokenize");
+    assert_string_equal(json_string_value(json_object_get(j, "prompt")), "def f():");
+    json_decref(j);
+
+    r = twb_http(&s, "GET", "/metrics", NULL, 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "tokenwire_engine_up 1"));
+    free(r.body);
+
+    /* 400: fields of the wrong type or value, and bodies that are not
+     * usable JSON at all. */
+    r = twb_http(&s, "POST", "/v1/chat/completions", "{\"messages\":\"hi\"}", SIZE_MAX);
+    twb_expect_error(&r, 400, "invalid_type");
+    r = twb_http(&s, "POST", "/v1/chat/completions", "{\"max_tokens\":3}", SIZE_MAX);
+    twb_expect_error(&r, 400, "missing_required_parameter");
+    r = twb_http(&s, "POST", "/v1/chat/completions",
+                 "{\"messages\":[{\"role\":\"wizard\",\"content\":\"x\"}]}", SIZE_MAX);
+    twb_expect_error(&r, 400, "invalid_value");
+    r = twb_http(&s, "POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":\"5\"}",
+                 SIZE_MAX);
+    twb_expect_error(&r, 400, "invalid_type");
+    r = twb_http(&s, "POST", "/v1/completions", "[1,2]", SIZE_MAX);
+    twb_expect_error(&r, 400, "invalid_request_body");
+    r = twb_http(&s, "POST", "/v1/completions", "", 0);
+    twb_expect_error(&r, 400, "invalid_request_body");
+    r = twb_http(&s, "POST", "/tokenize", "{}", SIZE_MAX);
+    twb_expect_error(&r, 400, "missing_required_parameter");
+    r = twb_http(&s, "POST", "/detokenize", "{\"tokens\":[\"a\"]}", SIZE_MAX);
+    twb_expect_error(&r, 400, NULL);
+    char deep[300];
+    memset(deep, '[', 200);
+    memset(deep + 200, ']', 99);
+    deep[299] = '\0';
+    char deep_body[400];
+    snprintf(deep_body, sizeof deep_body, "{\"prompt\":%s}", deep);
+    r = twb_http(&s, "POST", "/v1/completions", deep_body, SIZE_MAX);
+    twb_expect_error(&r, 400, NULL);
+
+    /* Invalid UTF-8 in every form is refused before it goes anywhere:
+     * raw bytes, an overlong encoding, a lone surrogate escape, NUL. */
+    static const char *const bad_text[] = {
+        "{\"prompt\":\"\xff\xfe\",\"max_tokens\":1}",
+        "{\"prompt\":\"\xc0\xaf\",\"max_tokens\":1}",
+        "{\"prompt\":\"\xed\xa0\x80\",\"max_tokens\":1}",
+        "{\"prompt\":\"\\ud800\",\"max_tokens\":1}",
+        "{\"prompt\":\"a\\u0000b\",\"max_tokens\":1}",
+    };
+    for (size_t i = 0; i < sizeof bad_text / sizeof bad_text[0]; i++) {
+        r = twb_http(&s, "POST", "/v1/completions", bad_text[i], SIZE_MAX);
+        twb_expect_error(&r, 400, "invalid_json");
+    }
+    static const char nul_body[] = "{\"prompt\":\"a\0b\",\"max_tokens\":1}";
+    r = twb_http(&s, "POST", "/v1/completions", nul_body, sizeof nul_body - 1);
+    twb_expect_error(&r, 400, "invalid_json");
+
+    /* 404: an unknown model on every generation route, streamed or not. */
+    r = twb_http(&s, "POST", "/v1/chat/completions",
+                 "{\"model\":\"nope\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+                 SIZE_MAX);
+    twb_expect_error(&r, 404, "model_not_found");
+    r = twb_http(&s, "POST", "/v1/chat/completions",
+                 "{\"model\":\"nope\",\"stream\":true,\"messages\":[{\"role\":\"user\","
+                 "\"content\":\"x\"}]}",
+                 SIZE_MAX);
+    twb_expect_error(&r, 404, "model_not_found");
+    r = twb_http(&s, "POST", "/v1/models/pull", "{\"source\":\"/no/such/model.gguf\"}",
+                 SIZE_MAX);
+    twb_expect_error(&r, 404, NULL);
+
+    /* 411/400 for request framing the server cannot read, on a raw socket. */
+    int fd = twb_connect(&s);
+    static const char chunked[] =
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-edge\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n5\r\n{\"a\":\r\n0\r\n\r\n";
+    twb_send_all(fd, chunked, sizeof chunked - 1);
+    char *out = twb_read_until_close(fd, 10000, NULL);
+    close(fd);
+    assert_non_null(strstr(out, "HTTP/1.1 411"));
+    assert_non_null(strstr(out, "length_required"));
+    free(out);
+    fd = twb_connect(&s);
+    static const char bad_length[] =
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-edge\r\n"
+        "Content-Length: 12abc\r\n\r\n{}";
+    twb_send_all(fd, bad_length, sizeof bad_length - 1);
+    out = twb_read_until_close(fd, 10000, NULL);
+    close(fd);
+    assert_non_null(strstr(out, "HTTP/1.1 400"));
+    assert_non_null(strstr(out, "invalid_content_length"));
+    free(out);
+
+    /* 503 once the engine is gone, for plain and streamed requests. It is
+     * killed: a clean stop while the bridge's probe calls in is a separate
+     * matter (tokenwired's shutdown). */
+    twb_kill_engine(&s);
+    for (int i = 0; i < 100; i++) {
+        r = twb_http(&s, "GET", "/health", NULL, 0);
+        free(r.body);
+        if (r.status == 503)
+            break;
+        usleep(50000);
+    }
+    r = twb_http(&s, "POST", "/v1/chat/completions",
+                 "{\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+                 SIZE_MAX);
+    twb_expect_error(&r, 503, "engine_unavailable");
+    r = twb_http(&s, "POST", "/tokenize", "{\"prompt\":\"x\"}", SIZE_MAX);
+    twb_expect_error(&r, 503, "engine_unavailable");
+    twb_stop(&s);
+}
+
+/* The engine wants a key the bridge does not have: the caller's request is
+ * fine, so the answer is a server error, not a 401. */
+static void test_engine_refuses_bridge(void **state)
+{
+    (void)state;
+    twb_service s;
+    twb_init(&s);
+    static const char *const engine_flags[] = {"--api-key", "engine-secret", NULL};
+    twb_start_engine(&s, model_path, engine_flags);
+    twb_start_bridge(&s, NULL, NULL);
+    /* The probe counts any answer as "up". */
+    twb_result r = {0};
+    for (int i = 0; i < 600; i++) {
+        r = twb_http(&s, "GET", "/v1/models", NULL, 0);
+        if (r.status == 500)
+            break;
+        free(r.body);
+        usleep(50000);
+    }
+    twb_expect_error(&r, 500, "engine_auth");
+    r = twb_http(&s, "POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1}",
+                 SIZE_MAX);
+    twb_expect_error(&r, 500, "engine_auth");
+    twb_stop(&s);
+}
+
+/* Starts a request whose body never finishes; returns the socket. */
+static int stall_body(const twb_service *s)
+{
+    int fd = twb_connect(s);
+    static const char half[] = "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                               "Content-Type: application/json\r\nContent-Length: 200\r\n\r\n"
+                               "{\"prompt\":\"def";
+    twb_send_all(fd, half, sizeof half - 1);
+    return fd;
+}
+
+static void test_slow_clients_and_overload(void **state)
+{
+    (void)state;
+    twb_service s;
+    twb_init(&s);
+    static const char *const engine_flags[] = {"--max-concurrent", "1", NULL};
+    twb_start_engine(&s, model_path, engine_flags);
+    static const char *const flags[] = {"--workers", "2", "--queue", "0",
+                                        "--read-timeout-ms", "1500", NULL};
+    twb_start_bridge(&s, NULL, flags);
+    twb_wait_ready(&s);
+
+    /* One stalled body holds one worker; the other keeps serving. */
+    uint64_t t0 = twb_now_ms();
+    int slow = stall_body(&s);
+    usleep(200000);
+    twb_result r = twb_http(&s, "POST", "/v1/completions",
+                            "{\"prompt\":\"def f():\",\"max_tokens\":2}", SIZE_MAX);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    /* The stalled client is dropped after the read timeout. */
+    char *out = twb_read_until_close(slow, 10000, NULL);
+    uint64_t dt = twb_now_ms() - t0;
+    close(slow);
+    free(out);
+    printf("stalled body dropped after %llu ms\n", (unsigned long long)dt);
+    assert_true(dt >= 1300 && dt < 6000);
+
+    /* The engine full (--max-concurrent 1, one long stream running): the
+     * next generation gets 429 with the engine's reason. */
+    static const char long_body[] =
+        "{\"prompt\":\"def f():\",\"max_tokens\":3000,\"ignore_eos\":true,\"stream\":true}";
+    char head[256];
+    snprintf(head, sizeof head,
+             "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n",
+             sizeof long_body - 1);
+    int busy = twb_connect(&s);
+    twb_send_all(busy, head, strlen(head));
+    twb_send_all(busy, long_body, sizeof long_body - 1);
+    char first[64];
+    assert_true(recv(busy, first, sizeof first, 0) > 0);
+    r = twb_http(&s, "POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1}",
+                 SIZE_MAX);
+    twb_expect_error(&r, 429, "rate_limit_exceeded");
+    close(busy);
+
+    /* Headers past the server's limit never reach a handler: the
+     * connection is refused (431, 400 or closed), and serving goes on. */
+    size_t big = 64 * 1024;
+    char *huge = malloc(big + 128);
+    assert_non_null(huge);
+    int n = snprintf(huge, 128, "GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: ");
+    memset(huge + n, 'a', big);
+    memcpy(huge + n + big, "\r\n\r\n", 4);
+    int fd = twb_connect(&s);
+    twb_send_all(fd, huge, (size_t)n + big + 4);
+    out = twb_read_until_close(fd, 10000, NULL);
+    close(fd);
+    free(huge);
+    assert_true(out[0] == '\0' || strstr(out, "HTTP/1.1 431") || strstr(out, "HTTP/1.1 400"));
+    assert_null(strstr(out, "HTTP/1.1 200"));
+    free(out);
+    r = twb_http(&s, "GET", "/health", NULL, 0);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+
+    twb_stop(&s);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s MODEL\n", argv[0]);
+        return 2;
+    }
+    model_path = argv[1];
+    if (!twb_daemons_built())
+        return 0;
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_every_endpoint, twb_teardown),
+        cmocka_unit_test_teardown(test_engine_refuses_bridge, twb_teardown),
+        cmocka_unit_test_teardown(test_slow_clients_and_overload, twb_teardown),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}

@@ -1,0 +1,181 @@
+/* The small vector kernels of attention and the gated MLP against double
+ * references, on every ISA this CPU runs, plus the grouping-independence
+ * that batched decode relies on. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+#include "tw/kernels.h"
+
+static const char *const isas[] = {"scalar", "avx2", "avx512"};
+#define N_ISAS 3
+
+static void fill(float *x, size_t n, float scale, tw_test_rng *rng)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = tw_test_rand_f32(rng) * scale;
+}
+
+/* Head sizes with and without an 8-wide or 64-wide remainder; key counts
+ * that leave 0..3 keys after the groups of four. */
+static void test_dot_rows(void **state)
+{
+    (void)state;
+    tw_test_rng rng = {3};
+    static const size_t ds[] = {1, 8, 13, 64, 80, 128, 256};
+    static const size_t ns[] = {1, 3, 4, 7, 128};
+    static float q[256], K[128 * 256], out[128], one[1];
+    for (int ii = 0; ii < N_ISAS; ii++) {
+        if (!tw_kernels_isa_available(isas[ii]))
+            continue;
+        assert_int_equal(tw_kernels_force_isa(isas[ii], NULL), TW_OK);
+        for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++) {
+            size_t d = ds[di];
+            fill(q, d, 1.0f, &rng);
+            fill(K, 128 * d, 2.0f, &rng);
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                size_t n = ns[ni];
+                tw_dot_rows_f32(q, K, n, d, out);
+                for (size_t i = 0; i < n; i++) {
+                    double ref = 0, sabs = 0;
+                    for (size_t j = 0; j < d; j++) {
+                        ref += (double)q[j] * K[i * d + j];
+                        sabs += fabs((double)q[j] * K[i * d + j]);
+                    }
+                    if (fabs(out[i] - ref) > 1e-5 * sabs + 1e-30)
+                        fail_msg("[%s] d=%zu n=%zu key %zu: %g vs %g", isas[ii], d, n, i,
+                                 (double)out[i], ref);
+                    /* the same key alone gives the same bits */
+                    tw_dot_rows_f32(q, K + i * d, 1, d, one);
+                    if (memcmp(one, &out[i], sizeof one) != 0)
+                        fail_msg("[%s] d=%zu n=%zu key %zu depends on its group", isas[ii], d,
+                                 n, i);
+                }
+            }
+        }
+    }
+    tw_kernels_force_isa(NULL, NULL);
+}
+
+static void test_axpy_rows(void **state)
+{
+    (void)state;
+    tw_test_rng rng = {4};
+    static const size_t ds[] = {1, 8, 13, 64, 72, 128, 200};
+    static const size_t ns[] = {0, 1, 5, 128};
+    static float p[128], V[128 * 200], acc[200], acc0[200];
+    for (int ii = 0; ii < N_ISAS; ii++) {
+        if (!tw_kernels_isa_available(isas[ii]))
+            continue;
+        assert_int_equal(tw_kernels_force_isa(isas[ii], NULL), TW_OK);
+        for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++) {
+            size_t d = ds[di];
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                size_t n = ns[ni];
+                fill(p, n, 1.0f, &rng);
+                fill(V, n * d, 3.0f, &rng);
+                fill(acc0, d, 5.0f, &rng);
+                memcpy(acc, acc0, d * sizeof(float));
+                tw_axpy_rows_f32(p, V, n, d, acc);
+                for (size_t j = 0; j < d; j++) {
+                    double ref = acc0[j], sabs = fabs((double)acc0[j]);
+                    for (size_t i = 0; i < n; i++) {
+                        ref += (double)p[i] * V[i * d + j];
+                        sabs += fabs((double)p[i] * V[i * d + j]);
+                    }
+                    if (fabs(acc[j] - ref) > 1e-5 * sabs + 1e-30)
+                        fail_msg("[%s] d=%zu n=%zu col %zu: %g vs %g", isas[ii], d, n, j,
+                                 (double)acc[j], ref);
+                }
+            }
+        }
+    }
+    tw_kernels_force_isa(NULL, NULL);
+}
+
+/* exp over the whole range a softmax feeds it (down to far below the
+ * point where expf underflows), and the returned sum. */
+static void test_exp_shift(void **state)
+{
+    (void)state;
+    tw_test_rng rng = {5};
+    enum { N = 203 };
+    static float x[N], in[N];
+    for (int ii = 0; ii < N_ISAS; ii++) {
+        if (!tw_kernels_isa_available(isas[ii]))
+            continue;
+        assert_int_equal(tw_kernels_force_isa(isas[ii], NULL), TW_OK);
+        for (int round = 0; round < 4; round++) {
+            float mx = 10.0f * (float)round;
+            for (size_t i = 0; i < N; i++)
+                in[i] = mx - 120.0f * (tw_test_rand_f32(&rng) * 0.5f + 0.5f);
+            in[7] = mx; /* the maximum itself: exp(0) = 1 */
+            in[8] = mx - 200.0f;
+            memcpy(x, in, sizeof x);
+            float sum = tw_exp_shift_f32(x, N, mx);
+            double ref_sum = 0;
+            for (size_t i = 0; i < N; i++) {
+                double ref = exp((double)in[i] - mx);
+                ref_sum += ref;
+                if (fabs(x[i] - ref) > 4e-7 * ref + 1e-37)
+                    fail_msg("[%s] exp(%g): %g vs %g", isas[ii], (double)(in[i] - mx),
+                             (double)x[i], ref);
+            }
+            assert_true(x[7] == 1.0f);
+            assert_true(x[8] == 0.0f);
+            assert_true(fabs(sum - ref_sum) <= 1e-6 * ref_sum);
+        }
+    }
+    tw_kernels_force_isa(NULL, NULL);
+}
+
+static void test_silu_mul(void **state)
+{
+    (void)state;
+    tw_test_rng rng = {6};
+    enum { N = 517 };
+    static float g[N], g0[N], u[N];
+    fill(g0, N, 30.0f, &rng);
+    fill(u, N, 2.0f, &rng);
+    g0[0] = 0.0f;
+    g0[1] = 100.0f;
+    g0[2] = -100.0f;
+    for (int ii = 0; ii < N_ISAS; ii++) {
+        if (!tw_kernels_isa_available(isas[ii]))
+            continue;
+        assert_int_equal(tw_kernels_force_isa(isas[ii], NULL), TW_OK);
+        memcpy(g, g0, sizeof g);
+        tw_silu_mul_f32(g, u, N);
+        for (size_t i = 0; i < N; i++) {
+            double ref = (double)g0[i] / (1.0 + exp(-(double)g0[i])) * u[i];
+            if (fabs(g[i] - ref) > 1e-6 * fabs(ref) + 1e-30)
+                fail_msg("[%s] silu(%g) * %g: %g vs %g", isas[ii], (double)g0[i], (double)u[i],
+                         (double)g[i], ref);
+        }
+        /* elementwise: a suffix alone gives the same bits */
+        memcpy(g, g0, sizeof g);
+        tw_silu_mul_f32(g + 3, u + 3, N - 3);
+        float whole[N];
+        memcpy(whole, g0, sizeof whole);
+        tw_silu_mul_f32(whole, u, N);
+        assert_memory_equal(g + 3, whole + 3, (N - 3) * sizeof(float));
+    }
+    tw_kernels_force_isa(NULL, NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dot_rows),
+        cmocka_unit_test(test_axpy_rows),
+        cmocka_unit_test(test_exp_shift),
+        cmocka_unit_test(test_silu_mul),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

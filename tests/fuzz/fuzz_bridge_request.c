@@ -1,0 +1,43 @@
+/* Maps hostile JSON request bodies to GenerateRequests, as the bridge does
+ * for /v1/chat/completions and /v1/completions (the first byte picks the
+ * endpoint), and packs the result as the engine would receive it. */
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "request_map.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    json_error_t jerr;
+    json_t *root = json_loadb((const char *)data + 1, size - 1, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        return 0;
+    tw_bridge_gen_request r = {0};
+    tw_bridge_apierr ae = {0};
+    tw_status st = (data[0] & 1) ? tw_bridge_map_completion_request(root, &r, &ae)
+                                 : tw_bridge_map_chat_request(root, &r, &ae);
+    if (st == TW_OK) {
+        size_t n = tokenwire__v1__generate_request__get_packed_size(&r.gen);
+        uint8_t *buf = malloc(n ? n : 1);
+        if (buf) {
+            tokenwire__v1__generate_request__pack(&r.gen, buf);
+            Tokenwire__V1__GenerateRequest *back =
+                tokenwire__v1__generate_request__unpack(NULL, n, buf);
+            if (!back)
+                abort();
+            tokenwire__v1__generate_request__free_unpacked(back, NULL);
+            free(buf);
+        }
+    } else if (ae.http_status < 400 || ae.http_status > 599) {
+        abort();
+    }
+    tw_bridge_gen_request_fini(&r);
+    json_decref(root);
+    return 0;
+}

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz harnesses under OUT/<harness>/.
+
+Seeds are written here (small hand-made inputs) or copied at run time from
+the repository's test data and from the reference data folder, which is
+never copied into the repository.
+
+usage: make_corpus.py OUT BUILD_DIR SHARED_DIR
+"""
+import glob
+import json
+import os
+import struct
+import subprocess
+import sys
+
+
+def put(out, name, data):
+    os.makedirs(out, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(data)
+
+
+def small_files(pattern, limit=64 * 1024):
+    return [p for p in sorted(glob.glob(pattern)) if os.path.getsize(p) <= limit]
+
+
+def safetensors(header, payload):
+    h = json.dumps(header).encode()
+    return struct.pack("<Q", len(h)) + h + payload
+
+
+def main():
+    out, build, shared = sys.argv[1:4]
+    src = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(src))
+
+    subprocess.run([os.path.join(build, "tests/fuzz/seed_wire"), mk(out, "wire")], check=True)
+    subprocess.run([os.path.join(build, "tests/fuzz/seed_gguf"), mk(out, "gguf")], check=True)
+
+    st = os.path.join(out, "safetensors")
+    f32 = struct.pack("<4f", 1.0, -2.0, 0.5, 3.0)
+    put(st, "f32", safetensors({"w": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+                               "__metadata__": {"format": "pt"}}, f32))
+    put(st, "mixed", safetensors({
+        "a": {"dtype": "F16", "shape": [2], "data_offsets": [0, 4]},
+        "b": {"dtype": "BF16", "shape": [2], "data_offsets": [4, 8]},
+        "c": {"dtype": "I8", "shape": [], "data_offsets": [8, 9]},
+        "d": {"dtype": "F64", "shape": [1, 1], "data_offsets": [9, 17]}},
+        struct.pack("<2e", 1.0, -0.5) + b"\x80\x3f\x00\xc0" + b"\x07" + struct.pack("<d", 2.5)))
+    put(st, "empty", safetensors({}, b""))
+
+    mc = os.path.join(out, "model_config")
+    for p in small_files(os.path.join(root, "tests/data/golden/*/config.json")):
+        put(mc, os.path.basename(os.path.dirname(p)), open(p, "rb").read())
+
+    tk = os.path.join(out, "tokenize")
+    for i, p in enumerate(small_files(os.path.join(shared, "vocab/*.inp"))):
+        text = open(p, "rb").read()
+        for sel in (0, 1, 6, 7, 0x1e, 0x1f):
+            put(tk, "%d_%02x" % (i, sel), bytes([sel]) + text[:1024])
+    put(tk, "special", b"\x07<|endoftext|> <s></s>\xe2\x96\x81 \xff\xfe abc\n\n")
+
+    hf = os.path.join(out, "tokenizer_hf")
+    vocab = {"<s>": 0, "</s>": 1, "a": 2, "b": 3, "ab": 4, "\u0120": 5, "\u0120a": 6}
+    bpe = {
+        "version": "1.0",
+        "added_tokens": [
+            {"id": 0, "content": "<s>", "special": True, "single_word": False,
+             "lstrip": False, "rstrip": False, "normalized": False},
+            {"id": 1, "content": "</s>", "special": True, "single_word": False,
+             "lstrip": False, "rstrip": False, "normalized": False}],
+        "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFC"}]},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": "\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"},
+             "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+             "use_regex": False}]},
+        "post_processor": {"type": "TemplateProcessing",
+                           "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                      {"Sequence": {"id": "A", "type_id": 0}}],
+                           "pair": [], "special_tokens": {"<s>": {"id": "<s>", "ids": [0],
+                                                                 "tokens": ["<s>"]}}},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+                    "use_regex": False},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                  "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                  "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": vocab, "merges": ["a b", "\u0120 a"]}}
+    cfg = {"bos_token": "<s>", "eos_token": "</s>", "add_bos_token": True,
+           "chat_template": "{{ messages }}"}
+    put(hf, "bpe", json.dumps(bpe) + "\n%%CONFIG%%\n" + json.dumps(cfg))
+    spm_vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, "<0x0A>": 3, "\u2581": 4, "a": 5,
+                 "\u2581a": 6, "b": 7}
+    spm = {
+        "version": "1.0", "added_tokens": [],
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": "\u2581"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+        "pre_tokenizer": None, "post_processor": None,
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+            {"type": "ByteFallback"}, {"type": "Fuse"},
+            {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+        "model": {"type": "BPE", "unk_token": "<unk>", "fuse_unk": True, "byte_fallback": True,
+                  "vocab": spm_vocab, "merges": [["\u2581", "a"]]}}
+    put(hf, "spm", json.dumps(spm))
+    meta = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first",
+            "split": True}
+    spm2 = dict(spm, pre_tokenizer=meta, normalizer=None)
+    put(hf, "metaspace", json.dumps(spm2) + "\n%%CONFIG%%\n{}")
+
+    ct = os.path.join(out, "chat_template")
+    cr = os.path.join(out, "chat_render")
+    for p in small_files(os.path.join(shared, "chat/*.jinja")):
+        put(ct, os.path.basename(p), open(p, "rb").read())
+    put(ct, "loops", "{% set ns = namespace(x=0) %}{% for m in messages %}{% if m.role == "
+        "'user' %}{{ m.content | trim | upper }}{% elif m.tool_calls %}{{ m.tool_calls | "
+        "tojson(indent=2) }}{% endif %}{% set ns.x = ns.x + 1 %}{% endfor %}{{ ns.x }}"
+        "{{ tools | length }}{{ '%d'|format(n) }}{{ raise_exception('x') if z }}")
+    put(ct, "macro", "{% macro f(a, b=2) %}{{ a ~ b }}{{ caller() if caller }}{% endmacro %}"
+        "{{ f(1) }}{%- for k, v in messages[0].items() -%}{{ k }}={{ v }}{% endfor %}"
+        "{{ messages[1:] | map(attribute='role') | join(',') }}{{ 'a' in 'abc' }}")
+    for p in small_files(os.path.join(shared, "chat/*.cases.json"), 256 * 1024):
+        try:
+            cases = json.load(open(p))
+        except ValueError:
+            continue
+        items = cases if isinstance(cases, list) else cases.get("cases", [])
+        for i, c in enumerate(items[:8]):
+            vars_ = c.get("vars", c.get("input", c)) if isinstance(c, dict) else c
+            put(cr, "%s_%d" % (os.path.basename(p), i),
+                bytes([i % 6]) + json.dumps(vars_).encode())
+    put(cr, "basic", b"\x00" + json.dumps({"messages": [{"role": "user", "content": "hi"}],
+                                          "add_generation_prompt": True}).encode())
+
+    br = os.path.join(out, "bridge_request")
+    put(br, "chat", b"\x00" + json.dumps({
+        "model": "m", "messages": [{"role": "system", "content": "s"},
+                                   {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                                   {"role": "assistant", "content": None, "tool_calls": [
+                                       {"id": "c", "type": "function", "function": {
+                                           "name": "f", "arguments": "{\"a\":1}"}}]},
+                                   {"role": "tool", "tool_call_id": "c", "content": "r"}],
+        "max_tokens": 16, "temperature": 0.7, "top_p": 0.9, "stop": ["\n", "x"], "seed": 3,
+        "stream": True, "stream_options": {"include_usage": True}, "logprobs": True,
+        "top_logprobs": 2, "n": 1, "logit_bias": {"12": -100},
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+        "tool_choice": "auto", "response_format": {"type": "json_object"},
+        "presence_penalty": 0.1, "frequency_penalty": 0.2}).encode())
+    put(br, "completion", b"\x01" + json.dumps({
+        "model": "m", "prompt": "hello", "max_tokens": 4, "echo": False, "logprobs": 2,
+        "stop": "x", "best_of": 1, "suffix": None}).encode())
+    put(br, "completion_ids", b"\x01" + json.dumps({"model": "m", "prompt": [[1, 2, 3]]}).encode())
+
+    tc = os.path.join(out, "toolcall")
+    put(tc, "hermes", b"\x03Let me check.\n<tool_call>\n{\"name\": \"get_weather\", "
+        b"\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>")
+    put(tc, "llama", b"\x05<|python_tag|>{\"name\": \"a\", \"parameters\": {\"x\": 1}}; "
+        b"{\"name\": \"b\", \"parameters\": {}}")
+    put(tc, "prose", b"\x00no <tool_call> here {\"name\": 1}")
+
+    tw = os.path.join(out, "twd_config")
+    put(tw, "full", "[server]\nlisten = tcp://127.0.0.1:1\nlisten=ipc:///tmp/x\n"
+        "publish = tcp://127.0.0.1:2\nthreads = 4\nmax-batch = 8\nprefill_chunk = 64\n"
+        "mlock = true\ncache-bytes = 1G\nstate_bytes = 512M\nmax_concurrent = 4\n"
+        "[models]\nmodel = /nonexistent/a.gguf\nmodel = b=/x.gguf\n"
+        "api-key = k1\nmax-message-bytes = 16M\nstream-grace-ms = 100\n"
+        "\n%%ARGS%%\n--threads=2\n--model\nc=/y.gguf\n--verbose\n--max-streams=3")
+    put(tw, "bad", "x = \n[\n\n%%ARGS%%\n-z\n--help")
+    return 0
+
+
+def mk(out, name):
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+if __name__ == "__main__":
+    sys.exit(main())
