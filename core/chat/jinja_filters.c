@@ -50,7 +50,7 @@ static bool as_list(const fctx *c, jv v, jv *out)
             return false;
         for (size_t i = 0; i < d->n; i++)
             if (!jlist_push(c->r, c->at, jv_list_of(*out), jv_ref(d->keys[i])))
-                return false;
+                goto fail;
         return true;
     }
     case JV_STR: {
@@ -63,7 +63,7 @@ static bool as_list(const fctx *c, jv v, jv *out)
             jv ch;
             if (!jv_new_str(c->r, c->at, s->data + i, n, &ch) ||
                 !jlist_push(c->r, c->at, jv_list_of(*out), ch))
-                return false;
+                goto fail;
             i += n;
         }
         return true;
@@ -72,6 +72,11 @@ static bool as_list(const fctx *c, jv v, jv *out)
         return jr_fail(c->r, c->at, TW_INVALID_ARGUMENT, "'%s' object is not iterable",
                        jv_type_name(v));
     }
+fail:
+    /* Callers own *out only on success: a list cut off by a limit is freed here. */
+    jv_decref(c->r, *out);
+    *out = jv_undef();
+    return false;
 }
 
 /* item.a.b / item.0 as Jinja2's attribute getters resolve them. */

@@ -114,10 +114,10 @@ static tw_status feed_token(const tw_tokenizer *tok, unsigned flags, utf8_state 
     uint8_t type = tok->vocab.type[id];
     if ((flags & TW_DECODE_SKIP_SPECIAL) && (type == TW_TOKEN_CONTROL || type == TW_TOKEN_UNKNOWN))
         return TW_OK;
-    const uint8_t *p = (const uint8_t *)tok->vocab.bytes.p + tok->vocab.bspan[id].off;
     size_t n = tok->vocab.bspan[id].len;
-    if (n == 0)
+    if (n == 0) /* a vocabulary of empty tokens has no byte store at all (NULL) */
         return TW_OK;
+    const uint8_t *p = (const uint8_t *)tok->vocab.bytes.p + tok->vocab.bspan[id].off;
     /* SentencePiece's dummy prefix: the space it put before the first
      * word is not part of the text. */
     if (!u->started && tok->strip_leading_space && !(flags & TW_DECODE_KEEP_LEADING_SPACE) &&

@@ -367,6 +367,8 @@ const char *tw_tokenizer_token_bytes(const tw_tokenizer *tok, uint32_t id, size_
         return NULL;
     }
     *len = tok->vocab.bspan[id].len;
+    if (*len == 0) /* the byte store is NULL when every token is empty */
+        return "";
     return tok->vocab.bytes.p + tok->vocab.bspan[id].off;
 }
 

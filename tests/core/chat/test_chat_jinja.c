@@ -698,6 +698,46 @@ static void test_builtin_chatml(void **state)
     free(out);
 }
 
+/* Found by tests/fuzz/fuzz_chat_template: a filter that turns a string or a
+ * dict into a list (join, map, sort, ...) leaked the part already built when
+ * the memory limit stopped it. LeakSanitizer fails this test if it leaks. */
+static void test_fuzz_limit_inside_filter_frees(void **state)
+{
+    (void)state;
+    /* The 200 kB string fits the limit; its list of 200 000 one-character
+     * strings does not, so each render stops inside the filter. */
+    static const char *const tmpls[] = {"{{ s | join(',') }}", "{{ s | list | length }}",
+                                        "{{ s | sort | first }}", "{{ s | unique | first }}"};
+    size_t n = 200000;
+    char *text = malloc(n + 1);
+    assert_non_null(text);
+    memset(text, 'a', n);
+    text[n] = '\0';
+    json_t *vars = json_pack("{s:s}", "s", text);
+    assert_non_null(vars);
+    tw_chat_render_opts small = {.now = 1, .max_memory = 512 << 10};
+    char *out = NULL;
+    size_t len;
+    tw_err err = {{0}};
+    tw_chat_template *t = NULL;
+    assert_int_equal(tw_chat_template_compile("{{ s | length }}", 16, &t, &err), TW_OK);
+    assert_int_equal(tw_chat_template_render_ex(t, vars, &small, &out, &len, &err), TW_OK);
+    assert_string_equal(out, "200000");
+    free(out);
+    tw_chat_template_free(t);
+    for (size_t i = 0; i < sizeof tmpls / sizeof tmpls[0]; i++) {
+        t = NULL;
+        out = NULL;
+        assert_int_equal(tw_chat_template_compile(tmpls[i], strlen(tmpls[i]), &t, &err), TW_OK);
+        assert_int_equal(tw_chat_template_render_ex(t, vars, &small, &out, &len, &err),
+                         TW_RESOURCE_EXHAUSTED);
+        assert_null(out);
+        tw_chat_template_free(t);
+    }
+    json_decref(vars);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -712,6 +752,7 @@ int main(void)
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_family_recognition),
         cmocka_unit_test(test_builtin_chatml),
+        cmocka_unit_test(test_fuzz_limit_inside_filter_frees),
     };
     return cmocka_run_group_tests_name("core/chat/jinja", tests, NULL, NULL);
 }
