@@ -30,7 +30,14 @@ typedef struct tw_act {
     int8_t *qs;     /* cols */
     float *d;       /* cols / 32 or cols / 256 */
     int16_t *bsums; /* cols / 16 */
+    /* qs[i] + 128 as unsigned bytes (cols), or NULL. Filled for batches of
+     * at least TW_ACT_QU_MIN_N Q8-layout rows, for tiles that feed the
+     * activations as the unsigned operand of a u8 x s8 dot product and so
+     * expand each weight block once for all of them. */
+    uint8_t *qu;
 } tw_act;
+
+#define TW_ACT_QU_MIN_N 2
 
 /* Bytes of quantized-activation scratch for one row of cols values
  * (cols a multiple of 256 for Q8K, 32 for Q8), with each array 64-byte

@@ -120,8 +120,13 @@ static int plan_tasks(const tw_pool *pool, size_t rows, size_t row_work, size_t 
 static tw_act *prepare_acts(tw_pool *pool, const tw_isa_table *t, tw_act_kind kind,
                             const float *x, size_t cols, size_t n)
 {
-    /* layout: n tw_act structs (rounded to 64 bytes), then the rows */
+    /* layout: n tw_act structs (rounded to 64 bytes), then the rows, each
+     * followed by its biased copy when the batch is wide enough to use it */
+    bool biased = kind == TW_ACT_Q8 && n >= TW_ACT_QU_MIN_N;
     size_t per = tw_act_bytes(kind, cols);
+    size_t qu_at = per;
+    if (biased)
+        per += (cols + 63) & ~(size_t)63;
     if (n > SIZE_MAX / (per + sizeof(tw_act)) - 1)
         return NULL;
     size_t head = (n * sizeof(tw_act) + 63) & ~(size_t)63;
@@ -135,6 +140,12 @@ static tw_act *prepare_acts(tw_pool *pool, const tw_isa_table *t, tw_act_kind ki
         if (kind != TW_ACT_F32) {
             tw_act_layout(kind, cols, buf + i * per, &acts[i]);
             t->quant_act[kind](cols, &acts[i]);
+        }
+        if (biased) {
+            uint8_t *qu = buf + i * per + qu_at;
+            for (size_t c = 0; c < cols; c++)
+                qu[c] = (uint8_t)(acts[i].qs[c] + 128);
+            acts[i].qu = qu;
         }
     }
     return acts;
@@ -396,7 +407,8 @@ tw_status tw_kernels_reserve(tw_pool *pool, size_t max_cols, size_t max_n, tw_er
         return TW_OK;
     if (max_cols == 0 || max_n == 0)
         return TW_OK;
-    size_t per = tw_act_bytes(TW_ACT_Q8, (max_cols + 255) / 256 * 256) + sizeof(tw_act);
+    size_t wide = (max_cols + 255) / 256 * 256;
+    size_t per = tw_act_bytes(TW_ACT_Q8, wide) + wide + sizeof(tw_act);
     if (max_n > SIZE_MAX / per - 1)
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "kernel scratch: %zu rows too many", max_n);
     if (!tw_pool_scratch(pool, TW_POOL_SHARED, per * max_n + 64))
