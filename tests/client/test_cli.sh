@@ -61,7 +61,7 @@ grep -q "^rss_bytes: [1-9]" "$D/stats.out" || fail "stats: no rss"
 # asynchronously, so a stream may start before watch listens: retry until
 # watch has printed a stream from its first chunk.
 first=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["greedy_ids"][0])' "$GOLDEN")
-tw watch >"$D/watch.out" 2>"$D/watch.err" &
+"$TW" --engine "$RPC" --pub "$PUB" watch >"$D/watch.out" 2>"$D/watch.err" &
 WPID=$!
 seen=0
 for _ in $(seq 1 40); do
