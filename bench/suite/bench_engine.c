@@ -12,6 +12,7 @@
 #include "tw/engine.h"
 #include "tw/gguf.h"
 #include "tw/hw.h"
+#include "tw/kernels.h"
 #include "tw/model.h"
 #include "tw/pool.h"
 
@@ -30,7 +31,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: tw-bench-engine --model FILE.gguf [--label NAME] [--threads N|auto]\n"
                "                       [--chunk N] [--max-batch N] [--bandwidth GBPS]\n"
-               "                       [--quick] [--no-engine]\n");
+               "                       [--quick] [--no-engine] [--isa scalar|avx2|avx512]\n");
 }
 
 /* Weight bytes one decode step reads: every tensor once, except an untied
@@ -465,6 +466,14 @@ int main(int argc, char **argv)
             a.quick = true;
         } else if (!strcmp(s, "--no-engine")) {
             a.skip_engine = true;
+        } else if (!strcmp(s, "--isa") && has) {
+            /* Measure a lower kernel level than the CPU offers, e.g. the AVX2
+             * paths that machines without AVX-512 run. */
+            tw_err ierr;
+            if (tw_kernels_force_isa(argv[++i], &ierr) != TW_OK) {
+                fprintf(stderr, "tw-bench-engine: %s\n", ierr.msg);
+                return 2;
+            }
         } else {
             usage(stderr);
             return 2;
