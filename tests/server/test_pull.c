@@ -52,7 +52,9 @@ static int run_convert(const char *out)
 {
     char prog[1024], src[1024];
     tw_test_build_path(prog, sizeof prog, "tools/convert/tw-convert");
-    tw_test_build_path(src, sizeof src, "../tests/data/golden/qwen2_mqa");
+    /* The build folder may live anywhere; the data is in the source tree. */
+    const char *srcdir = getenv("TW_SOURCE_DIR");
+    snprintf(src, sizeof src, "%s/tests/data/golden/qwen2_mqa", srcdir ? srcdir : "..");
     const char *argv[] = {prog, src, out, NULL};
     tw_test_spawn_opts o = {.out_path = "/dev/null"};
     return tw_test_run(argv, &o, 60000);
