@@ -6,27 +6,27 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <curl/curl.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "http_client.h"
+#include "proc_fixture.h"
 #include "test_support.h"
 #include "tokenwire/client.h"
 
-extern char **environ;
+/* How long a daemon gets to start, to load the model, and to stop. */
+#define BRIDGE_START_MS 20000u
+#define READY_MS 60000u
+#define STOP_MS 20000u
 
 uint64_t twb_now_ms(void)
 {
@@ -37,10 +37,7 @@ uint64_t twb_now_ms(void)
 
 void twb_build_path(char *out, size_t cap, const char *rel)
 {
-    const char *build = getenv("TW_BUILD_DIR");
-    if (!build || !*build)
-        fail_msg("TW_BUILD_DIR is not set (run through meson test)");
-    snprintf(out, cap, "%s/%s", build, rel);
+    tw_test_build_path(out, cap, rel);
 }
 
 static bool is_file(const char *p)
@@ -66,63 +63,26 @@ bool twb_daemons_built(void)
     return true;
 }
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
+/* Both daemons write stdout and stderr to their log and read nothing. */
 static pid_t spawn(const char *const *argv, const char *log_path)
 {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 2, log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 2, 1);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    pid_t pid;
-    int rc = posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0)
-        fail_msg("cannot start %s: %s", argv[0], strerror(rc));
-    return pid;
+    tw_test_spawn_opts o = {.log_path = log_path, .stdin_null = true};
+    return tw_test_spawn(argv, &o);
 }
 
-static void print_log(const char *path)
-{
-    size_t n;
-    char *log = tw_test_read_file(path, &n);
-    printf("---- %s\n%s\n----\n", path, log ? log : "(none)");
-    free(log);
-}
-
-/* The service of the running test, for the teardown after a failure. */
-static twb_service *current;
+/* The log directory of the running test, for the teardown after a failure.
+ * Not the service itself: it lives in the failed test's frame, which is gone
+ * by the time the teardown runs. */
+static char *current_dir;
 
 int twb_teardown(void **state)
 {
-    (void)state;
-    twb_service *s = current;
-    current = NULL;
-    if (!s)
-        return 0;
-    pid_t pids[2] = {s->bridge, s->engine};
-    for (int i = 0; i < 2; i++) {
-        if (pids[i] > 0) {
-            kill(pids[i], SIGKILL);
-            waitpid(pids[i], NULL, 0);
-        }
-    }
-    s->bridge = s->engine = 0;
-    if (s->dir) {
-        tw_test_rmtree(s->dir);
-        free(s->dir);
-        s->dir = NULL;
+    /* The process fixture remembers both daemons until they are reaped. */
+    tw_test_proc_teardown(state);
+    if (current_dir) {
+        tw_test_rmtree(current_dir);
+        free(current_dir);
+        current_dir = NULL;
     }
     return 0;
 }
@@ -130,16 +90,16 @@ int twb_teardown(void **state)
 void twb_init(twb_service *s)
 {
     memset(s, 0, sizeof *s);
-    current = s;
     s->dir = tw_test_mkdtemp();
     assert_non_null(s->dir);
+    current_dir = s->dir;
     /* Prompt state goes under $XDG_CACHE_HOME: keep it in the test's dir. */
     setenv("XDG_CACHE_HOME", s->dir, 1);
     snprintf(s->engine_log, sizeof s->engine_log, "%s/engine.log", s->dir);
     snprintf(s->bridge_log, sizeof s->bridge_log, "%s/bridge.log", s->dir);
-    s->http = free_port();
-    s->rpc = free_port();
-    s->pub = free_port();
+    s->http = tw_test_free_port();
+    s->rpc = tw_test_free_port();
+    s->pub = tw_test_free_port();
     snprintf(s->rpc_url, sizeof s->rpc_url, "tcp://127.0.0.1:%d", s->rpc);
     snprintf(s->pub_url, sizeof s->pub_url, "tcp://127.0.0.1:%d", s->pub);
 }
@@ -147,7 +107,7 @@ void twb_init(twb_service *s)
 void twb_start_engine(twb_service *s, const char *model, const char *const *extra)
 {
     char engine[1100];
-    twb_build_path(engine, sizeof engine, "server/engine/tokenwired");
+    tw_test_build_path(engine, sizeof engine, "server/engine/tokenwired");
     const char *argv[40] = {engine,     "--listen",  s->rpc_url, "--publish", s->pub_url,
                             "--threads", "2",        "--model",  model};
     int n = 9;
@@ -157,10 +117,18 @@ void twb_start_engine(twb_service *s, const char *model, const char *const *extr
     s->engine = spawn(argv, s->engine_log);
 }
 
+/* Any HTTP answer at all: the bridge listens. */
+static bool bridge_answers(void *user)
+{
+    twb_result r = twb_http(user, "GET", "/health", NULL, 0);
+    free(r.body);
+    return r.status != 0;
+}
+
 void twb_start_bridge(twb_service *s, const char *key, const char *const *extra)
 {
     char bridge[1100], listen[64];
-    twb_build_path(bridge, sizeof bridge, "server/bridge/tokenwire-bridge");
+    tw_test_build_path(bridge, sizeof bridge, "server/bridge/tokenwire-bridge");
     snprintf(listen, sizeof listen, "http://127.0.0.1:%d", s->http);
     const char *argv[40] = {bridge,     "--listen",          listen, "--engine",
                             s->rpc_url, "--engine-pub",      s->pub_url,
@@ -175,36 +143,24 @@ void twb_start_bridge(twb_service *s, const char *key, const char *const *extra)
         argv[n++] = *extra;
     argv[n] = NULL;
     s->bridge = spawn(argv, s->bridge_log);
-    for (int i = 0; i < 400; i++) {
-        twb_result r = twb_http(s, "GET", "/health", NULL, 0);
-        free(r.body);
-        if (r.status != 0)
-            return;
-        usleep(50000);
-    }
-    print_log(s->bridge_log);
-    fail_msg("the bridge did not start");
+    tw_test_wait_ready(s->bridge, bridge_answers, s, BRIDGE_START_MS, "tokenwire-bridge",
+                       s->bridge_log);
+}
+
+static bool model_listed_ready(void *user)
+{
+    twb_result r = twb_http(user, "GET", "/v1/models", NULL, 0);
+    bool ok = r.status == 200 && strstr(r.body, "\"ready\"") != NULL;
+    free(r.body);
+    return ok;
 }
 
 void twb_wait_ready(twb_service *s)
 {
-    for (int i = 0; i < 1200; i++) {
-        twb_result r = twb_http(s, "GET", "/v1/models", NULL, 0);
-        bool ok = r.status == 200 && strstr(r.body, "\"ready\"") != NULL;
-        free(r.body);
-        if (ok)
-            return;
-        int status;
-        if (s->engine && waitpid(s->engine, &status, WNOHANG) == s->engine) {
-            s->engine = 0;
-            print_log(s->engine_log);
-            fail_msg("tokenwired exited early (status %d)", status);
-        }
-        usleep(50000);
-    }
-    print_log(s->engine_log);
-    print_log(s->bridge_log);
-    fail_msg("the service did not become ready");
+    /* The engine is watched (it is the one that loads the model); a bridge
+     * that cannot reach it only shows in the engine's log. */
+    tw_test_wait_ready(s->engine, model_listed_ready, s, READY_MS, "tokenwired",
+                       s->engine_log);
 }
 
 static void stop_one(pid_t *pid, const char *log_path)
@@ -213,22 +169,7 @@ static void stop_one(pid_t *pid, const char *log_path)
         return;
     pid_t p = *pid;
     *pid = 0;
-    kill(p, SIGTERM);
-    int status = 0;
-    for (int t = 0; t < 1000; t++) {
-        if (waitpid(p, &status, WNOHANG) == p)
-            goto done;
-        usleep(20000);
-    }
-    kill(p, SIGKILL);
-    waitpid(p, &status, 0);
-    print_log(log_path);
-    fail_msg("a child did not stop on SIGTERM in 20 s");
-done:
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        print_log(log_path);
-        fail_msg("a child exited with status %d", status);
-    }
+    tw_test_stop(p, STOP_MS, log_path);
 }
 
 void twb_stop_engine(twb_service *s)
@@ -240,9 +181,9 @@ void twb_kill_engine(twb_service *s)
 {
     if (!s->engine)
         return;
-    kill(s->engine, SIGKILL);
-    waitpid(s->engine, NULL, 0);
+    pid_t p = s->engine;
     s->engine = 0;
+    tw_test_kill(p);
 }
 
 void twb_stop(twb_service *s)
@@ -252,58 +193,16 @@ void twb_stop(twb_service *s)
     tw_test_rmtree(s->dir);
     free(s->dir);
     s->dir = NULL;
-    current = NULL;
-}
-
-static size_t on_data(char *p, size_t size, size_t n, void *user)
-{
-    twb_result *r = user;
-    size_t k = size * n;
-    char *b = realloc(r->body, r->len + k + 1);
-    if (!b)
-        return 0;
-    memcpy(b + r->len, p, k);
-    r->len += k;
-    b[r->len] = '\0';
-    r->body = b;
-    return k;
+    current_dir = NULL;
 }
 
 twb_result twb_http(const twb_service *s, const char *method, const char *path,
                     const char *body, size_t body_len)
 {
-    twb_result r = {0, calloc(1, 1), 0};
-    CURL *c = curl_easy_init();
-    if (!c || !r.body) {
-        curl_easy_cleanup(c);
-        return r;
-    }
-    char url[256], auth[300];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", s->http, path);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    if (s->key) {
-        snprintf(auth, sizeof auth, "Authorization: Bearer %s", s->key);
-        h = curl_slist_append(h, auth);
-    }
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    if (!strcmp(method, "HEAD"))
-        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-    if (body) {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE,
-                         (long)(body_len == SIZE_MAX ? strlen(body) : body_len));
-    }
-    if (curl_easy_perform(c) == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    return r;
+    if (body && body_len == SIZE_MAX)
+        body_len = strlen(body);
+    tw_test_http_result h = tw_test_http(method, s->http, path, body, body_len, s->key);
+    return (twb_result){h.status, h.body, h.len};
 }
 
 void twb_expect_error(twb_result *r, long status, const char *code)

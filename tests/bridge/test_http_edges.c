@@ -226,6 +226,7 @@ static void test_engine_refuses_bridge(void **state)
         if (r.status == 500)
             break;
         free(r.body);
+        r.body = NULL;
         usleep(50000);
     }
     twb_expect_error(&r, 500, "engine_auth");

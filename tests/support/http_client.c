@@ -38,7 +38,10 @@ tw_test_http_result tw_test_http(const char *method, int port, const char *path,
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+    /* Generous for a model under the sanitizers; NOSIGNAL lets several
+     * threads make requests at once. */
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
     char auth[256];
     if (api_key) {
@@ -46,6 +49,8 @@ tw_test_http_result tw_test_http(const char *method, int port, const char *path,
         h = curl_slist_append(h, auth);
     }
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    if (!strcmp(method, "HEAD"))
+        curl_easy_setopt(c, CURLOPT_NOBODY, 1L); /* else curl waits for a body */
     if (body) {
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)body_len);

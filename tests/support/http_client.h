@@ -1,4 +1,5 @@
-/* A small blocking HTTP client for the tests that speak to the bridge. */
+/* A small blocking HTTP client for the tests that speak to the bridge.
+ * Any number of threads may make requests at once. */
 #ifndef TW_TEST_HTTP_CLIENT_H
 #define TW_TEST_HTTP_CLIENT_H
 
@@ -12,7 +13,7 @@ typedef struct tw_test_http_result {
 
 /* Sends method to http://127.0.0.1:port/path with a JSON body of body_len
  * bytes (body may be NULL) and a bearer api_key (may be NULL); waits at
- * most 60 s. Call curl_global_init before the first request. */
+ * most 120 s. Call curl_global_init before the first request. */
 tw_test_http_result tw_test_http(const char *method, int port, const char *path,
                                  const char *body, size_t body_len, const char *api_key);
 
