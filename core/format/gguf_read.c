@@ -717,56 +717,66 @@ static tw_status mismatch(const char *key, const tw_gguf_value *v, const char *w
                      key, tw_gguf_vtype_name(v->type), want);
 }
 
-tw_status tw_gguf_get_u64(const tw_gguf *g, const char *key, uint64_t *out, tw_err *err)
+/* One lookup-and-range-check for every integer getter; want names the
+ * caller's type in the error message. */
+static tw_status get_unsigned(const tw_gguf *g, const char *key, uint64_t max, const char *want,
+                              uint64_t *out, tw_err *err)
 {
     const tw_gguf_value *v;
-    uint64_t x;
     tw_status st = lookup_key(g, key, &v, err);
     if (st)
         return st;
-    if (!tw_gguf_value_u64(v, &x))
-        return mismatch(key, v, "u64", err);
-    *out = x;
+    if (!tw_gguf_value_u64(v, out) || *out > max)
+        return mismatch(key, v, want, err);
     return TW_OK;
+}
+
+static tw_status get_signed(const tw_gguf *g, const char *key, int64_t min, int64_t max,
+                            const char *want, int64_t *out, tw_err *err)
+{
+    const tw_gguf_value *v;
+    tw_status st = lookup_key(g, key, &v, err);
+    if (st)
+        return st;
+    if (!tw_gguf_value_i64(v, out) || *out < min || *out > max)
+        return mismatch(key, v, want, err);
+    return TW_OK;
+}
+
+tw_status tw_gguf_get_u64(const tw_gguf *g, const char *key, uint64_t *out, tw_err *err)
+{
+    uint64_t x;
+    tw_status st = get_unsigned(g, key, UINT64_MAX, "u64", &x, err);
+    if (st == TW_OK)
+        *out = x;
+    return st;
 }
 
 tw_status tw_gguf_get_u32(const tw_gguf *g, const char *key, uint32_t *out, tw_err *err)
 {
-    const tw_gguf_value *v;
     uint64_t x;
-    tw_status st = lookup_key(g, key, &v, err);
-    if (st)
-        return st;
-    if (!tw_gguf_value_u64(v, &x) || x > UINT32_MAX)
-        return mismatch(key, v, "u32", err);
-    *out = (uint32_t)x;
-    return TW_OK;
+    tw_status st = get_unsigned(g, key, UINT32_MAX, "u32", &x, err);
+    if (st == TW_OK)
+        *out = (uint32_t)x;
+    return st;
 }
 
 tw_status tw_gguf_get_i64(const tw_gguf *g, const char *key, int64_t *out, tw_err *err)
 {
-    const tw_gguf_value *v;
     int64_t x;
-    tw_status st = lookup_key(g, key, &v, err);
-    if (st)
-        return st;
-    if (!tw_gguf_value_i64(v, &x))
-        return mismatch(key, v, "i64", err);
-    *out = x;
-    return TW_OK;
+    tw_status st = get_signed(g, key, INT64_MIN, INT64_MAX, "i64", &x, err);
+    if (st == TW_OK)
+        *out = x;
+    return st;
 }
 
 tw_status tw_gguf_get_i32(const tw_gguf *g, const char *key, int32_t *out, tw_err *err)
 {
-    const tw_gguf_value *v;
     int64_t x;
-    tw_status st = lookup_key(g, key, &v, err);
-    if (st)
-        return st;
-    if (!tw_gguf_value_i64(v, &x) || x < INT32_MIN || x > INT32_MAX)
-        return mismatch(key, v, "i32", err);
-    *out = (int32_t)x;
-    return TW_OK;
+    tw_status st = get_signed(g, key, INT32_MIN, INT32_MAX, "i32", &x, err);
+    if (st == TW_OK)
+        *out = (int32_t)x;
+    return st;
 }
 
 tw_status tw_gguf_get_f64(const tw_gguf *g, const char *key, double *out, tw_err *err)
