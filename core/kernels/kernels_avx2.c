@@ -4,12 +4,17 @@
  * because activations stay within [-127, 127] and weight levels within
  * [0, 63] (or |w| <= 128 through the sign trick for Q8_0 / Q4_0). */
 #include <math.h>
+#include <stdalign.h>
 
 #include "kernels/blocks.h"
 #include "kernels/kernels_internal.h"
 #include "kernels/simd_x86.h"
 
 #ifdef TW_HAVE_X86
+
+/* Tile kernels are always inlined into their drivers, where TB and RB are
+ * constants and their loops unroll. */
+#define TW_TILE static inline __attribute__((always_inline))
 
 TW_AVX2 static float dot_f32(const float *a, const float *b, size_t n)
 {
@@ -190,61 +195,77 @@ TW_AVX2 static inline __m256 load_bf16x8(const uint16_t *p)
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
 
-TW_AVX2 static void rows1_f16(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
-                             const tw_act *act, float *y)
+/* F16 / BF16 rows against TB (1..4) activations: each group of 8 weights
+ * is widened once for all TB. Every output sees the same operations whatever TB is: two
+ * accumulators taking alternate groups of 8, one more group of 8 into the
+ * first, their sum reduced, then the scalar tail. */
+TW_AVX2 TW_TILE void tile_h16(const uint16_t *h, size_t cols, const tw_act *acts, float *y,
+                              size_t y_stride, const int TB, const int is_bf16)
 {
-    const float *x = act->x;
-    for (size_t r = 0; r < rows; r++) {
-        const uint16_t *h = (const uint16_t *)(const void *)(w + r * row_bytes);
-        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-        size_t i = 0;
-        for (; i + 16 <= cols; i += 16) {
-            s0 = _mm256_fmadd_ps(load_f16x8(h + i), _mm256_loadu_ps(x + i), s0);
-            s1 = _mm256_fmadd_ps(load_f16x8(h + i + 8), _mm256_loadu_ps(x + i + 8), s1);
+    __m256 s0[4], s1[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < TB; t++) {
+        s0[t] = _mm256_setzero_ps();
+        s1[t] = _mm256_setzero_ps();
+    }
+    size_t i = 0;
+    for (; i + 16 <= cols; i += 16) {
+        const __m256 w0 = is_bf16 ? load_bf16x8(h + i) : load_f16x8(h + i);
+        const __m256 w1 = is_bf16 ? load_bf16x8(h + i + 8) : load_f16x8(h + i + 8);
+#pragma GCC unroll 4
+        for (int t = 0; t < TB; t++) {
+            s0[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(acts[t].x + i), s0[t]);
+            s1[t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(acts[t].x + i + 8), s1[t]);
         }
-        for (; i + 8 <= cols; i += 8)
-            s0 = _mm256_fmadd_ps(load_f16x8(h + i), _mm256_loadu_ps(x + i), s0);
-        float s = tw_hsum256(_mm256_add_ps(s0, s1));
-        for (; i < cols; i++)
-            s += tw_h2f(h[i]) * x[i];
-        y[r] = s;
+    }
+    for (; i + 8 <= cols; i += 8) {
+        const __m256 w0 = is_bf16 ? load_bf16x8(h + i) : load_f16x8(h + i);
+#pragma GCC unroll 4
+        for (int t = 0; t < TB; t++)
+            s0[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(acts[t].x + i), s0[t]);
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < TB; t++) {
+        float s = tw_hsum256(_mm256_add_ps(s0[t], s1[t]));
+        for (size_t j = i; j < cols; j++)
+            s += (is_bf16 ? tw_bf16_to_f32(h[j]) : tw_h2f(h[j])) * acts[t].x[j];
+        y[(size_t)t * y_stride] = s;
     }
 }
 
-TW_AVX2 static void rows1_bf16(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
-                              const tw_act *act, float *y)
-{
-    const float *x = act->x;
-    for (size_t r = 0; r < rows; r++) {
-        const uint16_t *h = (const uint16_t *)(const void *)(w + r * row_bytes);
-        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-        size_t i = 0;
-        for (; i + 16 <= cols; i += 16) {
-            s0 = _mm256_fmadd_ps(load_bf16x8(h + i), _mm256_loadu_ps(x + i), s0);
-            s1 = _mm256_fmadd_ps(load_bf16x8(h + i + 8), _mm256_loadu_ps(x + i + 8), s1);
-        }
-        for (; i + 8 <= cols; i += 8)
-            s0 = _mm256_fmadd_ps(load_bf16x8(h + i), _mm256_loadu_ps(x + i), s0);
-        float s = tw_hsum256(_mm256_add_ps(s0, s1));
-        for (; i < cols; i++)
-            s += tw_bf16_to_f32(h[i]) * x[i];
-        y[r] = s;
-    }
-}
-
-
-/* f32-activation kernels, one activation row at a time (batches of these go
- * through sgemm). */
-#define MULTI_ACT(name)                                                                         \
-    static void rows_##name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,        \
-                            const tw_act *acts, size_t n_act, float *y, size_t y_stride)         \
+/* F16 / BF16 batches in groups of 4 activations, then the rest as one
+ * group; every row is read once per group. */
+#define H16_DRIVER(name, is_bf16)                                                               \
+    TW_AVX2 static void rows_##name(const uint8_t *w, size_t row_bytes, size_t rows,             \
+                                    size_t cols, const tw_act *acts, size_t n_act, float *y,     \
+                                    size_t y_stride)                                             \
     {                                                                                           \
-        for (size_t t = 0; t < n_act; t++)                                                      \
-            rows1_##name(w, row_bytes, rows, cols, &acts[t], y + t * y_stride);                  \
+        for (size_t t = 0; t < n_act;) {                                                        \
+            size_t tb = n_act - t < 4 ? n_act - t : 4;                                          \
+            for (size_t r = 0; r < rows; r++) {                                                 \
+                const uint16_t *h = (const uint16_t *)(const void *)(w + r * row_bytes);        \
+                float *yr = y + t * y_stride + r;                                               \
+                switch (tb) {                                                                   \
+                case 4: tile_h16(h, cols, acts + t, yr, y_stride, 4, is_bf16); break;           \
+                case 3: tile_h16(h, cols, acts + t, yr, y_stride, 3, is_bf16); break;           \
+                case 2: tile_h16(h, cols, acts + t, yr, y_stride, 2, is_bf16); break;           \
+                default: tile_h16(h, cols, acts + t, yr, y_stride, 1, is_bf16); break;          \
+                }                                                                               \
+            }                                                                                   \
+            t += tb;                                                                            \
+        }                                                                                       \
     }
-MULTI_ACT(f32)
-MULTI_ACT(f16)
-MULTI_ACT(bf16)
+H16_DRIVER(f16, 0)
+H16_DRIVER(bf16, 1)
+
+/* f32 weights: one activation row at a time (batches of 17 and more go
+ * through sgemm). */
+static void rows_f32(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                     const tw_act *acts, size_t n_act, float *y, size_t y_stride)
+{
+    for (size_t t = 0; t < n_act; t++)
+        rows1_f32(w, row_bytes, rows, cols, &acts[t], y + t * y_stride);
+}
 
 /* Sum of signed w times signed a, bytewise, as 8 int32 lanes: abs(w) is the
  * unsigned operand and a takes w's sign. */
@@ -273,7 +294,6 @@ TW_AVX2 static inline __m256i q4_0_levels(const uint8_t *qs)
  * and the accumulators live in registers. Each output has exactly one vector
  * accumulator, updated once per block in block order, which is what makes
  * results independent of the tile shape (decode uses 1 x 1, batches 1 x 4). */
-#define TW_TILE static inline __attribute__((always_inline))
 #define MAX_TILE 4
 
 /* The 32-value block types: signed levels with an f16 scale (Q8_0, Q4_0,
@@ -498,6 +518,162 @@ TW_AVX2 TW_TILE void tile_q6_k(const uint8_t *w, size_t row_bytes, size_t nb, co
             y[(size_t)t * y_stride + r] = tw_hsum256(acc[r][t]);
 }
 
+/* sc[TB * i + t] = dw_i * dT[TB * i + t] over the nb blocks of one row
+ * (bb bytes each, the f16 scale first). */
+TW_AVX2 TW_TILE void block_scales(const uint8_t *w, size_t bb, size_t nb, const float *dT,
+                                  float *sc, const int TB)
+{
+    size_t i = 0;
+    if (TB == 1) {
+        /* eight blocks' scales widened by one conversion */
+        for (; i + 8 <= nb; i += 8) {
+            uint16_t h[8];
+            for (size_t k = 0; k < 8; k++)
+                memcpy(&h[k], w + (i + k) * bb, 2);
+            const __m256 dw8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)h));
+            _mm256_storeu_ps(sc + i, _mm256_mul_ps(dw8, _mm256_loadu_ps(dT + i)));
+        }
+    }
+    for (; i < nb; i++) {
+        uint16_t d16;
+        memcpy(&d16, w + i * bb, 2);
+        const float dw = tw_h2f(d16);
+        if (TB == 8)
+            _mm256_store_ps(sc + 8 * i, _mm256_mul_ps(_mm256_set1_ps(dw), _mm256_load_ps(dT + 8 * i)));
+        else if (TB == 4)
+            _mm_store_ps(sc + 4 * i, _mm_mul_ps(_mm_set1_ps(dw), _mm_load_ps(dT + 4 * i)));
+        else
+            for (int t = 0; t < TB; t++)
+                sc[(size_t)TB * i + (size_t)t] = dw * dT[(size_t)TB * i + (size_t)t];
+    }
+}
+
+/* Q8_0 / Q4_0, 1 row x TB activations (TB 2..8, a constant): tile_q32's
+ * arithmetic per output (the same int32 lanes, the same product dw * d_t,
+ * the same fma into its own accumulator, block after block) with the
+ * products of all TB activations formed in a pass of their own, one vector
+ * multiply per block, instead of one multiply per activation and block.
+ * The activations' scales come block-major in dT (block i's at
+ * dT[TB * i + t]); sc receives the products in the same layout. */
+#define PREFETCH_ROWS 2
+#ifndef DECODE_RB
+#define DECODE_RB 2
+#endif
+
+TW_AVX2 TW_TILE void tilew_q32(const uint8_t *w, size_t row_bytes, size_t nb, const tw_act *acts,
+                               const float *dT, float *sc, float *y, size_t y_stride,
+                               const int TB, const int is_q4)
+{
+    const size_t bb = is_q4 ? 18 : 34;
+    block_scales(w, bb, nb, dT, sc, TB);
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < TB; t++)
+        acc[t] = _mm256_setzero_ps();
+    for (size_t i = 0; i < nb; i++) {
+        const uint8_t *blk = w + i * bb;
+        /* the prefetchers do not run far enough ahead of rows consumed this
+         * slowly (see kernels_avx512.c); past the last row this is a hint
+         * that cannot fault */
+        _mm_prefetch((const char *)(blk + PREFETCH_ROWS * row_bytes), _MM_HINT_T0);
+        const __m256i q = is_q4 ? q4_0_levels(blk + 2) : load256(blk + 2);
+        const __m256i qabs = _mm256_sign_epi8(q, q);
+#pragma GCC unroll 8
+        for (int t = 0; t < TB; t++) {
+            __m256i p = dot_i8(qabs, q, load256(acts[t].qs + i * 32));
+            acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[(size_t)TB * i + (size_t)t]),
+                                     _mm256_cvtepi32_ps(p), acc[t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < TB; t++)
+        y[(size_t)t * y_stride] = tw_hsum256(acc[t]);
+}
+
+/* One activation against RB rows side by side. Decode is bound by the
+ * latency of each output's chain of fmas (one per block), not by issue
+ * width, so RB independent chains run in the time of one; each output
+ * still sees exactly tilew_q32's operations. sc holds RB rows of nb
+ * scales. No software prefetch: decode streams rows fast enough for the
+ * hardware prefetchers, and fetching ahead measured slower. */
+TW_AVX2 TW_TILE void tilew1_q32(const uint8_t *w, size_t row_bytes, size_t nb, const tw_act *act,
+                                float *sc, float *y, const int RB, const int is_q4)
+{
+    const size_t bb = is_q4 ? 18 : 34;
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++)
+        block_scales(w + (size_t)r * row_bytes, bb, nb, act->d, sc + (size_t)r * nb, 1);
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++)
+        acc[r] = _mm256_setzero_ps();
+    for (size_t i = 0; i < nb; i++) {
+        const __m256i a = load256(act->qs + i * 32);
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++) {
+            const uint8_t *blk = w + (size_t)r * row_bytes + i * bb;
+            const __m256i q = is_q4 ? q4_0_levels(blk + 2) : load256(blk + 2);
+            __m256i p = dot_i8(_mm256_sign_epi8(q, q), q, a);
+            acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[(size_t)r * nb + i]),
+                                     _mm256_cvtepi32_ps(p), acc[r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++)
+        y[r] = tw_hsum256(acc[r]);
+}
+
+#define TILEW_ROWS(TB, q4)                                                                      \
+    for (size_t r = 0; r < rows; r++)                                                           \
+        tilew_q32(w + r * row_bytes, row_bytes, nb, acts + t, dT, sc, y + t * y_stride + r,      \
+                  y_stride, TB, q4)
+
+/* Q8_0 / Q4_0 batches in near-equal groups of at most 8 activations (see
+ * tw_tile_groups), each row read start to end before the next; single
+ * activations and rows too wide for the on-stack scales take tile_q32. */
+#define TILEW_DRIVER(name, is_q4, call)                                                         \
+    TW_AVX2 static void rows_##name(const uint8_t *w, size_t row_bytes, size_t rows,             \
+                                    size_t cols, const tw_act *acts, size_t n_act, float *y,     \
+                                    size_t y_stride)                                             \
+    {                                                                                           \
+        const size_t nb = cols / 32;                                                            \
+        size_t t = 0;                                                                           \
+        if (nb <= TW_TILE_MAX_NB) {                                                             \
+            alignas(32) float dT[TW_TILE_MAX_NB * 8], sc[TW_TILE_MAX_NB * 8];                   \
+            if (n_act == 1) {                                                                   \
+                size_t r = 0;                                                                   \
+                for (; r + DECODE_RB <= rows; r += DECODE_RB)                                   \
+                    tilew1_q32(w + r * row_bytes, row_bytes, nb, acts, sc, y + r, DECODE_RB,     \
+                               is_q4);                                                          \
+                for (; r < rows; r++)                                                           \
+                    tilew1_q32(w + r * row_bytes, row_bytes, nb, acts, sc, y + r, 1, is_q4);     \
+                return;                                                                         \
+            }                                                                                   \
+            while (n_act - t >= 2) {                                                            \
+                size_t tb = tw_tile_group(n_act - t);                                           \
+                tw_gather_scales(acts + t, nb, (int)tb, dT);                                    \
+                switch (tb) {                                                                   \
+                case 8: TILEW_ROWS(8, is_q4); break;                                            \
+                case 7: TILEW_ROWS(7, is_q4); break;                                            \
+                case 6: TILEW_ROWS(6, is_q4); break;                                            \
+                case 5: TILEW_ROWS(5, is_q4); break;                                            \
+                case 4: TILEW_ROWS(4, is_q4); break;                                            \
+                case 3: TILEW_ROWS(3, is_q4); break;                                            \
+                default: TILEW_ROWS(2, is_q4); break;                                           \
+                }                                                                               \
+                t += tb;                                                                        \
+            }                                                                                   \
+        }                                                                                       \
+        for (; t + 4 <= n_act; t += 4)                                                          \
+            for (size_t r = 0; r < rows; r++)                                                   \
+                call(w + r * row_bytes, row_bytes, nb, acts + t, y + t * y_stride + r, y_stride, \
+                     1, 4);                                                                     \
+        for (; t < n_act; t++)                                                                  \
+            for (size_t r = 0; r < rows; r++)                                                   \
+                call(w + r * row_bytes, row_bytes, nb, acts + t, y + t * y_stride + r, y_stride, \
+                     1, 1);                                                                     \
+    }
+
 /* Drives a tile kernel over rows x n_act: 1 row x 4 activations for
  * batches, one row at a time for a single activation (decode). Decode
  * reads each row start to end before the next: a tile of 4 rows read side
@@ -530,12 +706,12 @@ TW_AVX2 TW_TILE void tile_q6_k(const uint8_t *w, size_t row_bytes, size_t nb, co
 #define CALL_Q5_K(w, rb, nb, a, y, ys, RB, TB) tile_k45(w, rb, nb, a, y, ys, RB, TB, 1)
 #define CALL_Q6_K(w, rb, nb, a, y, ys, RB, TB) tile_q6_k(w, rb, nb, a, y, ys, RB, TB)
 
-static const tw_type q8_0_type = TW_TYPE_Q8_0, q4_0_type = TW_TYPE_Q4_0, q5_0_type = TW_TYPE_Q5_0,
+static const tw_type q5_0_type = TW_TYPE_Q5_0,
                      q5_1_type = TW_TYPE_Q5_1, q4_k_type = TW_TYPE_Q4_K,
                      q5_k_type = TW_TYPE_Q5_K, q6_k_type = TW_TYPE_Q6_K;
 
-TILE_DRIVER(q8_0, CALL_Q8_0)
-TILE_DRIVER(q4_0, CALL_Q4_0)
+TILEW_DRIVER(q8_0, 0, CALL_Q8_0)
+TILEW_DRIVER(q4_0, 1, CALL_Q4_0)
 TILE_DRIVER(q5_0, CALL_Q5_0)
 TILE_DRIVER(q5_1, CALL_Q5_1)
 TILE_DRIVER(q4_k, CALL_Q4_K)

@@ -208,10 +208,17 @@ TW_AVX512 static inline void gather_scales(const tw_act *acts, size_t nb, const 
             for (size_t r = 0; r < rows; r++)                                                   \
                 tile_q32(w + r * row_bytes, row_bytes, nb, acts + t, y + t * y_stride + r,       \
                          y_stride, 1, 4, is_q4);                                                \
-        for (; t < n_act; t++)                                                                  \
-            for (size_t r = 0; r < rows; r++)                                                   \
+        for (; t < n_act; t++) {                                                                \
+            /* two rows side by side: decode is bound by each output's fma                      \
+             * chain, and two chains run in the time of one */                                  \
+            size_t r = 0;                                                                       \
+            for (; r + 2 <= rows; r += 2)                                                       \
+                tile_q32(w + r * row_bytes, row_bytes, nb, acts + t, y + t * y_stride + r,       \
+                         y_stride, 2, 1, is_q4);                                                \
+            for (; r < rows; r++)                                                               \
                 tile_q32(w + r * row_bytes, row_bytes, nb, acts + t, y + t * y_stride + r,       \
                          y_stride, 1, 1, is_q4);                                                \
+        }                                                                                       \
     }
 
 TILE_DRIVER(q8_0, 0)

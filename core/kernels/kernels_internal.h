@@ -39,6 +39,28 @@ typedef struct tw_act {
 
 #define TW_ACT_QU_MIN_N 2
 
+/* Batch tiles of the 32-value types take activations in groups of at most
+ * 8, with their scales staged on the stack for rows of up to
+ * TW_TILE_MAX_NB blocks (2 x 16 KiB). */
+#define TW_TILE_MAX_NB 512
+
+/* Size of the next group for `left` (>= 2) activations: as few groups as
+ * there can be, of near-equal size (9 = 5 + 4, not 8 + 1, as a group of
+ * one would read all the weights again for a single output row). */
+static inline size_t tw_tile_group(size_t left)
+{
+    size_t groups = (left + 7) / 8;
+    return (left + groups - 1) / groups;
+}
+
+/* Scales of TB activations, block-major: block i's at dT[TB * i + t]. */
+static inline void tw_gather_scales(const tw_act *acts, size_t nb, int TB, float *dT)
+{
+    for (size_t i = 0; i < nb; i++)
+        for (int k = 0; k < TB; k++)
+            dT[(size_t)TB * i + (size_t)k] = acts[k].d[i];
+}
+
 /* Bytes of quantized-activation scratch for one row of cols values
  * (cols a multiple of 256 for Q8K, 32 for Q8), with each array 64-byte
  * aligned. */
