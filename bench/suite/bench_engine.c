@@ -329,6 +329,20 @@ static int engine_run(tw_engine *e, uint32_t vocab, size_t n_streams, size_t n_p
     return submitted == n_streams ? 0 : 1;
 }
 
+/* Tokens per second over a whole run: every stream's tokens over the time
+ * from the first submit to the last end. */
+static double batch_aggregate(const stream *st, size_t n)
+{
+    double last_end = 0;
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (st[i].end > last_end)
+            last_end = st[i].end;
+        total += st[i].tokens;
+    }
+    return last_end > st[0].submit ? (double)total / (last_end - st[0].submit) : 0;
+}
+
 static int bench_engine_api(const args *a, const model_results *mr)
 {
     tw_err err;
@@ -353,7 +367,7 @@ static int bench_engine_api(const args *a, const model_results *mr)
         return 1;
     }
     uint32_t vocab = info.vocab_size;
-    stream *st = calloc(64, sizeof *st);
+    stream *st = calloc(3 * 64, sizeof *st);
     if (!st) {
         tw_engine_destroy(e);
         return 1;
@@ -388,20 +402,33 @@ static int bench_engine_api(const args *a, const model_results *mr)
     double agg1 = 0;
     for (size_t k = 0; k < 4; k++) {
         size_t n = conc[k];
-        if (engine_run(e, vocab, n, 16, gen, st) != 0)
+        /* The ratios hinge on the one-stream run, which a neighbour on a
+         * shared machine can slow by 20%: the short runs go three times and
+         * report the median run. */
+        size_t reps = n <= 4 ? 3 : 1, ok = 0;
+        double aggs[3];
+        for (size_t r = 0; r < reps; r++) {
+            if (engine_run(e, vocab, n, 16, gen, st + 64 * r) != 0)
+                break;
+            aggs[r] = batch_aggregate(st + 64 * r, n);
+            ok++;
+        }
+        if (ok < reps)
             continue;
-        double first_submit = st[0].submit, last_end = 0;
-        uint64_t total = 0;
+        size_t med = 0;
+        if (reps == 3)
+            med = (aggs[0] <= aggs[1]) == (aggs[1] <= aggs[2])   ? 1
+                  : (aggs[1] <= aggs[0]) == (aggs[0] <= aggs[2]) ? 0
+                                                                 : 2;
+        const stream *sm = st + 64 * med;
+        double agg = aggs[med];
         double lat[64], ttf[64], itl[64];
         for (size_t i = 0; i < n; i++) {
-            if (st[i].end > last_end)
-                last_end = st[i].end;
-            total += st[i].tokens;
-            lat[i] = (st[i].end - st[i].submit) * 1e3;
-            ttf[i] = (st[i].first - st[i].submit) * 1e3;
-            itl[i] = st[i].tokens > 1 ? (st[i].end - st[i].first) * 1e3 / (st[i].tokens - 1) : 0;
+            const stream *si = &sm[i];
+            lat[i] = (si->end - si->submit) * 1e3;
+            ttf[i] = (si->first - si->submit) * 1e3;
+            itl[i] = si->tokens > 1 ? (si->end - si->first) * 1e3 / (si->tokens - 1) : 0;
         }
-        double agg = (double)total / (last_end - first_submit);
         if (n == 1)
             agg1 = agg;
         snprintf(extra, sizeof extra,
@@ -485,7 +512,7 @@ int main(int argc, char **argv)
     }
     if (!a.label)
         a.label = a.model;
-    double bw = a.bandwidth > 0 ? a.bandwidth : bench_machine_row(a.threads, a.quick ? 0.5 : 2.0);
+    double bw = a.bandwidth > 0 ? a.bandwidth : bench_machine_row(a.threads, a.quick ? 1.0 : 2.0);
     model_results mr = {0};
     if (bench_model_api(&a, bw, &mr) != 0)
         return 1;

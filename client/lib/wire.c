@@ -111,11 +111,16 @@ static tw_status inflate_bounded(const uint8_t *src, size_t n, size_t max, const
                          "%s: compressed body declares %llu bytes, over the limit of %zu", what,
                          declared, max);
 
-    size_t cap;
-    if (declared != ZSTD_CONTENTSIZE_UNKNOWN)
+    /* Start small and grow by doubling: a few hostile bytes can declare
+     * any size up to the limit, and trusting the declaration would let each
+     * such message reserve the whole limit. A truthful frame of size s
+     * costs at most log2(s / start) reallocations. */
+    size_t start = n > SIZE_MAX / 16 ? SIZE_MAX : n * 16;
+    if (start < 65536)
+        start = 65536;
+    size_t cap = max < start ? max + 1 : start;
+    if (declared != ZSTD_CONTENTSIZE_UNKNOWN && (size_t)declared < cap)
         cap = (size_t)declared + 1; /* +1 notices a frame that lies about its size */
-    else
-        cap = max < 65536 ? max + 1 : 65536;
 
     ZSTD_DStream *ds = ZSTD_createDStream();
     uint8_t *dst = malloc(cap);
