@@ -67,25 +67,40 @@ uint32_t tw_spec_accept_step(const float *p, const float *q, uint32_t vocab, uin
     return draw_residual(p, q, vocab, d, rng);
 }
 
-/* Longest useful key first: a 3-token match predicts better than a single
- * token, which matches almost anywhere. */
+/* The longest key an earlier occurrence is matched on; past this, a match
+ * is as good as certain and the scan stops. */
+#define LOOKUP_MAX_KEY 16
+#ifndef LOOKUP_CAP
+#define LOOKUP_CAP 4
+#endif
+
+/* The earlier occurrence of the history's last token whose preceding
+ * tokens agree with the history's for longest (the newest among equals):
+ * a long agreement predicts a copy, a single token matches almost
+ * anywhere. */
 size_t tw_spec_lookup(const uint32_t *hist, size_t n_hist, uint32_t *out, size_t max)
 {
-    if (max == 0)
+    if (max == 0 || n_hist < 2)
         return 0;
-    for (size_t n = 3; n >= 1; n--) {
-        if (n_hist < n + 1)
+    const size_t last = n_hist - 1;
+    size_t best_j = 0, best_m = 0;
+    for (size_t j = last; j-- > 0;) {
+        if (hist[j] != hist[last])
             continue;
-        const uint32_t *key = hist + n_hist - n;
-        /* start j of an earlier occurrence: j + n <= n_hist - 1, newest first */
-        for (size_t j = n_hist - n; j-- > 0;) {
-            if (hist[j] != key[0] || memcmp(hist + j, key, n * sizeof *key) != 0)
-                continue;
-            size_t from = j + n, avail = n_hist - from;
-            size_t cnt = avail < max ? avail : max;
-            memcpy(out, hist + from, cnt * sizeof *out);
-            return cnt;
+        size_t m = 1;
+        while (m < LOOKUP_MAX_KEY && m <= j && hist[j - m] == hist[last - m])
+            m++;
+        if (m > best_m) {
+            best_m = m;
+            best_j = j;
+            if (m == LOOKUP_MAX_KEY)
+                break;
         }
     }
-    return 0;
+    if (best_m == 0)
+        return 0;
+    size_t from = best_j + 1, avail = n_hist - from;
+    size_t cnt = avail < max ? avail : max;
+    memcpy(out, hist + from, cnt * sizeof *out);
+    return cnt;
 }

@@ -158,10 +158,11 @@ uint32_t tw_spec_accept_step(const float *p, const float *q, uint32_t vocab, uin
 /* Draws from a probability vector with rng (helper shared with tests). */
 uint32_t tw_spec_draw(const float *p, uint32_t vocab, tw_rng *rng);
 
-/* Prompt lookup on a token history, exposed for tests: finds the most
- * recent earlier occurrence of the last n tokens (n = 3, then 2, then 1)
- * and copies up to max tokens that followed it into out. Returns how many
- * (0: no match). */
+/* Prompt lookup on a token history, exposed for tests: among the earlier
+ * occurrences of the last token, finds the one whose preceding tokens agree
+ * with the history's for longest (up to 16; the newest among equals) and
+ * copies up to max tokens that followed it into out. Returns how many (0:
+ * the last token did not occur before). */
 size_t tw_spec_lookup(const uint32_t *hist, size_t n_hist, uint32_t *out, size_t max);
 
 #endif

@@ -38,6 +38,16 @@ static void test_lookup(void **state)
     assert_int_equal(tw_spec_lookup(h2, 6, out, 2), 2);
     assert_int_equal(out[0], 11);
     assert_int_equal(out[1], 12);
+    /* an older occurrence agreeing on 5 tokens beats a newer one agreeing
+     * on 4 (and on 3, where a fixed 3-token key would stop looking) */
+    const uint32_t h4[] = {1, 2, 3, 4, 5, 6, 9, 2, 3, 4, 5, 7, 1, 2, 3, 4, 5};
+    assert_int_equal(tw_spec_lookup(h4, 17, out, 2), 2);
+    assert_int_equal(out[0], 6);
+    assert_int_equal(out[1], 9);
+    /* the continuation may run into the key itself, never past the end */
+    const uint32_t h5[] = {8, 8, 8};
+    assert_int_equal(tw_spec_lookup(h5, 3, out, 8), 1);
+    assert_int_equal(out[0], 8);
     const uint32_t h3[] = {1, 2, 3};
     assert_int_equal(tw_spec_lookup(h3, 3, out, 4), 0);
     assert_int_equal(tw_spec_lookup(h3, 0, out, 4), 0);
