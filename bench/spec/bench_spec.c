@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "tw/engine.h"
+#include "tw/kernels.h"
 #include "tw/log.h"
 
 #include "spec_costs.h"
@@ -298,9 +299,10 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tw-bench-spec [--model TARGET.gguf] [--draft DRAFT.gguf] [--threads N]\n"
-            "                     [--tokens N] [--reps N] [--k K]\n"
+            "                     [--tokens N] [--reps N] [--k K] [--isa scalar|avx2|avx512]\n"
             "defaults: --model %s --draft %s\n"
-            "          --threads 1, --tokens 192, --reps 5, --k 0 (engine default)\n",
+            "          --threads 1, --tokens 192, --reps 5, --k 0 (engine default),\n"
+            "          the best kernels the CPU has\n",
             DEFAULT_MODEL, DEFAULT_DRAFT);
 }
 
@@ -328,7 +330,15 @@ static bool parse_args(int argc, char **argv, args *a)
             num = &a->reps;
         else if (!strcmp(o, "--k"))
             num = &a->k;
-        else
+        else if (!strcmp(o, "--isa") && v) {
+            /* a lower kernel level than the CPU offers, e.g. the AVX2 paths
+             * machines without AVX-512 run */
+            tw_err ierr;
+            if (tw_kernels_force_isa(v, &ierr) != TW_OK) {
+                fprintf(stderr, "tw-bench-spec: %s\n", ierr.msg);
+                return false;
+            }
+        } else
             return false;
         if (!v)
             return false;
@@ -430,6 +440,7 @@ int main(int argc, char **argv)
     cpu_name(cpu, sizeof cpu);
     printf("tw-bench-spec\nmachine: %s, %ld CPUs online, load average %.2f at start\n", cpu,
            sysconf(_SC_NPROCESSORS_ONLN), load_avg());
+    printf("kernels: %s\n", tw_kernels_isa());
     printf("threads: %u, max tokens per prompt: %u, repetitions: %u, max draft tokens: %u%s\n",
            a.threads, a.tokens, a.reps, a.k, a.k ? "" : " (engine default)");
     printf("target: %s\ndraft:  %s\n", a.model, a.draft);

@@ -518,36 +518,6 @@ TW_AVX2 TW_TILE void tile_q6_k(const uint8_t *w, size_t row_bytes, size_t nb, co
             y[(size_t)t * y_stride + r] = tw_hsum256(acc[r][t]);
 }
 
-/* sc[TB * i + t] = dw_i * dT[TB * i + t] over the nb blocks of one row
- * (bb bytes each, the f16 scale first). */
-TW_AVX2 TW_TILE void block_scales(const uint8_t *w, size_t bb, size_t nb, const float *dT,
-                                  float *sc, const int TB)
-{
-    size_t i = 0;
-    if (TB == 1) {
-        /* eight blocks' scales widened by one conversion */
-        for (; i + 8 <= nb; i += 8) {
-            uint16_t h[8];
-            for (size_t k = 0; k < 8; k++)
-                memcpy(&h[k], w + (i + k) * bb, 2);
-            const __m256 dw8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)h));
-            _mm256_storeu_ps(sc + i, _mm256_mul_ps(dw8, _mm256_loadu_ps(dT + i)));
-        }
-    }
-    for (; i < nb; i++) {
-        uint16_t d16;
-        memcpy(&d16, w + i * bb, 2);
-        const float dw = tw_h2f(d16);
-        if (TB == 8)
-            _mm256_store_ps(sc + 8 * i, _mm256_mul_ps(_mm256_set1_ps(dw), _mm256_load_ps(dT + 8 * i)));
-        else if (TB == 4)
-            _mm_store_ps(sc + 4 * i, _mm_mul_ps(_mm_set1_ps(dw), _mm_load_ps(dT + 4 * i)));
-        else
-            for (int t = 0; t < TB; t++)
-                sc[(size_t)TB * i + (size_t)t] = dw * dT[(size_t)TB * i + (size_t)t];
-    }
-}
-
 /* Q8_0 / Q4_0, 1 row x TB activations (TB 2..8, a constant): tile_q32's
  * arithmetic per output (the same int32 lanes, the same product dw * d_t,
  * the same fma into its own accumulator, block after block) with the
@@ -565,7 +535,7 @@ TW_AVX2 TW_TILE void tilew_q32(const uint8_t *w, size_t row_bytes, size_t nb, co
                                const int TB, const int is_q4)
 {
     const size_t bb = is_q4 ? 18 : 34;
-    block_scales(w, bb, nb, dT, sc, TB);
+    tw_stage_scales(w, bb, nb, dT, sc, TB);
     __m256 acc[8];
 #pragma GCC unroll 8
     for (int t = 0; t < TB; t++)
@@ -602,7 +572,7 @@ TW_AVX2 TW_TILE void tilew1_q32(const uint8_t *w, size_t row_bytes, size_t nb, c
     const size_t bb = is_q4 ? 18 : 34;
 #pragma GCC unroll 4
     for (int r = 0; r < RB; r++)
-        block_scales(w + (size_t)r * row_bytes, bb, nb, act->d, sc + (size_t)r * nb, 1);
+        tw_stage_scales(w + (size_t)r * row_bytes, bb, nb, act->d, sc + (size_t)r * nb, 1);
     __m256 acc[4];
 #pragma GCC unroll 4
     for (int r = 0; r < RB; r++)

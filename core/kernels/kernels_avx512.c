@@ -114,19 +114,7 @@ TW_AVX512 TW_TILE void tileu_q32(const uint8_t *w, size_t row_bytes, size_t nb,
     const __m256i bias = _mm256_set1_epi8((char)0x80);
     /* The scales go through memory in a pass of their own: broadcasting
      * lanes of a vector stored just before stalls on store forwarding. */
-    for (size_t i = 0; i < nb; i++) {
-        uint16_t d16;
-        memcpy(&d16, w + i * bb, 2);
-        const float dw = _cvtsh_ss(d16);
-        if (TB == 8)
-            _mm256_store_ps(sc + 8 * i,
-                            _mm256_mul_ps(_mm256_set1_ps(dw), _mm256_load_ps(dT + 8 * i)));
-        else if (TB == 4)
-            _mm_store_ps(sc + 4 * i, _mm_mul_ps(_mm_set1_ps(dw), _mm_load_ps(dT + 4 * i)));
-        else
-            for (int t = 0; t < TB; t++)
-                sc[(size_t)TB * i + (size_t)t] = dw * dT[(size_t)TB * i + (size_t)t];
-    }
+    tw_stage_scales(w, bb, nb, dT, sc, TB);
     __m256 acc[8];
 #pragma GCC unroll 8
     for (int t = 0; t < TB; t++)
@@ -154,16 +142,38 @@ TW_AVX512 TW_TILE void tileu_q32(const uint8_t *w, size_t row_bytes, size_t nb,
         y[(size_t)t * y_stride] = hsum256(acc[t]);
 }
 
-/* Blocks per row up to which the unsigned-activation tiles keep their
- * scales on the stack (2 x 16 KiB); wider rows take tile_q32. */
-#define TILEU_MAX_NB 512
-
-/* Scales of TB activations, block-major (see tileu_q32). */
-TW_AVX512 static inline void gather_scales(const tw_act *acts, size_t nb, const int TB, float *dT)
+/* Decode: one activation against RB rows side by side, with the block
+ * scales staged per row (tw_stage_scales) and every output's own fma chain
+ * (see tilew1_q32 in kernels_avx2.c). Per output these are exactly
+ * tileu_q32's operations: the same int32 lanes, the same products
+ * dw * d, the same fma, block after block. */
+TW_AVX512 TW_TILE void tiled_q32(const uint8_t *w, size_t row_bytes, size_t nb,
+                                 const tw_act *act, float *sc, float *y, const int RB,
+                                 const int is_q4)
 {
-    for (size_t i = 0; i < nb; i++)
-        for (int k = 0; k < TB; k++)
-            dT[(size_t)TB * i + (size_t)k] = acts[k].d[i];
+    const size_t bb = is_q4 ? 18 : 34;
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++)
+        tw_stage_scales(w + (size_t)r * row_bytes, bb, nb, act->d, sc + (size_t)r * nb, 1);
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++)
+        acc[r] = _mm256_setzero_ps();
+    for (size_t i = 0; i < nb; i++) {
+        const __m256i a = load256(act->qs + i * 32);
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++) {
+            const uint8_t *blk = w + (size_t)r * row_bytes + i * bb;
+            const __m256i q = is_q4 ? q4_0_levels(blk + 2) : load256(blk + 2);
+            __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(q, q),
+                                            _mm256_sign_epi8(a, q));
+            acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[(size_t)r * nb + i]),
+                                     _mm256_cvtepi32_ps(p), acc[r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++)
+        y[r] = hsum256(acc[r]);
 }
 
 /* Every row against one group of TB (2..8) activations, unsigned tiles. */
@@ -186,12 +196,19 @@ TW_AVX512 static inline void gather_scales(const tw_act *acts, size_t nb, const 
     {                                                                                           \
         const size_t nb = cols / 32;                                                            \
         size_t t = 0;                                                                           \
-        if (nb <= TILEU_MAX_NB && n_act >= 2 && acts[0].qu) {                                   \
-            alignas(32) float dT[TILEU_MAX_NB * 8], sc[TILEU_MAX_NB * 8];                       \
-            for (; n_act - t >= 2; ) {                                                          \
-                size_t groups = (n_act - t + 7) / 8;                                            \
-                size_t tb = (n_act - t + groups - 1) / groups;                                  \
-                gather_scales(acts + t, nb, (int)tb, dT);                                       \
+        alignas(32) float dT[TW_TILE_MAX_NB * 8], sc[TW_TILE_MAX_NB * 8];                       \
+        if (nb <= TW_TILE_MAX_NB && n_act == 1) {                                               \
+            size_t r = 0;                                                                       \
+            for (; r + 2 <= rows; r += 2)                                                       \
+                tiled_q32(w + r * row_bytes, row_bytes, nb, acts, sc, y + r, 2, is_q4);          \
+            for (; r < rows; r++)                                                               \
+                tiled_q32(w + r * row_bytes, row_bytes, nb, acts, sc, y + r, 1, is_q4);          \
+            return;                                                                             \
+        }                                                                                       \
+        if (nb <= TW_TILE_MAX_NB && n_act >= 2 && acts[0].qu) {                                 \
+            while (n_act - t >= 2) {                                                            \
+                size_t tb = tw_tile_group(n_act - t);                                           \
+                tw_gather_scales(acts + t, nb, (int)tb, dT);                                    \
                 switch (tb) {                                                                   \
                 case 8: TILEU_ROWS(8, is_q4); break;                                            \
                 case 7: TILEU_ROWS(7, is_q4); break;                                            \

@@ -35,6 +35,38 @@ TW_AVX2 static inline float tw_h2f(uint16_t h)
     return _cvtsh_ss(h);
 }
 
+/* sc[TB * i + t] = dw_i * dT[TB * i + t] over the nb blocks of one row
+ * (bb bytes each, the f16 scale first): the block scales of the 32-value
+ * tiles, staged before the row's integer work so that work needs one
+ * broadcast per block and activation. TB is a constant at every call. */
+TW_AVX2 static inline __attribute__((always_inline)) void tw_stage_scales(
+    const uint8_t *w, size_t bb, size_t nb, const float *dT, float *sc, const int TB)
+{
+    size_t i = 0;
+    if (TB == 1) {
+        /* eight blocks' scales widened by one conversion */
+        for (; i + 8 <= nb; i += 8) {
+            uint16_t h[8];
+            for (size_t k = 0; k < 8; k++)
+                memcpy(&h[k], w + (i + k) * bb, 2);
+            const __m256 dw8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)h));
+            _mm256_storeu_ps(sc + i, _mm256_mul_ps(dw8, _mm256_loadu_ps(dT + i)));
+        }
+    }
+    for (; i < nb; i++) {
+        uint16_t d16;
+        memcpy(&d16, w + i * bb, 2);
+        const float dw = tw_h2f(d16);
+        if (TB == 8)
+            _mm256_store_ps(sc + 8 * i, _mm256_mul_ps(_mm256_set1_ps(dw), _mm256_load_ps(dT + 8 * i)));
+        else if (TB == 4)
+            _mm_store_ps(sc + 4 * i, _mm_mul_ps(_mm_set1_ps(dw), _mm_load_ps(dT + 4 * i)));
+        else
+            for (int t = 0; t < TB; t++)
+                sc[(size_t)TB * i + (size_t)t] = dw * dT[(size_t)TB * i + (size_t)t];
+    }
+}
+
 /* Bit 4 of the 32 levels of a Q5_0/Q5_1 block: 0x10 where bit j of qh is
  * set. Byte j takes qh byte j / 8, keeps bit j % 8 and compares. */
 TW_AVX2 static inline __m256i tw_q5_high_bits(const uint8_t *qh)
