@@ -524,7 +524,7 @@ TW_AVX2 TW_TILE void tile_q6_k(const uint8_t *w, size_t row_bytes, size_t nb, co
  * products of all TB activations formed in a pass of their own, one vector
  * multiply per block, instead of one multiply per activation and block.
  * The activations' scales come block-major in dT (block i's at
- * dT[TB * i + t]); sc receives the products in the same layout. */
+ * dT[8 * i + t], see tw_gather_scales); sc receives the products. */
 #define PREFETCH_ROWS 2
 #ifndef DECODE_RB
 #define DECODE_RB 2
@@ -551,7 +551,7 @@ TW_AVX2 TW_TILE void tilew_q32(const uint8_t *w, size_t row_bytes, size_t nb, co
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++) {
             __m256i p = dot_i8(qabs, q, load256(acts[t].qs + i * 32));
-            acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[(size_t)TB * i + (size_t)t]),
+            acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[8 * i + (size_t)t]),
                                      _mm256_cvtepi32_ps(p), acc[t]);
         }
     }

@@ -100,7 +100,7 @@ TW_AVX512 TW_TILE void tile_q32(const uint8_t *w, size_t row_bytes, size_t nb,
  * the correction depends on the weights alone, so it is formed once per
  * block for all TB activations. The block scales dw * d_t of all TB
  * activations come from one vector multiply over dT (the activations'
- * scales of block i at dT[TB * i + t]). Every output thus sees exactly
+ * scales of block i at dT[8 * i + t]). Every output thus sees exactly
  * tile_q32's float operations in its order: the same int32 lanes, the same
  * product dw * d_t, the same fma into its own accumulator, block after
  * block. */
@@ -133,7 +133,7 @@ TW_AVX512 TW_TILE void tileu_q32(const uint8_t *w, size_t row_bytes, size_t nb,
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++) {
             __m256i p = _mm256_dpbusd_epi32(corr, load256(acts[t].qu + i * 32), q);
-            acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[(size_t)TB * i + (size_t)t]),
+            acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[8 * i + (size_t)t]),
                                      _mm256_cvtepi32_ps(p), acc[t]);
         }
     }

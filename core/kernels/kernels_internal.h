@@ -53,12 +53,14 @@ static inline size_t tw_tile_group(size_t left)
     return (left + groups - 1) / groups;
 }
 
-/* Scales of TB activations, block-major: block i's at dT[TB * i + t]. */
+/* Scales of TB (2..8) activations, block-major with a stride of 8: block
+ * i's at dT[8 * i + t], zeros from t = TB on, so every block's scales are
+ * one aligned vector. */
 static inline void tw_gather_scales(const tw_act *acts, size_t nb, int TB, float *dT)
 {
     for (size_t i = 0; i < nb; i++)
-        for (int k = 0; k < TB; k++)
-            dT[(size_t)TB * i + (size_t)k] = acts[k].d[i];
+        for (int k = 0; k < 8; k++)
+            dT[8 * i + (size_t)k] = k < TB ? acts[k].d[i] : 0.0f;
 }
 
 /* Bytes of quantized-activation scratch for one row of cols values

@@ -35,10 +35,12 @@ TW_AVX2 static inline float tw_h2f(uint16_t h)
     return _cvtsh_ss(h);
 }
 
-/* sc[TB * i + t] = dw_i * dT[TB * i + t] over the nb blocks of one row
- * (bb bytes each, the f16 scale first): the block scales of the 32-value
- * tiles, staged before the row's integer work so that work needs one
- * broadcast per block and activation. TB is a constant at every call. */
+/* The block scales of the 32-value tiles, staged before a row's integer
+ * work so that work needs one broadcast per block and activation: for one
+ * activation (TB = 1) sc[i] = dw_i * dT[i], for a group of TB = 2..8
+ * sc[8 * i + t] = dw_i * dT[8 * i + t] (lanes from TB on are not used), over
+ * the nb blocks of one row (bb bytes each, the f16 scale first). TB is a
+ * constant at every call. */
 TW_AVX2 static inline __attribute__((always_inline)) void tw_stage_scales(
     const uint8_t *w, size_t bb, size_t nb, const float *dT, float *sc, const int TB)
 {
@@ -57,13 +59,12 @@ TW_AVX2 static inline __attribute__((always_inline)) void tw_stage_scales(
         uint16_t d16;
         memcpy(&d16, w + i * bb, 2);
         const float dw = tw_h2f(d16);
-        if (TB == 8)
-            _mm256_store_ps(sc + 8 * i, _mm256_mul_ps(_mm256_set1_ps(dw), _mm256_load_ps(dT + 8 * i)));
-        else if (TB == 4)
-            _mm_store_ps(sc + 4 * i, _mm_mul_ps(_mm_set1_ps(dw), _mm_load_ps(dT + 4 * i)));
+        if (TB == 1)
+            sc[i] = dw * dT[i];
+        else if (TB <= 4)
+            _mm_store_ps(sc + 8 * i, _mm_mul_ps(_mm_set1_ps(dw), _mm_load_ps(dT + 8 * i)));
         else
-            for (int t = 0; t < TB; t++)
-                sc[(size_t)TB * i + (size_t)t] = dw * dT[(size_t)TB * i + (size_t)t];
+            _mm256_store_ps(sc + 8 * i, _mm256_mul_ps(_mm256_set1_ps(dw), _mm256_load_ps(dT + 8 * i)));
     }
 }
 
