@@ -117,3 +117,15 @@ void tw_silu_mul_f32(float *g, const float *u, size_t n)
 {
     tw_isa_current()->silu_mul_f32(g, u, n);
 }
+
+void tw_silu_f32(float *x, size_t n)
+{
+    tw_isa_current()->silu_f32(x, n);
+}
+
+void tw_delta_rule_f32(float *S, const float *src, const float *q, const float *k,
+                       const float *v, float decay, float beta, size_t dk, size_t dv,
+                       float *mem, float *out)
+{
+    tw_isa_current()->delta_rule_f32(S, src, q, k, v, decay, beta, dk, dv, mem, out);
+}

@@ -100,6 +100,86 @@ TW_AVX2 static void silu_mul_f32(float *g, const float *u, size_t n)
         g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+TW_AVX2 static void silu_f32(float *x, size_t n)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        _mm256_storeu_ps(x + i, _mm256_div_ps(v, _mm256_add_ps(one, exp256(_mm256_xor_ps(v, sign)))));
+    }
+    for (; i < n; i++)
+        x[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+/* The delta rule, 32 state columns at a time with their sums of mem and
+ * out held in registers down all dk rows. Each element sees the scalar
+ * version's operations in its order (a multiply, then an add: no fmas), so
+ * every ISA gives the same bits and the recurrence stays exactly what the
+ * reference checkpoints were checked against. */
+TW_AVX2 static void delta_rule_f32(float *S, const float *src, const float *q, const float *k,
+                                   const float *v, float decay, float beta, size_t dk,
+                                   size_t dv, float *mem, float *out)
+{
+    const __m256 vdecay = _mm256_set1_ps(decay), vbeta = _mm256_set1_ps(beta);
+    size_t c0 = 0;
+    for (; c0 + 8 <= dv; c0 += 32) {
+        const int nv = (int)((dv - c0) / 8 < 4 ? (dv - c0) / 8 : 4);
+        __m256 m[4], o[4];
+        for (int u = 0; u < 4; u++) {
+            m[u] = _mm256_setzero_ps();
+            o[u] = _mm256_setzero_ps();
+        }
+        for (size_t i = 0; i < dk; i++) {
+            const float *old = src + i * dv + c0;
+            float *row = S + i * dv + c0;
+            const __m256 ki = _mm256_set1_ps(k[i]);
+            for (int u = 0; u < nv; u++) {
+                __m256 r = _mm256_mul_ps(_mm256_loadu_ps(old + 8 * u), vdecay);
+                _mm256_storeu_ps(row + 8 * u, r);
+                m[u] = _mm256_add_ps(m[u], _mm256_mul_ps(r, ki));
+            }
+        }
+        for (int u = 0; u < nv; u++)
+            m[u] = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(v + c0 + 8 * u), m[u]), vbeta);
+        for (size_t i = 0; i < dk; i++) {
+            float *row = S + i * dv + c0;
+            const __m256 ki = _mm256_set1_ps(k[i]), qi = _mm256_set1_ps(q[i]);
+            for (int u = 0; u < nv; u++) {
+                __m256 r = _mm256_add_ps(_mm256_loadu_ps(row + 8 * u), _mm256_mul_ps(ki, m[u]));
+                _mm256_storeu_ps(row + 8 * u, r);
+                o[u] = _mm256_add_ps(o[u], _mm256_mul_ps(r, qi));
+            }
+        }
+        for (int u = 0; u < nv; u++)
+            _mm256_storeu_ps(out + c0 + 8 * u, o[u]);
+        if (nv < 4) {
+            c0 += 8 * (size_t)nv;
+            break;
+        }
+    }
+    /* the columns past the last 8-wide chunk */
+    if (c0 < dv) {
+        for (size_t j = c0; j < dv; j++)
+            mem[j] = 0.0f;
+        for (size_t i = 0; i < dk; i++)
+            for (size_t j = c0; j < dv; j++) {
+                S[i * dv + j] = src[i * dv + j] * decay;
+                mem[j] += S[i * dv + j] * k[i];
+            }
+        for (size_t j = c0; j < dv; j++) {
+            mem[j] = (v[j] - mem[j]) * beta;
+            out[j] = 0.0f;
+        }
+        for (size_t i = 0; i < dk; i++)
+            for (size_t j = c0; j < dv; j++) {
+                S[i * dv + j] += k[i] * mem[j];
+                out[j] += S[i * dv + j] * q[i];
+            }
+    }
+}
+
 /* One key's score: a single accumulator over 8-wide chunks, then the
  * scalar tail, the same steps for every key (see tw_dot_rows_fn). */
 TW_AVX2 static inline float dot_key(const float *q, const float *k, size_t d)
@@ -766,6 +846,8 @@ void tw_isa_fill_avx2(tw_isa_table *t)
     t->axpy_rows_f32 = axpy_rows_f32;
     t->exp_shift_f32 = exp_shift_f32;
     t->silu_mul_f32 = silu_mul_f32;
+    t->silu_f32 = silu_f32;
+    t->delta_rule_f32 = delta_rule_f32;
     tw_isa_fill_dequant_avx2(t->dequant);
     /* 128-token prefill, one thread: the K types gain 1.3-1.7x over sgemm
      * from skipping dequantization and amortizing their float work over

@@ -115,6 +115,12 @@ typedef struct tw_isa_table {
     float (*exp_shift_f32)(float *x, size_t n, float mx);
     /* g[i] = silu(g[i]) * u[i] (tw_silu_mul_f32) */
     void (*silu_mul_f32)(float *g, const float *u, size_t n);
+    /* x[i] = silu(x[i]) (tw_silu_f32) */
+    void (*silu_f32)(float *x, size_t n);
+    /* one delta-rule step of a DeltaNet head (tw_delta_rule_f32) */
+    void (*delta_rule_f32)(float *S, const float *src, const float *q, const float *k,
+                           const float *v, float decay, float beta, size_t dk, size_t dv,
+                           float *mem, float *out);
     /* Bit tw_ktype_index(type) set: large batches of this type run faster on
      * the integer tile kernels than on dequantized tiles + sgemm. */
     unsigned prefill_int8;

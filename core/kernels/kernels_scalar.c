@@ -160,6 +160,38 @@ static void silu_mul_f32(float *g, const float *u, size_t n)
         g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+static void silu_f32(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+static void delta_rule_f32(float *S, const float *src, const float *q, const float *k,
+                           const float *v, float decay, float beta, size_t dk, size_t dv,
+                           float *mem, float *out)
+{
+    memset(mem, 0, dv * sizeof *mem);
+    for (size_t i = 0; i < dk; i++) {
+        float *row = S + i * dv;
+        const float *old = src + i * dv;
+        for (size_t j = 0; j < dv; j++) {
+            row[j] = old[j] * decay;
+            mem[j] += row[j] * k[i];
+        }
+    }
+    for (size_t j = 0; j < dv; j++) {
+        mem[j] = (v[j] - mem[j]) * beta;
+        out[j] = 0.0f;
+    }
+    for (size_t i = 0; i < dk; i++) {
+        float *row = S + i * dv;
+        for (size_t j = 0; j < dv; j++) {
+            row[j] += k[i] * mem[j];
+            out[j] += row[j] * q[i];
+        }
+    }
+}
+
 static void rows1_f32(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
                      const tw_act *act, float *y)
 {
@@ -424,4 +456,6 @@ void tw_isa_fill_scalar(tw_isa_table *t)
     t->axpy_rows_f32 = axpy_rows_f32;
     t->exp_shift_f32 = exp_shift_f32;
     t->silu_mul_f32 = silu_mul_f32;
+    t->silu_f32 = silu_f32;
+    t->delta_rule_f32 = delta_rule_f32;
 }

@@ -35,30 +35,8 @@ void tw_deltanet_step_to(float *S, const float *src, const float *q, const float
                          const float *v, float g, float beta, uint32_t dk, uint32_t dv,
                          float *out)
 {
-    float decay = expf(g);
     float mem[TW_MAX_HEAD_DIM];
-    memset(mem, 0, dv * sizeof(float));
-    for (uint32_t i = 0; i < dk; i++) {
-        float *row = S + (size_t)i * dv;
-        const float *old = src + (size_t)i * dv;
-        float ki = k[i];
-        for (uint32_t j = 0; j < dv; j++) {
-            row[j] = old[j] * decay;
-            mem[j] += row[j] * ki;
-        }
-    }
-    for (uint32_t j = 0; j < dv; j++) {
-        mem[j] = (v[j] - mem[j]) * beta; /* the delta */
-        out[j] = 0.0f;
-    }
-    for (uint32_t i = 0; i < dk; i++) {
-        float *row = S + (size_t)i * dv;
-        float ki = k[i], qi = q[i];
-        for (uint32_t j = 0; j < dv; j++) {
-            row[j] += ki * mem[j];
-            out[j] += row[j] * qi;
-        }
-    }
+    tw_delta_rule_f32(S, src, q, k, v, expf(g), beta, dk, dv, mem, out);
 }
 
 size_t tw_deltanet_chunk_floats(uint32_t dk, uint32_t dv)
@@ -272,8 +250,9 @@ static void conv_run(tw_model *m, const tw_layer *L, tw_seq *seq, size_t r0, siz
             float acc = 0.0f;
             for (size_t i = 0; i < K; i++)
                 acc += w[i] * in[(t + i) * conv_dim + ch];
-            o[ch] = tw_silu(acc);
+            o[ch] = acc;
         }
+        tw_silu_f32(o, conv_dim);
     }
     memcpy(win, in + len * conv_dim, (K - 1) * conv_dim * sizeof(float));
 }

@@ -118,6 +118,21 @@ float tw_exp_shift_f32(float *x, size_t n, float mx);
  * allocates nothing. */
 void tw_silu_mul_f32(float *g, const float *u, size_t n);
 
+/* SiLU in place: x[i] = x[i] / (1 + exp(-x[i])), elementwise. Thread-safe;
+ * allocates nothing. */
+void tw_silu_f32(float *x, size_t n);
+
+/* One step of the gated delta rule for one head with state [dk][dv]:
+ *     S = decay * src;  mem = S^T k;  mem = beta (v - mem);
+ *     S += k mem^T;     out = S^T q
+ * S and src may be the same array (an in-place step) or disjoint; mem is
+ * dv floats of caller scratch. The result depends only on the inputs, so
+ * decode and speculative verification, which both step through here, see
+ * the same numbers. Thread-safe; allocates nothing. */
+void tw_delta_rule_f32(float *S, const float *src, const float *q, const float *k,
+                       const float *v, float decay, float beta, size_t dk, size_t dv,
+                       float *mem, float *out);
+
 /* The ISA the kernels dispatch to now: "avx512", "avx2" or "scalar". */
 const char *tw_kernels_isa(void);
 
