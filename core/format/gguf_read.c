@@ -549,13 +549,21 @@ static tw_status open_mapped(tw_gguf *g, tw_gguf **out, tw_err *err)
 
 tw_status tw_gguf_open(const char *path, tw_gguf **out, tw_err *err)
 {
+    return tw_gguf_open_ex(path, 0, out, err);
+}
+
+tw_status tw_gguf_open_ex(const char *path, unsigned flags, tw_gguf **out, tw_err *err)
+{
     if (!out)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "gguf: NULL output");
     *out = NULL;
+    if (flags & ~(unsigned)TW_GGUF_HUGE_PAGES)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "gguf: unknown open flags 0x%x", flags);
     tw_gguf *g = calloc(1, sizeof *g);
     if (!g)
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "gguf: out of memory");
-    tw_status st = twf_map_file(path, "gguf", &g->map, err);
+    tw_status st = flags & TW_GGUF_HUGE_PAGES ? twf_map_file_huge(path, "gguf", &g->map, err)
+                                              : twf_map_file(path, "gguf", &g->map, err);
     if (st) {
         free(g);
         return st;

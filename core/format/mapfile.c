@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -21,37 +22,51 @@ static tw_status errno_status(int e)
     }
 }
 
-tw_status twf_map_file(const char *path, const char *what, twf_map *m, tw_err *err)
+/* Opens path as a non-empty regular file that fits in memory: *fd and
+ * *len on success. */
+static tw_status open_regular(const char *path, const char *what, int *fd, size_t *len,
+                              tw_err *err)
 {
-    memset(m, 0, sizeof *m);
     if (!path || !*path)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "%s: empty path", what);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    int f = open(path, O_RDONLY | O_CLOEXEC);
+    if (f < 0) {
         int e = errno;
         return tw_errorf(err, errno_status(e), "%s: cannot open '%s': %s", what, path,
                          strerror(e));
     }
     struct stat st;
-    if (fstat(fd, &st) != 0) {
+    if (fstat(f, &st) != 0) {
         int e = errno;
-        close(fd);
+        close(f);
         return tw_errorf(err, errno_status(e), "%s: cannot stat '%s': %s", what, path,
                          strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
-        close(fd);
+        close(f);
         return tw_errorf(err, TW_INVALID_ARGUMENT, "%s: '%s' is not a regular file", what, path);
     }
     if (st.st_size <= 0) {
-        close(fd);
+        close(f);
         return tw_errorf(err, TW_DATA_LOSS, "%s: '%s' is empty", what, path);
     }
-    if ((uint64_t)st.st_size > (uint64_t)SIZE_MAX) {
-        close(fd);
+    if ((uint64_t)st.st_size > (uint64_t)SIZE_MAX / 2) {
+        close(f);
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "%s: '%s' is too large to map", what, path);
     }
-    size_t len = (size_t)st.st_size;
+    *fd = f;
+    *len = (size_t)st.st_size;
+    return TW_OK;
+}
+
+tw_status twf_map_file(const char *path, const char *what, twf_map *m, tw_err *err)
+{
+    memset(m, 0, sizeof *m);
+    int fd;
+    size_t len;
+    tw_status st = open_regular(path, what, &fd, &len, err);
+    if (st)
+        return st;
     void *addr = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
@@ -62,6 +77,57 @@ tw_status twf_map_file(const char *path, const char *what, twf_map *m, tw_err *e
     m->size = len;
     m->addr = addr;
     m->map_len = len;
+    return TW_OK;
+}
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+tw_status twf_map_file_huge(const char *path, const char *what, twf_map *m, tw_err *err)
+{
+    memset(m, 0, sizeof *m);
+    int fd;
+    size_t len;
+    tw_status st = open_regular(path, what, &fd, &len, err);
+    if (st)
+        return st;
+    /* one huge page of slack to place the data on a 2 MiB boundary, where
+     * the kernel can back it with huge pages from the first byte */
+    size_t span = (len + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE + HUGE_PAGE;
+    void *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) {
+        int e = errno;
+        close(fd);
+        return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "%s: cannot allocate %zu bytes for '%s': %s",
+                         what, span, path, strerror(e));
+    }
+    uint8_t *base = (uint8_t *)(((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    /* advice only: without THP the copy still works, on small pages */
+    (void)madvise(base, span - (size_t)(base - (uint8_t *)raw), MADV_HUGEPAGE);
+    size_t done = 0;
+    while (done < len) {
+        size_t want = len - done < ((size_t)1 << 30) ? len - done : (size_t)1 << 30;
+        ssize_t got = pread(fd, base + done, want, (off_t)done);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            int e = got < 0 ? errno : 0;
+            close(fd);
+            munmap(raw, span);
+            if (got == 0)
+                return tw_errorf(err, TW_DATA_LOSS, "%s: '%s' ended after %zu of %zu bytes",
+                                 what, path, done, len);
+            return tw_errorf(err, errno_status(e), "%s: cannot read '%s': %s", what, path,
+                             strerror(e));
+        }
+        done += (size_t)got;
+    }
+    close(fd);
+    /* the weights are read-only from here on */
+    (void)mprotect(raw, span, PROT_READ);
+    m->data = base;
+    m->size = len;
+    m->addr = raw;
+    m->map_len = span;
     return TW_OK;
 }
 

@@ -20,6 +20,14 @@ typedef struct twf_map {
  * directory or empty file TW_INVALID_ARGUMENT / TW_DATA_LOSS. */
 tw_status twf_map_file(const char *path, const char *what, twf_map *m, tw_err *err);
 
+/* Like twf_map_file, but reads the file into private anonymous memory
+ * aligned to 2 MiB and marked for transparent huge pages (MADV_HUGEPAGE),
+ * instead of mapping the page cache. Costs a copy and private memory; pays
+ * where every byte is streamed again and again (decode reads every weight
+ * per token, and 4 KiB pages cost a TLB miss every 4 KiB). A file that
+ * shrinks while it is read is TW_DATA_LOSS. */
+tw_status twf_map_file_huge(const char *path, const char *what, twf_map *m, tw_err *err);
+
 /* Wraps borrowed memory (no unmap on release). */
 void twf_map_borrow(const void *buf, size_t len, twf_map *m);
 

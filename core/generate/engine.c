@@ -361,6 +361,7 @@ tw_status tw_engine_load_model(tw_engine *e, const char *path, const char *name,
     mo.max_context = ctx;
     mo.max_batch = e->opts.max_batch;
     mo.max_chunk = e->opts.prefill_chunk;
+    mo.weight_pages = e->opts.weight_pages;
     tw_status st = tw_model_load(path, &mo, &m->model, err);
     if (st == TW_OK && opts->draft_path && *opts->draft_path)
         st = engine_load_draft(m, opts->draft_path, &mo, err);
@@ -411,8 +412,9 @@ tw_status tw_engine_load_model(tw_engine *e, const char *path, const char *name,
         fill_info(e, m, info);
     admission_model_loaded(e, m);
     pthread_mutex_unlock(&e->lock);
-    tw_info("model %s loaded from %s (%s, vocab %u, context %u)", nm, path, m->architecture,
-            m->vocab, m->max_context);
+    tw_info("model %s loaded from %s (%s, vocab %u, context %u, weights %s)", nm, path,
+            m->architecture, m->vocab, m->max_context,
+            tw_model_get_info(m->model)->huge_pages ? "in huge pages" : "mapped from the file");
     return TW_OK;
 }
 

@@ -699,20 +699,7 @@ TW_AVX2 TW_TILE void tilew1_q32(const uint8_t *w, size_t row_bytes, size_t nb, c
                     tilew1_q32(w + r * row_bytes, row_bytes, nb, acts, sc, y + r, 1, is_q4);     \
                 return;                                                                         \
             }                                                                                   \
-            while (n_act - t >= 2) {                                                            \
-                size_t tb = tw_tile_group(n_act - t);                                           \
-                tw_gather_scales(acts + t, nb, (int)tb, dT);                                    \
-                switch (tb) {                                                                   \
-                case 8: TILEW_ROWS(8, is_q4); break;                                            \
-                case 7: TILEW_ROWS(7, is_q4); break;                                            \
-                case 6: TILEW_ROWS(6, is_q4); break;                                            \
-                case 5: TILEW_ROWS(5, is_q4); break;                                            \
-                case 4: TILEW_ROWS(4, is_q4); break;                                            \
-                case 3: TILEW_ROWS(3, is_q4); break;                                            \
-                default: TILEW_ROWS(2, is_q4); break;                                           \
-                }                                                                               \
-                t += tb;                                                                        \
-            }                                                                                   \
+            TW_FOR_TILE_GROUPS(TILEW_ROWS, is_q4);                                          \
         }                                                                                       \
         for (; t + 4 <= n_act; t += 4)                                                          \
             for (size_t r = 0; r < rows; r++)                                                   \

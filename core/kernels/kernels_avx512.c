@@ -206,20 +206,7 @@ TW_AVX512 TW_TILE void tiled_q32(const uint8_t *w, size_t row_bytes, size_t nb,
             return;                                                                             \
         }                                                                                       \
         if (nb <= TW_TILE_MAX_NB && n_act >= 2 && acts[0].qu) {                                 \
-            while (n_act - t >= 2) {                                                            \
-                size_t tb = tw_tile_group(n_act - t);                                           \
-                tw_gather_scales(acts + t, nb, (int)tb, dT);                                    \
-                switch (tb) {                                                                   \
-                case 8: TILEU_ROWS(8, is_q4); break;                                            \
-                case 7: TILEU_ROWS(7, is_q4); break;                                            \
-                case 6: TILEU_ROWS(6, is_q4); break;                                            \
-                case 5: TILEU_ROWS(5, is_q4); break;                                            \
-                case 4: TILEU_ROWS(4, is_q4); break;                                            \
-                case 3: TILEU_ROWS(3, is_q4); break;                                            \
-                default: TILEU_ROWS(2, is_q4); break;                                           \
-                }                                                                               \
-                t += tb;                                                                        \
-            }                                                                                   \
+            TW_FOR_TILE_GROUPS(TILEU_ROWS, is_q4);                                          \
         }                                                                                       \
         for (; t + 4 <= n_act; t += 4)                                                          \
             for (size_t r = 0; r < rows; r++)                                                   \

@@ -63,6 +63,27 @@ static inline void tw_gather_scales(const tw_act *acts, size_t nb, int TB, float
             dT[8 * i + (size_t)k] = k < TB ? acts[k].d[i] : 0.0f;
 }
 
+/* Inside a tile driver (with n_act, acts, nb, t and a dT of
+ * TW_TILE_MAX_NB * 8 floats in scope): every group of 2..8 activations from
+ * acts + t on, their scales gathered into dT, through ROWS(TB, arg), which
+ * runs every row against the group of TB at acts + t; t ends past the last
+ * group (at most one activation is left). */
+#define TW_FOR_TILE_GROUPS(ROWS, arg)                                                          \
+    while (n_act - t >= 2) {                                                                   \
+        size_t tb = tw_tile_group(n_act - t);                                                  \
+        tw_gather_scales(acts + t, nb, (int)tb, dT);                                           \
+        switch (tb) {                                                                          \
+        case 8: ROWS(8, arg); break;                                                           \
+        case 7: ROWS(7, arg); break;                                                           \
+        case 6: ROWS(6, arg); break;                                                           \
+        case 5: ROWS(5, arg); break;                                                           \
+        case 4: ROWS(4, arg); break;                                                           \
+        case 3: ROWS(3, arg); break;                                                           \
+        default: ROWS(2, arg); break;                                                          \
+        }                                                                                      \
+        t += tb;                                                                               \
+    }
+
 /* Bytes of quantized-activation scratch for one row of cols values
  * (cols a multiple of 256 for Q8K, 32 for Q8), with each array 64-byte
  * aligned. */

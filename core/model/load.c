@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tw/hw.h"
 #include "tw/kernels.h"
 
 #include "model/model_internal.h"
@@ -495,13 +496,16 @@ tw_status tw_model_load(const char *path, const tw_model_opts *opts, tw_model **
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory");
     }
     m->owned = o;
-    tw_status st = tw_wsource_open(path, &m->src, err);
+    tw_weight_pages wp = opts ? opts->weight_pages : TW_WEIGHTS_AUTO;
+    bool huge = wp == TW_WEIGHTS_HUGE || (wp == TW_WEIGHTS_AUTO && tw_hw_thp_enabled());
+    tw_status st = tw_wsource_open(path, huge, &m->src, err);
     if (!st)
         st = build(m, opts, err);
     if (st) {
         tw_model_free(m);
         return path ? tw_error_wrap(err, st, "loading %s", path) : st;
     }
+    m->info.huge_pages = huge && tw_wsource_is_gguf(m->src);
     *out = m;
     return TW_OK;
 }

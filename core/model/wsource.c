@@ -89,9 +89,9 @@ static tw_status from_gguf(const tw_gguf_tensor *t, uint32_t xform, tw_wtensor *
     return TW_OK;
 }
 
-static tw_status open_gguf(const char *path, tw_wsource *s, tw_err *err)
+static tw_status open_gguf(const char *path, bool huge_pages, tw_wsource *s, tw_err *err)
 {
-    tw_status st = tw_gguf_open(path, &s->gguf, err);
+    tw_status st = tw_gguf_open_ex(path, huge_pages ? TW_GGUF_HUGE_PAGES : 0, &s->gguf, err);
     if (!st)
         st = tw_gguf_to_hf_config(s->gguf, &s->config, err);
     if (!st)
@@ -130,7 +130,7 @@ static tw_status gguf_find(const tw_wsource *s, const char *hf_name, tw_wtensor 
     return from_gguf(t, pick->xform, out, err);
 }
 
-tw_status tw_wsource_open(const char *path, tw_wsource **out, tw_err *err)
+tw_status tw_wsource_open(const char *path, bool huge_pages, tw_wsource **out, tw_err *err)
 {
     *out = NULL;
     struct stat sb;
@@ -143,7 +143,7 @@ tw_status tw_wsource_open(const char *path, tw_wsource **out, tw_err *err)
     if (S_ISDIR(sb.st_mode))
         st = open_hf_dir(path, s, err);
     else
-        st = open_gguf(path, s, err);
+        st = open_gguf(path, huge_pages, s, err);
     if (st) {
         tw_wsource_close(s);
         return st;

@@ -34,9 +34,10 @@ typedef struct tw_wtensor {
 
 typedef struct tw_wsource tw_wsource;
 
-/* Opens `path`: a directory is a HF checkpoint, a regular file a GGUF.
+/* Opens `path`: a directory is a HF checkpoint, a regular file a GGUF
+ * (read into huge pages when huge_pages is set, see TW_GGUF_HUGE_PAGES).
  * The source owns its mappings until tw_wsource_close(). */
-tw_status tw_wsource_open(const char *path, tw_wsource **out, tw_err *err);
+tw_status tw_wsource_open(const char *path, bool huge_pages, tw_wsource **out, tw_err *err);
 void tw_wsource_close(tw_wsource *s);
 
 /* The HF-shaped config (borrowed). */

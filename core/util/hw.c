@@ -177,6 +177,31 @@ static void detect_memory(tw_hw_info *hw)
         hw->memlock_limit_bytes = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
 }
 
+void tw_hw_thp_mode(char *out, size_t cap)
+{
+    if (!out || cap == 0)
+        return;
+    out[0] = '\0';
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f)
+        return;
+    /* the mode in effect is the bracketed one: "always [madvise] never" */
+    char line[128];
+    if (fgets(line, sizeof line, f)) {
+        char *open = strchr(line, '['), *close = open ? strchr(open, ']') : NULL;
+        if (open && close && (size_t)(close - open - 1) < cap)
+            snprintf(out, cap, "%.*s", (int)(close - open - 1), open + 1);
+    }
+    fclose(f);
+}
+
+bool tw_hw_thp_enabled(void)
+{
+    char mode[16];
+    tw_hw_thp_mode(mode, sizeof mode);
+    return !strcmp(mode, "always") || !strcmp(mode, "madvise");
+}
+
 tw_status tw_hw_detect(tw_hw_info *out, tw_err *err)
 {
     if (!out)
@@ -186,6 +211,7 @@ tw_status tw_hw_detect(tw_hw_info *out, tw_err *err)
     detect_cores(out);
     detect_caches(out);
     detect_memory(out);
+    tw_hw_thp_mode(out->thp, sizeof out->thp);
     snprintf(out->isa, sizeof out->isa, "%s", tw_kernels_isa());
     return TW_OK;
 }
@@ -232,9 +258,10 @@ void tw_hw_log_choices(const tw_hw_info *hw, const tw_hw_choice *c, bool overrid
     fmt_bytes(hw->mem_total_bytes, mt, sizeof mt);
     fmt_bytes(hw->mem_available_bytes, ma, sizeof ma);
     tw_info("hardware: %s, %u CPUs online, %u physical cores (%u per core), ISA %s, "
-            "L1d %s L2 %s L3 %s, memory %s (%s available)",
+            "L1d %s L2 %s L3 %s, memory %s (%s available), transparent huge pages %s",
             hw->cpu_model[0] ? hw->cpu_model : "unknown CPU", hw->cpus_online,
-            hw->cores_physical, hw->threads_per_core, hw->isa, l1, l2, l3, mt, ma);
+            hw->cores_physical, hw->threads_per_core, hw->isa, l1, l2, l3, mt, ma,
+            hw->thp[0] ? hw->thp : "unavailable");
     tw_info("threads %u (%s)", c->threads,
             overridden_threads ? "set by --threads" : "auto: one per physical core");
     tw_info("max batch %u (%s)", c->max_batch,

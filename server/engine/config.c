@@ -31,6 +31,9 @@ static const opt_def OPTS[] = {
     {"max-batch", K_U32, "N      sequences decoded together (0: from the hardware)"},
     {"prefill-chunk", K_U32, "N  prompt tokens per prefill step (0: from the hardware)"},
     {"mlock", K_FLAG, "           lock the weights in memory (needs RLIMIT_MEMLOCK)"},
+    {"weight-pages", K_STR, "auto|map|huge  GGUF weights in a private huge-page copy (huge), "
+                            "the file mapping (map), or huge when the kernel has transparent "
+                            "huge pages (auto, default)"},
     {"cache-bytes", K_SIZE, "N  in-memory prompt prefix cache per model (default 1 GiB)"},
     {"state-dir", K_STR, "DIR    persistent prompt state store (default "
                          "$XDG_CACHE_HOME/tokenwire/state)"},
@@ -304,6 +307,17 @@ static tw_status apply(loader *l, const opt_def *o, const char *v)
         return set_str(&cfg->tls_cert, v, n, err);
     if (!strcmp(n, "tls-key"))
         return set_str(&cfg->tls_key, v, n, err);
+    if (!strcmp(n, "weight-pages")) {
+        if (v && !strcmp(v, "auto"))
+            cfg->weight_pages = TW_WEIGHTS_AUTO;
+        else if (v && !strcmp(v, "map"))
+            cfg->weight_pages = TW_WEIGHTS_MAP;
+        else if (v && !strcmp(v, "huge"))
+            cfg->weight_pages = TW_WEIGHTS_HUGE;
+        else
+            return tw_errorf(err, TW_INVALID_ARGUMENT, "weight-pages must be auto, map or huge");
+        return TW_OK;
+    }
     if (!strcmp(n, "long-context-thinking")) {
         if (v && (!strcmp(v, "on") || !strcmp(v, "true") || !strcmp(v, "1")))
             cfg->no_long_context_thinking = false;

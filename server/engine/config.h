@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tw/model.h"
 #include "tw/status.h"
 
 #define TWD_DEFAULT_LISTEN "tcp://127.0.0.1:7470"
@@ -41,6 +42,7 @@ typedef struct twd_config {
     bool no_state_store;
     uint64_t kv_budget_bytes;      /* sequence memory budget; 0: derived by the engine */
     bool no_long_context_thinking; /* --long-context-thinking off */
+    tw_weight_pages weight_pages;  /* --weight-pages */
     uint32_t long_context_chars;   /* 0: engine default (3000) */
     uint32_t short_question_chars; /* 0: engine default (200) */
     char *api_keys[TWD_MAX_API_KEYS];

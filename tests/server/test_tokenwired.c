@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "daemon_fixture.h"
+#include "proc_fixture.h"
 #include "test_support.h"
 
 static void daemon_start(twt_daemon *d, const char *const *extra, const char *env_key)
@@ -408,6 +409,33 @@ static void test_generate_golden(void **state)
     daemon_stop(&d);
 }
 
+/* Settings with a fixed set of values refuse anything else at start, with
+ * the setting named and a non-zero exit, before serving anything. */
+static void test_bad_setting_values(void **state)
+{
+    (void)state;
+    char prog[4096];
+    tw_test_build_path(prog, sizeof prog, "server/engine/tokenwired");
+    char *dir = tw_test_mkdtemp();
+    char log[4200];
+    snprintf(log, sizeof log, "%s/out.log", dir);
+    const char *cases[][2] = {{"--weight-pages", "tiny"}, {"--long-context-thinking", "maybe"}};
+    for (size_t i = 0; i < 2; i++) {
+        const char *argv[] = {prog, cases[i][0], cases[i][1], NULL};
+        tw_test_spawn_opts o = {.log_path = log, .stdin_null = true};
+        int rc = tw_test_run(argv, &o, 10000);
+        assert_true(rc != 0 && rc < 128);
+        char *text = tw_test_read_file(log, NULL);
+        assert_non_null(text);
+        if (!strstr(text, cases[i][0] + 2))
+            fail_msg("%s %s: the message does not name the setting: %s", cases[i][0],
+                     cases[i][1], text);
+        free(text);
+    }
+    tw_test_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -416,6 +444,7 @@ int main(void)
         cmocka_unit_test_teardown(test_oversized_request, twt_daemon_teardown),
         cmocka_unit_test_teardown(test_concurrent_callers, twt_daemon_teardown),
         cmocka_unit_test_teardown(test_generate_golden, twt_daemon_teardown),
+        cmocka_unit_test(test_bad_setting_values),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     nng_fini(); /* lets NNG finish freeing closed sockets before the leak check */

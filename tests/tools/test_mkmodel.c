@@ -60,9 +60,26 @@ static void load_and_forward(const char *path, uint32_t vocab)
         diff += fabs((double)a[i] - (double)b[i]);
     }
     assert_true(diff > 0);
+    tw_model_free(m);
+
+    /* the weights read into huge-page memory compute the same bits as the
+     * weights mapped from the file */
+    for (int mode = 0; mode < 2; mode++) {
+        tw_model_opts mp = {.max_context = 64,
+                            .weight_pages = mode ? TW_WEIGHTS_HUGE : TW_WEIGHTS_MAP};
+        if (tw_model_load(path, &mp, &m, &err) != TW_OK)
+            fail_msg("%s: %s", path, err.msg);
+        assert_int_equal(tw_model_get_info(m)->huge_pages, mode == 1);
+        tw_seq *s = NULL;
+        assert_int_equal(tw_seq_create(m, 0, &s, &err), TW_OK);
+        if (tw_model_forward(m, NULL, s, p1, 5, b, TW_LOGITS_LAST, &err) != TW_OK)
+            fail_msg("%s: forward: %s", path, err.msg);
+        assert_memory_equal(a, b, vocab * sizeof *a);
+        tw_seq_free(s);
+        tw_model_free(m);
+    }
     free(a);
     free(b);
-    tw_model_free(m);
 }
 
 static void test_every_shape_loads(void **state)

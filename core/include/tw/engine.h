@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tw/model.h"
 #include "tw/sampler.h"
 #include "tw/status.h"
 #include "tw/stop.h"
@@ -49,6 +50,7 @@ typedef struct tw_engine_opts {
     uint32_t prefill_chunk;    /* prompt tokens prefilled per scheduler step (default 256) */
     uint32_t max_n;            /* choices per request, <= max_batch (default min(8, max_batch)) */
     uint32_t max_prompt_bytes; /* text / chat prompt size (default 8 MiB) */
+    tw_weight_pages weight_pages; /* where GGUF weights live (default TW_WEIGHTS_AUTO) */
 
     /* Caches of prompt state (tw/prefix_cache.h, tw/state_store.h). */
     uint64_t cache_bytes;        /* in-memory prefix cache per model (default 1 GiB) */

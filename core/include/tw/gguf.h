@@ -84,6 +84,18 @@ typedef struct tw_gguf_tensor {
  * I/O only for mapping (pages are faulted in later on access). */
 tw_status tw_gguf_open(const char *path, tw_gguf **out, tw_err *err);
 
+/* Flags of tw_gguf_open_ex(). */
+enum {
+    /* Read the file into private memory backed by transparent huge pages
+     * (where the kernel offers them) instead of mapping the page cache:
+     * a copy at open, faster streaming of the tensors afterwards. */
+    TW_GGUF_HUGE_PAGES = 1u << 0,
+};
+
+/* tw_gguf_open() with flags (TW_GGUF_*); the same contract, except that with
+ * TW_GGUF_HUGE_PAGES the whole file is read before it returns. */
+tw_status tw_gguf_open_ex(const char *path, unsigned flags, tw_gguf **out, tw_err *err);
+
 /* Like tw_gguf_open() on bytes already in memory. The buffer is borrowed: it
  * must stay valid and unchanged until tw_gguf_close(). */
 tw_status tw_gguf_open_memory(const void *buf, size_t len, tw_gguf **out, tw_err *err);

@@ -31,6 +31,7 @@ typedef struct tw_hw_info {
     uint64_t mem_total_bytes;
     uint64_t mem_available_bytes;
     uint64_t memlock_limit_bytes; /* RLIMIT_MEMLOCK soft limit; UINT64_MAX: unlimited */
+    char thp[16]; /* transparent huge pages: "always", "madvise", "never", "" unknown */
 } tw_hw_info;
 
 /* Fills *out. Never fails on a machine that hides some of the files (those
@@ -65,6 +66,14 @@ void tw_hw_log_choices(const tw_hw_info *hw, const tw_hw_choice *c, bool overrid
  * Allocates and frees the buffer; blocks for the duration. */
 tw_status tw_hw_read_bandwidth(size_t bytes, uint32_t threads, double seconds, double *out,
                                tw_err *err);
+
+/* The kernel's transparent-huge-page mode into out ("always", "madvise",
+ * "never"; "" when /sys does not say, e.g. a kernel without THP). */
+void tw_hw_thp_mode(char *out, size_t cap);
+
+/* True when memory marked with MADV_HUGEPAGE gets huge pages (mode "always"
+ * or "madvise"). */
+bool tw_hw_thp_enabled(void);
 
 /* Locks every page the process maps now and later (weights included) into
  * RAM with mlockall(), so the kernel never pages weights out under memory

@@ -37,6 +37,20 @@ typedef struct tw_snapshot_pool tw_snapshot_pool;
 
 /* Load-time choices. Zero-initialise and set what you need; every zero field
  * takes the default in brackets. */
+/* Where a GGUF model's weights live (HF checkpoints always use their file
+ * mappings). */
+typedef enum tw_weight_pages {
+    /* Huge pages when the kernel's transparent-huge-page mode is "always" or
+     * "madvise", else the file mapping. */
+    TW_WEIGHTS_AUTO = 0,
+    /* The file mapping: shared with the page cache, no copy, 4 KiB pages. */
+    TW_WEIGHTS_MAP,
+    /* A private copy marked for transparent huge pages: decode streams every
+     * weight once per token, and 2 MiB pages spare it a TLB miss every
+     * 4 KiB (decode of a 0.4 GB model measured 10% faster). */
+    TW_WEIGHTS_HUGE,
+} tw_weight_pages;
+
 typedef struct tw_model_opts {
     /* Longest sequence any tw_seq of this model may hold
      * [min(max_position_embeddings, 8192)]. */
@@ -46,6 +60,8 @@ typedef struct tw_model_opts {
     /* Most tokens one prefill step processes at once; longer inputs to
      * tw_model_forward() are split into steps of this size [256]. */
     size_t max_chunk;
+    /* Where the weights live [TW_WEIGHTS_AUTO]. */
+    tw_weight_pages weight_pages;
 } tw_model_opts;
 
 #define TW_MODEL_MAX_EOS 8
@@ -63,6 +79,7 @@ typedef struct tw_model_info {
     int64_t eos_ids[TW_MODEL_MAX_EOS];
     uint64_t n_params;
     tw_type weight_type; /* the type holding most parameters */
+    bool huge_pages;     /* the weights were read into huge-page memory */
     bool recurrent;      /* has DeltaNet layers: see tw_seq_truncate() */
 } tw_model_info;
 

@@ -362,6 +362,48 @@ static void test_vocab_files_open(void **state)
     tw_gguf_close(g);
 }
 
+/* Reading the file into huge-page memory gives the same metadata and the
+ * same tensor bytes as the mapping, at a 2 MiB-aligned address. */
+static void test_open_huge_pages(void **state)
+{
+    (void)state;
+    char *dir = tw_test_mkdtemp();
+    const char *path = write_sample(dir);
+    tw_err err;
+    tw_gguf *g = NULL, *h = NULL;
+    assert_int_equal(tw_gguf_open(path, &g, &err), TW_OK);
+    assert_int_equal(tw_gguf_open_ex(path, TW_GGUF_HUGE_PAGES, &h, &err), TW_OK);
+    int64_t n = tw_gguf_tensor_count(g);
+    assert_true(n > 0);
+    assert_int_equal(tw_gguf_tensor_count(h), n);
+    for (int64_t i = 0; i < n; i++) {
+        const tw_gguf_tensor *a = tw_gguf_tensor_at(g, i), *b = tw_gguf_tensor_at(h, i);
+        assert_string_equal(a->name, b->name);
+        assert_int_equal(a->nbytes, b->nbytes);
+        assert_ptr_not_equal(a->data, b->data);
+        assert_memory_equal(a->data, b->data, a->nbytes);
+    }
+    /* the file starts on a huge-page boundary */
+    const tw_gguf_tensor *first = tw_gguf_tensor_at(h, 0);
+    assert_non_null(first->data);
+    assert_int_equal(((uintptr_t)first->data - first->offset) % (2u << 20), 0);
+    uint32_t u32 = 0;
+    assert_int_equal(tw_gguf_get_u32(h, "t.u32", &u32, &err), TW_OK);
+    assert_int_equal(u32, 4000000000u);
+    tw_gguf_close(g);
+    tw_gguf_close(h);
+
+    /* the same errors as a mapping, and no unknown flags */
+    assert_int_equal(tw_gguf_open_ex("/nonexistent/model.gguf", TW_GGUF_HUGE_PAGES, &h, &err),
+                     TW_NOT_FOUND);
+    assert_null(h);
+    assert_int_equal(tw_gguf_open_ex("/", TW_GGUF_HUGE_PAGES, &h, &err), TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_gguf_open_ex(path, 1u << 7, &h, &err), TW_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.msg, "flags"));
+    tw_test_rmtree(dir);
+    free(dir);
+}
+
 static void test_missing_file(void **state)
 {
     (void)state;
@@ -380,6 +422,7 @@ int main(void)
         cmocka_unit_test(test_writer_refuses_bad_input),
         cmocka_unit_test(test_fill_callbacks_and_atomic_write),
         cmocka_unit_test(test_vocab_files_open),
+        cmocka_unit_test(test_open_huge_pages),
         cmocka_unit_test(test_missing_file),
     };
     return cmocka_run_group_tests_name("core/format/gguf", tests, NULL, NULL);
