@@ -83,12 +83,14 @@ static void make_workloads(workload w[2])
              "Here is a Python function:\n\n```python\n%s```\n\nRepeat the function with "
              "`total` renamed to `running_sum`. Change nothing else.",
              ECHO_CODE_1);
-    w[0].answer_prefix[0] = "```python\ndef moving_average(values, window):\n";
+    w[0].answer_prefix[0] = "```python\ndef moving_average(values, window):\n"
+                            "    if window <= 0:\n";
     snprintf(w[0].prompt[1], sizeof w[0].prompt[1],
              "Here is a Python function:\n\n```python\n%s```\n\nRepeat the function with "
              "`merged` renamed to `result`. Change nothing else.",
              ECHO_CODE_2);
-    w[0].answer_prefix[1] = "```python\ndef merge_counts(first, second):\n";
+    w[0].answer_prefix[1] = "```python\ndef merge_counts(first, second):\n"
+                            "    merged = dict(first)\n";
     static const char *const open[] = {
         "Write a Python function that returns the n-th Fibonacci number.",
         "Write a Python function that checks whether a string is a palindrome.",

@@ -143,9 +143,11 @@ static int bench_model_api(const args *a, double bw, model_results *res)
     const tw_model_info *info = tw_model_get_info(m);
     uint32_t vocab = info->vocab_size;
     uint64_t bpt = bytes_per_token(a->model);
-    bench_progress("%s: %s, %.0fM parameters, %s, %.1f MiB read per token, loaded in %.2f s",
+    bench_progress("%s: %s, %.0fM parameters, %s, %.1f MiB read per token, loaded in %.2f s "
+                   "(weights %s)",
                    a->label, info->model_type, (double)info->n_params / 1e6,
-                   tw_type_name(info->weight_type), (double)bpt / (1 << 20), load_s);
+                   tw_type_name(info->weight_type), (double)bpt / (1 << 20), load_s,
+                   info->huge_pages ? "in huge pages" : "mapped from the file");
 
     /* memory: KV bytes per token from two sequence capacities */
     uint64_t h0 = bench_heap_bytes();
@@ -181,9 +183,10 @@ static int bench_model_api(const args *a, double bw, model_results *res)
     char extra[512];
     snprintf(extra, sizeof extra,
              "\"threads\":%u,\"chunk\":%u,\"params\":%llu,\"weight_type\":\"%s\","
-             "\"bytes_per_token\":%llu,\"load_s\":%.3f",
+             "\"bytes_per_token\":%llu,\"load_s\":%.3f,\"huge_pages\":%s",
              a->threads, a->chunk, (unsigned long long)info->n_params,
-             tw_type_name(info->weight_type), (unsigned long long)bpt, load_s);
+             tw_type_name(info->weight_type), (unsigned long long)bpt, load_s,
+             info->huge_pages ? "true" : "false");
 
     /* warm-up: fault the weights in and grow every scratch buffer */
     run_prefill(m, pool, seq, ids, 64, logits, 1);
