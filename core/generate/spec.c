@@ -15,6 +15,11 @@
 #define AUTO_PROBE_ROUNDS 4
 #define AUTO_PAUSE_MIN 16
 #define AUTO_PAUSE_MAX 512
+/* Auto with a draft model proposes from prompt lookup instead, for free,
+ * when an earlier occurrence agrees on at least this many tokens: the
+ * output is copying, and a copy is predicted better than a draft model
+ * predicts it. */
+#define AUTO_LOOKUP_MIN_KEY 4
 
 struct tw_spec {
     tw_model *target, *draft;
@@ -36,6 +41,7 @@ struct tw_spec {
 
     uint32_t toks[TW_SPEC_MAX_DRAFT + 1]; /* t0, then the proposals */
     size_t k;                             /* proposals this round */
+    bool round_lookup;                    /* this round's proposals came from lookup */
     uint32_t kcur;                        /* adaptive length */
     uint64_t t_round;
     bool in_round;
@@ -258,7 +264,18 @@ size_t tw_spec_propose(tw_spec *sp, tw_pool *pool, uint32_t t0, size_t room,
         k = room - 1;
     sp->t_round = now_us();
     sp->toks[0] = t0;
-    if (sp->draft) {
+    sp->round_lookup = false;
+    if (sp->draft && sp->o.auto_pause) {
+        sp->hist[sp->n_hist] = t0;
+        size_t key, kl = tw_spec_lookup_key(sp->hist, sp->n_hist + 1, sp->toks + 1, k, &key);
+        if (kl && key >= AUTO_LOOKUP_MIN_KEY) {
+            sp->round_lookup = true;
+            k = kl;
+        }
+    }
+    if (sp->round_lookup) {
+        /* proposed above */
+    } else if (sp->draft) {
         k = propose_draft(sp, pool, k, st, err);
     } else {
         sp->hist[sp->n_hist] = t0;
@@ -287,7 +304,7 @@ uint32_t tw_spec_choose(tw_spec *sp, tw_sampler *target_sampler, size_t i, float
     tw_sampler_probs(target_sampler, row, sp->p);
     if (i >= sp->k)
         return tw_spec_draw(sp->p, sp->vocab, &sp->rng);
-    const float *q = sp->draft ? sp->q + i * sp->vocab : NULL;
+    const float *q = sp->draft && !sp->round_lookup ? sp->q + i * sp->vocab : NULL;
     return tw_spec_accept_step(sp->p, q, sp->vocab, sp->toks[i + 1], &sp->rng, accepted);
 }
 
@@ -335,8 +352,9 @@ tw_status tw_spec_finish(tw_spec *sp, tw_seq *seq, size_t kept, tw_err *err)
         sp->c.rewinds++;
     }
     /* The draft fed t0 and the first k - 1 proposals; keep what the target
-     * kept. A fully accepted round leaves the last proposal to catch up. */
-    if (!st && sp->dseq && kept < sp->k)
+     * kept. A fully accepted round leaves the last proposal to catch up, and
+     * a lookup round (the draft fed nothing) all of them. */
+    if (!st && sp->dseq && !sp->round_lookup && kept < sp->k)
         st = tw_seq_restore(sp->dseq, sp->dsnap, kept - 1, err);
     uint64_t t1 = now_us();
     sp->c.rewind_us += t1 - t0;

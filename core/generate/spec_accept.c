@@ -80,6 +80,14 @@ uint32_t tw_spec_accept_step(const float *p, const float *q, uint32_t vocab, uin
  * anywhere. */
 size_t tw_spec_lookup(const uint32_t *hist, size_t n_hist, uint32_t *out, size_t max)
 {
+    size_t key;
+    return tw_spec_lookup_key(hist, n_hist, out, max, &key);
+}
+
+size_t tw_spec_lookup_key(const uint32_t *hist, size_t n_hist, uint32_t *out, size_t max,
+                          size_t *key_len)
+{
+    *key_len = 0;
     if (max == 0 || n_hist < 2)
         return 0;
     const size_t last = n_hist - 1;
@@ -101,6 +109,7 @@ size_t tw_spec_lookup(const uint32_t *hist, size_t n_hist, uint32_t *out, size_t
         return 0;
     size_t from = best_j + 1, avail = n_hist - from;
     size_t cnt = avail < max ? avail : max;
+    *key_len = best_m;
     memcpy(out, hist + from, cnt * sizeof *out);
     return cnt;
 }

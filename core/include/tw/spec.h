@@ -165,4 +165,9 @@ uint32_t tw_spec_draw(const float *p, uint32_t vocab, tw_rng *rng);
  * the last token did not occur before). */
 size_t tw_spec_lookup(const uint32_t *hist, size_t n_hist, uint32_t *out, size_t max);
 
+/* tw_spec_lookup, also telling in *key_len how many tokens the chosen
+ * occurrence agrees on (0 when nothing was found). */
+size_t tw_spec_lookup_key(const uint32_t *hist, size_t n_hist, uint32_t *out, size_t max,
+                          size_t *key_len);
+
 #endif

@@ -44,6 +44,11 @@ static void test_lookup(void **state)
     assert_int_equal(tw_spec_lookup(h4, 17, out, 2), 2);
     assert_int_equal(out[0], 6);
     assert_int_equal(out[1], 9);
+    size_t key = 0;
+    assert_int_equal(tw_spec_lookup_key(h4, 17, out, 2, &key), 2);
+    assert_int_equal(key, 5);
+    assert_int_equal(tw_spec_lookup_key(h4, 1, out, 2, &key), 0);
+    assert_int_equal(key, 0);
     /* the continuation may run into the key itself, never past the end */
     const uint32_t h5[] = {8, 8, 8};
     assert_int_equal(tw_spec_lookup(h5, 3, out, 8), 1);
@@ -193,7 +198,8 @@ static void plain_greedy(tw_model *m, tw_pool *pool, const uint32_t *prompt, siz
 /* The scheduler's loop in miniature: propose, verify, walk the rows with the
  * request's own greedy sampler, stop at the first disagreement, rewind. */
 static void spec_greedy(tw_model *m, tw_model *draft, tw_pool *pool, const uint32_t *prompt,
-                        size_t n, uint32_t k, uint32_t *out, tw_spec_counters *cnt)
+                        size_t n, uint32_t k, bool auto_mode, uint32_t *out,
+                        tw_spec_counters *cnt)
 {
     uint32_t V = tw_model_get_info(m)->vocab_size;
     float *logits = malloc(V * sizeof *logits);
@@ -205,7 +211,7 @@ static void spec_greedy(tw_model *m, tw_model *draft, tw_pool *pool, const uint3
     tw_sampling_params_init(&sp_params);
     sp_params.temperature = 0.0f;
     tw_spec_opts_core o = {.source = draft ? TW_SPEC_SOURCE_DRAFT : TW_SPEC_SOURCE_LOOKUP,
-                           .max_draft = k, .fixed_k = true};
+                           .max_draft = k, .fixed_k = true, .auto_pause = auto_mode};
     tw_spec *sp;
     if (tw_spec_create(m, draft, 0, &o, &sp_params, 7, &sp, &err))
         fail_msg("spec: %s", err.msg);
@@ -265,7 +271,7 @@ static void check_family(const char *dir, const char *name, const char *draft_na
         for (size_t i = 0; i < 3; i++) {
             tw_spec_counters c;
             memset(got, 0xff, sizeof got);
-            spec_greedy(m, use_draft ? dm : NULL, pool, prompt, n, ks[i], got, &c);
+            spec_greedy(m, use_draft ? dm : NULL, pool, prompt, n, ks[i], false, got, &c);
             for (size_t t = 0; t < N_GEN; t++)
                 if (got[t] != want[t])
                     fail_msg("%s, %s k=%u: token %zu is %u, plain greedy gives %u", name,
@@ -278,12 +284,25 @@ static void check_family(const char *dir, const char *name, const char *draft_na
     /* the model drafting for itself is accepted every time (but for the
      * last round, cut short when N_GEN tokens are reached) */
     tw_spec_counters c;
-    spec_greedy(m, m, pool, prompt, n, 3, got, &c);
+    spec_greedy(m, m, pool, prompt, n, 3, false, got, &c);
     assert_memory_equal(got, want, sizeof want);
     assert_true(c.rounds > 0);
     if (c.accepted + 3 < c.drafted)
         fail_msg("%s drafting for itself: %llu of %llu accepted", name,
                  (unsigned long long)c.accepted, (unsigned long long)c.drafted);
+    /* auto with a draft model: a round whose history repeats an earlier
+     * stretch takes lookup proposals, the others the draft's; a prompt
+     * stated twice makes both kinds of round happen */
+    uint32_t twice[128];
+    memcpy(twice, prompt, n * sizeof *prompt);
+    memcpy(twice + n, prompt, n * sizeof *prompt);
+    plain_greedy(m, pool, twice, 2 * n, want);
+    spec_greedy(m, dm, pool, twice, 2 * n, 6, true, got, &c);
+    for (size_t t = 0; t < N_GEN; t++)
+        if (got[t] != want[t])
+            fail_msg("%s, auto with %s: token %zu is %u, plain greedy gives %u", name, draft_name,
+                     t, got[t], want[t]);
+    assert_true(c.rounds > 0);
     tw_model_free(dm);
     tw_model_free(m);
     tw_pool_destroy(pool);
