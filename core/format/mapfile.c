@@ -22,11 +22,12 @@ static tw_status errno_status(int e)
     }
 }
 
-/* Opens path as a non-empty regular file that fits in memory: *fd and
- * *len on success. */
-static tw_status open_regular(const char *path, const char *what, int *fd, size_t *len,
-                              tw_err *err)
+/* Clears m and opens path as a non-empty regular file that fits in
+ * memory: *fd and *len on success. */
+static tw_status open_regular(const char *path, const char *what, twf_map *m, int *fd,
+                              size_t *len, tw_err *err)
 {
+    memset(m, 0, sizeof *m);
     if (!path || !*path)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "%s: empty path", what);
     int f = open(path, O_RDONLY | O_CLOEXEC);
@@ -61,10 +62,9 @@ static tw_status open_regular(const char *path, const char *what, int *fd, size_
 
 tw_status twf_map_file(const char *path, const char *what, twf_map *m, tw_err *err)
 {
-    memset(m, 0, sizeof *m);
     int fd;
     size_t len;
-    tw_status st = open_regular(path, what, &fd, &len, err);
+    tw_status st = open_regular(path, what, m, &fd, &len, err);
     if (st)
         return st;
     void *addr = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -84,10 +84,9 @@ tw_status twf_map_file(const char *path, const char *what, twf_map *m, tw_err *e
 
 tw_status twf_map_file_huge(const char *path, const char *what, twf_map *m, tw_err *err)
 {
-    memset(m, 0, sizeof *m);
     int fd;
     size_t len;
-    tw_status st = open_regular(path, what, &fd, &len, err);
+    tw_status st = open_regular(path, what, m, &fd, &len, err);
     if (st)
         return st;
     /* one huge page of slack to place the data on a 2 MiB boundary, where
