@@ -137,18 +137,27 @@ size_t admission_seq_tokens(const request *r)
 {
     const model_entry *m = r->m;
     size_t ctx = m->max_context;
-    if (!r->stop.max_tokens)
+    if (!r->stop.max_tokens && !r->stop.max_total_tokens)
         return ctx;
     /* Answer tokens are bounded by max_tokens; a thinking block by its
-     * budget, its two tags and the transition forced after a close; and a
-     * speculative round may verify a whole draft before it is cut back. */
-    uint64_t need = (uint64_t)r->n_prompt + r->stop.max_tokens + TW_SPEC_MAX_DRAFT + 2;
-    if (m->think_open != TW_TOKEN_NONE) {
-        size_t tr = 0;
-        for (int k = 0; k < TW_TRANSITION_COUNT; k++)
-            if (m->n_transition[k] > tr)
-                tr = m->n_transition[k];
-        need += (uint64_t)r->thinking.max_thinking_tokens + 2 + tr;
+     * budget, its two tags and the transition forced after a close; all of
+     * them together by max_total_tokens; and a speculative round may verify
+     * a whole draft before it is cut back. */
+    uint64_t need = UINT64_MAX;
+    if (r->stop.max_tokens) {
+        need = (uint64_t)r->n_prompt + r->stop.max_tokens + TW_SPEC_MAX_DRAFT + 2;
+        if (m->think_open != TW_TOKEN_NONE) {
+            size_t tr = 0;
+            for (int k = 0; k < TW_TRANSITION_COUNT; k++)
+                if (m->n_transition[k] > tr)
+                    tr = m->n_transition[k];
+            need += (uint64_t)r->thinking.max_thinking_tokens + 2 + tr;
+        }
+    }
+    if (r->stop.max_total_tokens) {
+        uint64_t total = (uint64_t)r->n_prompt + r->stop.max_total_tokens + TW_SPEC_MAX_DRAFT + 2;
+        if (total < need)
+            need = total;
     }
     size_t c = size_class(need);
     return c < ctx ? c : ctx;

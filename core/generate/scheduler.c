@@ -346,7 +346,8 @@ static void commit(tw_engine *e, slot *sl, uint32_t token, const tw_sample_resul
         sl->n_forced = sl->m->n_transition[sl->transition];
         sl->forced_pos = 0;
     }
-    if (role == TW_ROLE_CONTENT && r->stop.max_tokens && sl->n_answer >= r->stop.max_tokens) {
+    if ((role == TW_ROLE_CONTENT && r->stop.max_tokens && sl->n_answer >= r->stop.max_tokens) ||
+        (r->stop.max_total_tokens && sl->n_completion >= r->stop.max_total_tokens)) {
         slot_finish(sl, TW_FINISH_LENGTH);
         return;
     }

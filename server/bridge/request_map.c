@@ -260,19 +260,24 @@ static tw_status map_common(const json_t *root, tw_bridge_gen_request *r, tw_bri
 
     long long v;
     int got;
-    /* max_completion_tokens supersedes the deprecated max_tokens. */
+    /* As in OpenAI's API: max_completion_tokens bounds every generated
+     * token, reasoning included; the older max_tokens bounds the answer
+     * (the thinking budget bounds the reasoning). Both may be given. */
     got = tw_bridge_get_int(root, "max_completion_tokens", NULL, 1, UINT32_MAX, &v, ae);
     if (got < 0)
         return TW_INVALID_ARGUMENT;
-    if (got == 0) {
-        got = tw_bridge_get_int(root, "max_tokens", NULL, 1, UINT32_MAX, &v, ae);
-        if (got < 0)
-            return TW_INVALID_ARGUMENT;
+    if (got > 0) {
+        r->stop.has_max_total_tokens = 1;
+        r->stop.max_total_tokens = (uint32_t)v;
     }
+    int got_total = got;
+    got = tw_bridge_get_int(root, "max_tokens", NULL, 1, UINT32_MAX, &v, ae);
+    if (got < 0)
+        return TW_INVALID_ARGUMENT;
     if (got > 0) {
         r->stop.has_max_tokens = 1;
         r->stop.max_tokens = (uint32_t)v;
-    } else if (r->kind == TW_BRIDGE_API_COMPLETION) {
+    } else if (r->kind == TW_BRIDGE_API_COMPLETION && got_total == 0) {
         r->stop.has_max_tokens = 1;
         r->stop.max_tokens = TW_BRIDGE_COMPLETIONS_DEFAULT_MAX_TOKENS;
     }

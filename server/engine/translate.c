@@ -144,6 +144,8 @@ tw_status twd_gen_from_wire(const Tokenwire__V1__GenerateRequest *g, uint32_t ma
         const Tokenwire__V1__StopRules *s = g->stop;
         if (s->has_max_tokens)
             r->stop.max_tokens = s->max_tokens;
+        if (s->has_max_total_tokens)
+            r->stop.max_total_tokens = s->max_total_tokens;
         if (s->has_min_tokens)
             r->stop.min_tokens = s->min_tokens;
         r->stop.stop_token_ids = s->stop_token_ids;

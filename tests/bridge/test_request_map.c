@@ -111,8 +111,11 @@ static void test_chat_full_mapping(void **state)
                         "{\"type\":\"object\",\"properties\":{}}");
     assert_string_equal(c->tool_choice, "auto");
     assert_true(g.parse_tool_calls);
+    /* max_completion_tokens caps everything generated, max_tokens the answer */
+    assert_true(r->stop->has_max_total_tokens);
+    assert_int_equal(r->stop->max_total_tokens, 77);
     assert_true(r->stop->has_max_tokens);
-    assert_int_equal(r->stop->max_tokens, 77);
+    assert_int_equal(r->stop->max_tokens, 5);
     assert_int_equal(r->stop->n_stop_strings, 2);
     assert_string_equal(r->stop->stop_strings[1], "STOP");
     assert_true(r->sampling->has_temperature);
@@ -154,6 +157,7 @@ static void test_chat_defaults_leave_fields_unset(void **state)
     assert_string_equal(g.gen.model, "");
     assert_false(g.sampling.has_temperature);
     assert_false(g.stop.has_max_tokens);
+    assert_false(g.stop.has_max_total_tokens);
     assert_false(g.gen.has_n);
     assert_false(g.stream);
     assert_null(g.gen.logprobs);

@@ -313,6 +313,30 @@ static void test_max_tokens(void **state)
     free(full);
 }
 
+/* max_completion_tokens counts reasoning too, as in OpenAI's API: with
+ * thinking on, 6 tokens end inside the thinking block with "length" and 6
+ * completion tokens, all of them reasoning; max_tokens alone bounds only
+ * the answer, so the same request with max_tokens 6 reasons longer. */
+static void test_max_completion_tokens_counts_reasoning(void **state)
+{
+    (void)state;
+    for (int stream = 0; stream <= 1; stream++) {
+        char *body = chat_body(1, 1, 200, stream, "{\"max_completion_tokens\":6}");
+        answer a = stream ? chat_stream(body) : chat(body);
+        assert_string_equal(a.finish, "length");
+        assert_int_equal(a.completion_tokens, 6);
+        assert_int_equal(a.reasoning_tokens, 5); /* the opening tag is not reasoning */
+        assert_string_equal(a.content, "");
+        answer_free(&a);
+        free(body);
+    }
+    char *body = chat_body(1, 1, 6, false, NULL);
+    answer a = chat(body);
+    assert_true(a.reasoning_tokens > 6);
+    answer_free(&a);
+    free(body);
+}
+
 /* /tokenize gives Hugging Face's ids for Python source, /detokenize gives
  * the source back. */
 static void test_tokenize_detokenize(void **state)
@@ -494,6 +518,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_chat_with_thinking_separates_reasoning),
         cmocka_unit_test(test_stop_string),
         cmocka_unit_test(test_max_tokens),
+        cmocka_unit_test(test_max_completion_tokens_counts_reasoning),
         cmocka_unit_test(test_tokenize_detokenize),
         cmocka_unit_test(test_cli_chat_and_generate),
         cmocka_unit_test(test_cli_chat_reasoning_apart),

@@ -30,7 +30,7 @@ typedef enum tw_finish_reason {
     TW_FINISH_NONE = 0,           /* still running */
     TW_FINISH_STOP = 1,           /* EOS / end-of-turn token or a stop token id */
     TW_FINISH_STOP_STRING = 2,    /* a stop string matched */
-    TW_FINISH_LENGTH = 3,         /* max_tokens reached */
+    TW_FINISH_LENGTH = 3,         /* max_tokens or max_total_tokens reached */
     TW_FINISH_TOOL_CALLS = 4,     /* the model called a tool */
     TW_FINISH_CANCELLED = 5,      /* tw_engine_cancel or shutdown */
     TW_FINISH_DEADLINE = 6,       /* the deadline passed */
@@ -45,6 +45,9 @@ const char *tw_finish_reason_name(tw_finish_reason r);
  * borrowed; tw_stop_create copies what it keeps. */
 typedef struct tw_stop_params {
     uint32_t max_tokens;              /* answer tokens; 0: until the context is full */
+    /* Every generated token counted, reasoning and think tags included
+     * (OpenAI's max_completion_tokens); 0: no such cap. */
+    uint32_t max_total_tokens;
     uint32_t min_tokens;              /* EOS / stop ids cannot end the answer before this */
     const uint32_t *stop_token_ids;   /* end generation; not part of the output */
     size_t n_stop_token_ids;
