@@ -360,13 +360,33 @@ TW_AVX2 static inline __m256i load256(const void *p)
     return _mm256_loadu_si256((const __m256i *)p);
 }
 
-/* 32 Q4_0 levels minus 8, in element order, as signed bytes. */
-TW_AVX2 static inline __m256i q4_0_levels(const uint8_t *qs)
+/* The 32 Q4_0 levels 0..15 of a block, in element order, as bytes. */
+TW_AVX2 static inline __m256i q4_0_nibbles(const uint8_t *qs)
 {
     __m128i v = _mm_loadu_si128((const __m128i *)(const void *)qs);
     __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
-    both = _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-    return _mm256_sub_epi8(both, _mm256_set1_epi8(8));
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+/* 32 Q4_0 levels minus 8, in element order, as signed bytes. */
+TW_AVX2 static inline __m256i q4_0_levels(const uint8_t *qs)
+{
+    return _mm256_sub_epi8(q4_0_nibbles(qs), _mm256_set1_epi8(8));
+}
+
+/* One 32-value block dot as 8 int32 lanes, lane l summing values 4l..4l+3:
+ * Q8_0 through the sign trick; Q4_0 as the unsigned levels times a, less
+ * 8 times a's sums (which is (level - 8) * a, lane by lane). */
+TW_AVX2 static inline __m256i dot_q32(const uint8_t *qs, const tw_act *act, size_t i,
+                                      __m256i a, const int is_q4)
+{
+    if (is_q4) {
+        __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q4_0_nibbles(qs), a),
+                                      _mm256_set1_epi16(1));
+        return _mm256_sub_epi32(p, load256(act->off8 + 8 * i));
+    }
+    const __m256i q = load256(qs);
+    return dot_i8(_mm256_sign_epi8(q, q), q, a);
 }
 
 /* The tile kernels below compute RB rows x TB activations. RB and TB are
@@ -626,11 +646,17 @@ TW_AVX2 TW_TILE void tilew_q32(const uint8_t *w, size_t row_bytes, size_t nb, co
          * slowly (see kernels_avx512.c); past the last row this is a hint
          * that cannot fault */
         _mm_prefetch((const char *)(blk + PREFETCH_ROWS * row_bytes), _MM_HINT_T0);
-        const __m256i q = is_q4 ? q4_0_levels(blk + 2) : load256(blk + 2);
+        /* Q4_0: the unsigned levels, with each activation's off8 taken off
+         * (see dot_q32); Q8_0: the sign trick */
+        const __m256i q = is_q4 ? q4_0_nibbles(blk + 2) : load256(blk + 2);
         const __m256i qabs = _mm256_sign_epi8(q, q);
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++) {
-            __m256i p = dot_i8(qabs, q, load256(acts[t].qs + i * 32));
+            const __m256i a = load256(acts[t].qs + i * 32);
+            __m256i p = is_q4 ? _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(q, a),
+                                                                   _mm256_set1_epi16(1)),
+                                                 load256(acts[t].off8 + 8 * i))
+                              : dot_i8(qabs, q, a);
             acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[8 * i + (size_t)t]),
                                      _mm256_cvtepi32_ps(p), acc[t]);
         }
@@ -662,8 +688,7 @@ TW_AVX2 TW_TILE void tilew1_q32(const uint8_t *w, size_t row_bytes, size_t nb, c
 #pragma GCC unroll 4
         for (int r = 0; r < RB; r++) {
             const uint8_t *blk = w + (size_t)r * row_bytes + i * bb;
-            const __m256i q = is_q4 ? q4_0_levels(blk + 2) : load256(blk + 2);
-            __m256i p = dot_i8(_mm256_sign_epi8(q, q), q, a);
+            __m256i p = dot_q32(blk + 2, act, i, a, is_q4);
             acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[(size_t)r * nb + i]),
                                      _mm256_cvtepi32_ps(p), acc[r]);
         }
@@ -800,6 +825,8 @@ TW_AVX2 static void quant_act(size_t cols, size_t group, tw_act *act)
         t = _mm256_hadd_epi32(t, t);
         act->bsums[j / 16] = (int16_t)_mm256_extract_epi32(t, 0);
         act->bsums[j / 16 + 1] = (int16_t)_mm256_extract_epi32(t, 4);
+        if (group == 32)
+            _mm256_storeu_si256((__m256i *)(void *)(act->off8 + j / 4), _mm256_slli_epi32(s32, 3));
     }
 }
 

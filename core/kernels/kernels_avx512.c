@@ -36,13 +36,18 @@ TW_AVX512 static inline __m256i load256(const void *p)
     return _mm256_loadu_si256((const __m256i *)p);
 }
 
-/* 32 Q4_0 levels minus 8, in element order, as signed bytes. */
-TW_AVX512 static inline __m256i q4_0_levels(const uint8_t *qs)
+/* The 32 Q4_0 levels 0..15 of a block, in element order, as bytes. */
+TW_AVX512 static inline __m256i q4_0_nibbles(const uint8_t *qs)
 {
     __m128i v = _mm_loadu_si128((const __m128i *)(const void *)qs);
     __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
-    both = _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-    return _mm256_sub_epi8(both, _mm256_set1_epi8(8));
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+/* 32 Q4_0 levels minus 8, in element order, as signed bytes. */
+TW_AVX512 static inline __m256i q4_0_levels(const uint8_t *qs)
+{
+    return _mm256_sub_epi8(q4_0_nibbles(qs), _mm256_set1_epi8(8));
 }
 
 #define TW_TILE static inline __attribute__((always_inline))
@@ -164,9 +169,18 @@ TW_AVX512 TW_TILE void tiled_q32(const uint8_t *w, size_t row_bytes, size_t nb,
 #pragma GCC unroll 4
         for (int r = 0; r < RB; r++) {
             const uint8_t *blk = w + (size_t)r * row_bytes + i * bb;
-            const __m256i q = is_q4 ? q4_0_levels(blk + 2) : load256(blk + 2);
-            __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(q, q),
-                                            _mm256_sign_epi8(a, q));
+            __m256i p;
+            if (is_q4) {
+                /* the unsigned levels times a, less 8 times a's sums: the
+                 * same lanes as (level - 8) * a */
+                p = _mm256_sub_epi32(
+                    _mm256_dpbusd_epi32(_mm256_setzero_si256(), q4_0_nibbles(blk + 2), a),
+                    load256(act->off8 + 8 * i));
+            } else {
+                const __m256i q = load256(blk + 2);
+                p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(q, q),
+                                        _mm256_sign_epi8(a, q));
+            }
             acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[(size_t)r * nb + i]),
                                      _mm256_cvtepi32_ps(p), acc[r]);
         }

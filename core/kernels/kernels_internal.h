@@ -30,6 +30,11 @@ typedef struct tw_act {
     int8_t *qs;     /* cols */
     float *d;       /* cols / 32 or cols / 256 */
     int16_t *bsums; /* cols / 16 */
+    /* Q8 rows: 8 times the sum of every 4 consecutive qs (cols / 4), one
+     * int32 lane of a block dot's worth, so Q4_0 tiles can multiply the
+     * unsigned levels 0..15 and take off8 off each lane instead of
+     * centring the levels (the same lanes either way); NULL for Q8K rows. */
+    int32_t *off8;
     /* qs[i] + 128 as unsigned bytes (cols), or NULL. Filled for batches of
      * at least TW_ACT_QU_MIN_N Q8-layout rows, for tiles that feed the
      * activations as the unsigned operand of a u8 x s8 dot product and so

@@ -62,7 +62,8 @@ size_t tw_act_bytes(tw_act_kind kind, size_t cols)
         return 0;
     size_t group = kind == TW_ACT_Q8 ? 32 : TW_QK_K;
     return align64(cols) + align64(cols / group * sizeof(float)) +
-           align64(cols / 16 * sizeof(int16_t));
+           align64(cols / 16 * sizeof(int16_t)) +
+           (kind == TW_ACT_Q8 ? align64(cols / 4 * sizeof(int32_t)) : 0);
 }
 
 void tw_act_layout(tw_act_kind kind, size_t cols, void *buf, tw_act *act)
@@ -76,6 +77,8 @@ void tw_act_layout(tw_act_kind kind, size_t cols, void *buf, tw_act *act)
     act->d = (float *)(void *)p;
     p += align64(cols / group * sizeof(float));
     act->bsums = (int16_t *)(void *)p;
+    p += align64(cols / 16 * sizeof(int16_t));
+    act->off8 = kind == TW_ACT_Q8 ? (int32_t *)(void *)p : NULL;
 }
 
 /* Round half to even without a float-to-int conversion (defined for NaN). */
@@ -111,6 +114,10 @@ static void quant_act_groups(size_t cols, size_t group, tw_act *act)
             s += act->qs[b * 16 + j];
         act->bsums[b] = (int16_t)s;
     }
+    if (group == 32)
+        for (size_t b = 0; b < cols / 4; b++)
+            act->off8[b] = 8 * (act->qs[4 * b] + act->qs[4 * b + 1] + act->qs[4 * b + 2] +
+                                act->qs[4 * b + 3]);
 }
 
 void tw_quant_act_q8_scalar(size_t cols, tw_act *act)
