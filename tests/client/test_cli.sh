@@ -36,23 +36,26 @@ WANT=$(python3 -c 'import json,sys; print(" ".join(map(str, json.load(open(sys.a
 DPID=$!
 ready=0
 for _ in $(seq 1 300); do
-    if tw --timeout 200 health >"$D/health.out" 2>/dev/null; then ready=1; break; fi
+    if "$TW" --engine "$RPC" --pub "$PUB" --timeout 200 health >"$D/health.out" 2>/dev/null; then
+        ready=1
+        break
+    fi
 done
 [ $ready = 1 ] || fail "tokenwired did not come up"
 
 grep -q "^state: ok" "$D/health.out" || fail "health does not say ok"
-tw models >"$D/models.out" || fail "models exited $?"
+tw models >"$D/models.out" 2>>"$D/cli.err" || fail "models exited $?"
 grep -q "^qwen2.*ready" "$D/models.out" || fail "models does not list qwen2 as ready"
 
 # Greedy generation: the golden continuation.
-tw generate --ids "$IDS" --max-tokens 8 --temperature 0 >"$D/gen.out" || fail "generate exited $?"
+tw generate --ids "$IDS" --max-tokens 8 --temperature 0 >"$D/gen.out" 2>>"$D/cli.err" || fail "generate exited $?"
 [ "$(cat "$D/gen.out")" = "$WANT" ] || fail "generate printed '$(cat "$D/gen.out")', want '$WANT'"
-tw generate --stream --ids "$IDS" --max-tokens 8 --temperature 0 >"$D/stream.out" ||
+tw generate --stream --ids "$IDS" --max-tokens 8 --temperature 0 >"$D/stream.out" 2>>"$D/cli.err" ||
     fail "generate --stream exited $?"
 got=$(tr -s ' \n' '  ' <"$D/stream.out" | sed 's/^ //; s/ $//')
 [ "$got" = "$WANT" ] || fail "generate --stream printed '$got', want '$WANT'"
 
-tw stats >"$D/stats.out" || fail "stats exited $?"
+tw stats >"$D/stats.out" 2>>"$D/cli.err" || fail "stats exited $?"
 grep -q "^requests_total: [1-9]" "$D/stats.out" || fail "stats: no requests counted"
 grep -q "^chunks_published: [1-9]" "$D/stats.out" || fail "stats: no chunks counted"
 grep -q "^rss_bytes: [1-9]" "$D/stats.out" || fail "stats: no rss"
@@ -66,7 +69,7 @@ WPID=$!
 seen=0
 for _ in $(seq 1 40); do
     sleep 0.25
-    tw generate --stream --ids "$IDS" --max-tokens 4 --temperature 0 >/dev/null ||
+    tw generate --stream --ids "$IDS" --max-tokens 4 --temperature 0 >/dev/null 2>>"$D/cli.err" ||
         fail "generate for watch exited $?"
     if grep -q "#0\] $first\( \|$\)" "$D/watch.out" 2>/dev/null; then
         seen=1
