@@ -103,6 +103,24 @@ void bench_row(const char *suite, const char *name, const char *model, double va
     fflush(stdout);
 }
 
+static size_t probe_bytes(void)
+{
+    tw_hw_info hw;
+    tw_err err;
+    tw_hw_detect(&hw, &err);
+    size_t bytes = (size_t)hw.l3_bytes * 4;
+    return bytes < (256u << 20) ? 256u << 20 : bytes;
+}
+
+double bench_probe_bandwidth(uint32_t threads, double seconds)
+{
+    double bw = 0;
+    tw_err err;
+    if (tw_hw_read_bandwidth(probe_bytes(), threads, seconds, &bw, &err) != TW_OK)
+        return 0;
+    return bw;
+}
+
 double bench_machine_row(uint32_t threads, double seconds)
 {
     tw_hw_info hw;
@@ -110,9 +128,7 @@ double bench_machine_row(uint32_t threads, double seconds)
     tw_hw_detect(&hw, &err);
     tw_hw_choice ch;
     tw_hw_choose(&hw, &ch);
-    size_t bytes = (size_t)hw.l3_bytes * 4;
-    if (bytes < (256u << 20))
-        bytes = 256u << 20;
+    size_t bytes = probe_bytes();
     double bw = 0, bw1 = 0;
     if (tw_hw_read_bandwidth(bytes, threads, seconds, &bw, &err) != TW_OK)
         bench_progress("bandwidth probe failed: %s", err.msg);

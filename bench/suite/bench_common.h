@@ -38,4 +38,10 @@ void bench_row(const char *suite, const char *name, const char *model, double va
  * bandwidth in bytes per second (0 when the probe failed). */
 double bench_machine_row(uint32_t threads, double seconds);
 
+/* The read bandwidth (bytes/s) of `threads` threads now, from a probe of
+ * about `seconds` over a buffer four times the L3; 0 when it fails. For
+ * setting a measurement beside the bandwidth of its own moment on a machine
+ * whose neighbours change it. */
+double bench_probe_bandwidth(uint32_t threads, double seconds);
+
 #endif
