@@ -107,7 +107,8 @@ TW_AVX2 static void silu_f32(float *x, size_t n)
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 v = _mm256_loadu_ps(x + i);
-        _mm256_storeu_ps(x + i, _mm256_div_ps(v, _mm256_add_ps(one, exp256(_mm256_xor_ps(v, sign)))));
+        __m256 e = exp256(_mm256_xor_ps(v, sign));
+        _mm256_storeu_ps(x + i, _mm256_div_ps(v, _mm256_add_ps(one, e)));
     }
     for (; i < n; i++)
         x[i] = x[i] / (1.0f + expf(-x[i]));
@@ -355,24 +356,6 @@ TW_AVX2 static inline __m256i dot_i8(__m256i wabs, __m256i w, __m256i a)
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
-TW_AVX2 static inline __m256i load256(const void *p)
-{
-    return _mm256_loadu_si256((const __m256i *)p);
-}
-
-/* The 32 Q4_0 levels 0..15 of a block, in element order, as bytes. */
-TW_AVX2 static inline __m256i q4_0_nibbles(const uint8_t *qs)
-{
-    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)qs);
-    __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
-    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-}
-
-/* 32 Q4_0 levels minus 8, in element order, as signed bytes. */
-TW_AVX2 static inline __m256i q4_0_levels(const uint8_t *qs)
-{
-    return _mm256_sub_epi8(q4_0_nibbles(qs), _mm256_set1_epi8(8));
-}
 
 /* One 32-value block dot as 8 int32 lanes, lane l summing values 4l..4l+3:
  * Q8_0 through the sign trick; Q4_0 as the unsigned levels times a, less
@@ -381,11 +364,11 @@ TW_AVX2 static inline __m256i dot_q32(const uint8_t *qs, const tw_act *act, size
                                       __m256i a, const int is_q4)
 {
     if (is_q4) {
-        __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q4_0_nibbles(qs), a),
+        __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(tw_q4_0_nibbles(qs), a),
                                       _mm256_set1_epi16(1));
-        return _mm256_sub_epi32(p, load256(act->off8 + 8 * i));
+        return _mm256_sub_epi32(p, tw_load256(act->off8 + 8 * i));
     }
-    const __m256i q = load256(qs);
+    const __m256i q = tw_load256(qs);
     return dot_i8(_mm256_sign_epi8(q, q), q, a);
 }
 
@@ -428,7 +411,8 @@ TW_AVX2 TW_TILE void tile_q32(const uint8_t *w, size_t row_bytes, size_t nb, con
 #pragma GCC unroll 4
                 for (int t = 0; t < TB; t++) {
                     __m256i p = _mm256_madd_epi16(
-                        _mm256_maddubs_epi16(q, load256(acts[t].qs + i * 32)), _mm256_set1_epi16(1));
+                        _mm256_maddubs_epi16(q, tw_load256(acts[t].qs + i * 32)),
+                        _mm256_set1_epi16(1));
                     const float da = acts[t].d[i];
                     __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(da));
                     acc[r][t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(p), acc[r][t]);
@@ -436,14 +420,14 @@ TW_AVX2 TW_TILE void tile_q32(const uint8_t *w, size_t row_bytes, size_t nb, con
                 }
                 continue;
             }
-            const __m256i q = variant == V_Q8_0   ? load256(blk + 2)
-                              : variant == V_Q4_0 ? q4_0_levels(blk + 2)
+            const __m256i q = variant == V_Q8_0   ? tw_load256(blk + 2)
+                              : variant == V_Q4_0 ? tw_q4_0_levels(blk + 2)
                                                   : _mm256_sub_epi8(tw_q5_levels(blk + 2, blk + 6),
                                                                     _mm256_set1_epi8(16));
             const __m256i qabs = _mm256_sign_epi8(q, q);
 #pragma GCC unroll 4
             for (int t = 0; t < TB; t++) {
-                __m256i p = dot_i8(qabs, q, load256(acts[t].qs + i * 32));
+                __m256i p = dot_i8(qabs, q, tw_load256(acts[t].qs + i * 32));
                 __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(&acts[t].d[i]));
                 acc[r][t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(p), acc[r][t]);
             }
@@ -501,9 +485,9 @@ TW_AVX2 TW_TILE void tile_k45(const uint8_t *w, size_t row_bytes, size_t nb, con
 #pragma GCC unroll 4
             for (int t = 0; t < TB; t++)
                 sumi[t] = _mm256_setzero_si256();
-            const __m256i qh = is_q5 ? load256(blk + 16) : _mm256_setzero_si256();
+            const __m256i qh = is_q5 ? tw_load256(blk + 16) : _mm256_setzero_si256();
             for (int g = 0; g < 4; g++) {
-                __m256i q = load256(blk + qs_off + 32 * g);
+                __m256i q = tw_load256(blk + qs_off + 32 * g);
                 __m256i lo = _mm256_and_si256(q, m4);
                 __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
                 if (is_q5) {
@@ -514,22 +498,22 @@ TW_AVX2 TW_TILE void tile_k45(const uint8_t *w, size_t row_bytes, size_t nb, con
                     hi = _mm256_or_si256(
                         hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 1), one), 4));
                 }
-                const __m256i sclo = _mm256_shuffle_epi8(sc16, load256(broadcast16_ctl[2 * g]));
+                const __m256i sclo = _mm256_shuffle_epi8(sc16, tw_load256(broadcast16_ctl[2 * g]));
                 const __m256i schi =
-                    _mm256_shuffle_epi8(sc16, load256(broadcast16_ctl[2 * g + 1]));
+                    _mm256_shuffle_epi8(sc16, tw_load256(broadcast16_ctl[2 * g + 1]));
 #pragma GCC unroll 4
                 for (int t = 0; t < TB; t++) {
                     const int8_t *a = acts[t].qs + i * TW_QK_K + 64 * g;
-                    __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(a)), sclo);
+                    __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, tw_load256(a)), sclo);
                     __m256i phi =
-                        _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(a + 32)), schi);
+                        _mm256_madd_epi16(_mm256_maddubs_epi16(hi, tw_load256(a + 32)), schi);
                     sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(plo, phi));
                 }
             }
 #pragma GCC unroll 4
             for (int t = 0; t < TB; t++) {
                 const __m256 da = _mm256_broadcast_ss(&acts[t].d[i]);
-                __m256i summ = _mm256_madd_epi16(mins16, load256(acts[t].bsums + i * 16));
+                __m256i summ = _mm256_madd_epi16(mins16, tw_load256(acts[t].bsums + i * 16));
                 acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(sumi[t]),
                                             acc[r][t]);
                 acc[r][t] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, da), _mm256_cvtepi32_ps(summ),
@@ -579,13 +563,13 @@ TW_AVX2 TW_TILE void tile_q6_k(const uint8_t *w, size_t row_bytes, size_t nb, co
                 _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)b->scales));
 #pragma GCC unroll 4
             for (int t = 0; t < TB; t++) {
-                __m256i off = _mm256_madd_epi16(sc16, load256(acts[t].bsums + i * 16));
+                __m256i off = _mm256_madd_epi16(sc16, tw_load256(acts[t].bsums + i * 16));
                 sumi[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
             }
             for (int h = 0; h < 2; h++) {
-                const __m256i l0 = load256(b->ql + 64 * h);
-                const __m256i l1 = load256(b->ql + 64 * h + 32);
-                const __m256i hb = load256(b->qh + 32 * h);
+                const __m256i l0 = tw_load256(b->ql + 64 * h);
+                const __m256i l1 = tw_load256(b->ql + 64 * h + 32);
+                const __m256i hb = tw_load256(b->qh + 32 * h);
                 const __m256i sh16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(
                     _mm_loadl_epi64((const __m128i *)(const void *)(b->scales + 8 * h))));
                 for (int k = 0; k < 4; k++) {
@@ -596,11 +580,11 @@ TW_AVX2 TW_TILE void tile_q6_k(const uint8_t *w, size_t row_bytes, size_t nb, co
                     __m256i highbits =
                         _mm256_and_si256(k == 0 ? hb : _mm256_srli_epi16(hb, 2 * k), m2);
                     __m256i q = _mm256_or_si256(lowbits, _mm256_slli_epi16(highbits, 4));
-                    __m256i sp = _mm256_shuffle_epi8(sh16, load256(scale_pair_ctl[k]));
+                    __m256i sp = _mm256_shuffle_epi8(sh16, tw_load256(scale_pair_ctl[k]));
 #pragma GCC unroll 4
                     for (int t = 0; t < TB; t++) {
                         const int8_t *a = acts[t].qs + i * TW_QK_K + 128 * h + 32 * k;
-                        __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, load256(a)), sp);
+                        __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, tw_load256(a)), sp);
                         sumi[t] = _mm256_add_epi32(sumi[t], p);
                     }
                 }
@@ -648,14 +632,14 @@ TW_AVX2 TW_TILE void tilew_q32(const uint8_t *w, size_t row_bytes, size_t nb, co
         _mm_prefetch((const char *)(blk + PREFETCH_ROWS * row_bytes), _MM_HINT_T0);
         /* Q4_0: the unsigned levels, with each activation's off8 taken off
          * (see dot_q32); Q8_0: the sign trick */
-        const __m256i q = is_q4 ? q4_0_nibbles(blk + 2) : load256(blk + 2);
+        const __m256i q = is_q4 ? tw_q4_0_nibbles(blk + 2) : tw_load256(blk + 2);
         const __m256i qabs = _mm256_sign_epi8(q, q);
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++) {
-            const __m256i a = load256(acts[t].qs + i * 32);
+            const __m256i a = tw_load256(acts[t].qs + i * 32);
             __m256i p = is_q4 ? _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(q, a),
                                                                    _mm256_set1_epi16(1)),
-                                                 load256(acts[t].off8 + 8 * i))
+                                                 tw_load256(acts[t].off8 + 8 * i))
                               : dot_i8(qabs, q, a);
             acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[8 * i + (size_t)t]),
                                      _mm256_cvtepi32_ps(p), acc[t]);
@@ -684,7 +668,7 @@ TW_AVX2 TW_TILE void tilew1_q32(const uint8_t *w, size_t row_bytes, size_t nb, c
     for (int r = 0; r < RB; r++)
         acc[r] = _mm256_setzero_ps();
     for (size_t i = 0; i < nb; i++) {
-        const __m256i a = load256(act->qs + i * 32);
+        const __m256i a = tw_load256(act->qs + i * 32);
 #pragma GCC unroll 4
         for (int r = 0; r < RB; r++) {
             const uint8_t *blk = w + (size_t)r * row_bytes + i * bb;
@@ -816,7 +800,7 @@ TW_AVX2 static void quant_act(size_t cols, size_t group, tw_act *act)
     const __m256i ones8 = _mm256_set1_epi8(1);
     const __m256i ones16 = _mm256_set1_epi16(1);
     for (size_t j = 0; j < cols; j += 32) {
-        __m256i v = load256(act->qs + j);
+        __m256i v = tw_load256(act->qs + j);
         /* |v| <= 127 so sign(ones, v) * |v| sums are exact in int16 */
         __m256i s16 = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(ones8, v));
         __m256i s32 = _mm256_madd_epi16(s16, ones16); /* 8 sums of 4 */

@@ -31,24 +31,6 @@ TW_AVX512 static float dot_f32(const float *a, const float *b, size_t n)
     return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
 }
 
-TW_AVX512 static inline __m256i load256(const void *p)
-{
-    return _mm256_loadu_si256((const __m256i *)p);
-}
-
-/* The 32 Q4_0 levels 0..15 of a block, in element order, as bytes. */
-TW_AVX512 static inline __m256i q4_0_nibbles(const uint8_t *qs)
-{
-    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)qs);
-    __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
-    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-}
-
-/* 32 Q4_0 levels minus 8, in element order, as signed bytes. */
-TW_AVX512 static inline __m256i q4_0_levels(const uint8_t *qs)
-{
-    return _mm256_sub_epi8(q4_0_nibbles(qs), _mm256_set1_epi8(8));
-}
 
 #define TW_TILE static inline __attribute__((always_inline))
 #define MAX_TILE 4
@@ -164,11 +146,11 @@ TW_AVX512 TW_TILE void tile_q32(const uint8_t *w, size_t row_bytes, size_t nb,
             uint16_t d16;
             memcpy(&d16, blk, 2);
             const __m256 dw = _mm256_set1_ps(_cvtsh_ss(d16));
-            const __m256i q = is_q4 ? q4_0_levels(blk + 2) : load256(blk + 2);
+            const __m256i q = is_q4 ? tw_q4_0_levels(blk + 2) : tw_load256(blk + 2);
             const __m256i qabs = _mm256_sign_epi8(q, q);
 #pragma GCC unroll 4
             for (int t = 0; t < TB; t++) {
-                __m256i a = _mm256_sign_epi8(load256(acts[t].qs + i * 32), q);
+                __m256i a = _mm256_sign_epi8(tw_load256(acts[t].qs + i * 32), q);
                 __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), qabs, a);
                 __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ss(&acts[t].d[i]));
                 acc[r][t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(p), acc[r][t]);
@@ -216,13 +198,13 @@ TW_AVX512 TW_TILE void tileu_q32(const uint8_t *w, size_t row_bytes, size_t nb,
          * rows this slow to consume, so fetch the row after next (past the
          * last row this is a hint that cannot fault). */
         _mm_prefetch((const char *)(blk + PREFETCH_ROWS * row_bytes), _MM_HINT_T0);
-        const __m256i q = is_q4 ? q4_0_levels(blk + 2) : load256(blk + 2);
+        const __m256i q = is_q4 ? tw_q4_0_levels(blk + 2) : tw_load256(blk + 2);
         const __m256i corr =
             _mm256_sub_epi32(_mm256_setzero_si256(),
                              _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, q));
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++) {
-            __m256i p = _mm256_dpbusd_epi32(corr, load256(acts[t].qu + i * 32), q);
+            __m256i p = _mm256_dpbusd_epi32(corr, tw_load256(acts[t].qu + i * 32), q);
             acc[t] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[8 * i + (size_t)t]),
                                      _mm256_cvtepi32_ps(p), acc[t]);
         }
@@ -250,7 +232,7 @@ TW_AVX512 TW_TILE void tiled_q32(const uint8_t *w, size_t row_bytes, size_t nb,
     for (int r = 0; r < RB; r++)
         acc[r] = _mm256_setzero_ps();
     for (size_t i = 0; i < nb; i++) {
-        const __m256i a = load256(act->qs + i * 32);
+        const __m256i a = tw_load256(act->qs + i * 32);
 #pragma GCC unroll 4
         for (int r = 0; r < RB; r++) {
             const uint8_t *blk = w + (size_t)r * row_bytes + i * bb;
@@ -259,10 +241,10 @@ TW_AVX512 TW_TILE void tiled_q32(const uint8_t *w, size_t row_bytes, size_t nb,
                 /* the unsigned levels times a, less 8 times a's sums: the
                  * same lanes as (level - 8) * a */
                 p = _mm256_sub_epi32(
-                    _mm256_dpbusd_epi32(_mm256_setzero_si256(), q4_0_nibbles(blk + 2), a),
-                    load256(act->off8 + 8 * i));
+                    _mm256_dpbusd_epi32(_mm256_setzero_si256(), tw_q4_0_nibbles(blk + 2), a),
+                    tw_load256(act->off8 + 8 * i));
             } else {
-                const __m256i q = load256(blk + 2);
+                const __m256i q = tw_load256(blk + 2);
                 p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(q, q),
                                         _mm256_sign_epi8(a, q));
             }

@@ -12,7 +12,8 @@
 /* Columns whose quantized activations fit the on-stack buffer used when
  * there is no pool scratch; wider rows are processed in column chunks. */
 #define STACK_COLS 8192
-#define STACK_ACT_BYTES (STACK_COLS + STACK_COLS / 32 * 4 + STACK_COLS / 16 * 2 + STACK_COLS + 4 * 64)
+#define STACK_ACT_BYTES                                                                        \
+    (STACK_COLS + STACK_COLS / 32 * 4 + STACK_COLS / 16 * 2 + STACK_COLS + 4 * 64)
 /* Rows per accumulation group of the chunked path. */
 #define CHUNK_ROWS 64
 /* Rows per task are rounded to this so tasks start on cache-line-friendly

@@ -64,8 +64,28 @@ TW_AVX2 static inline __attribute__((always_inline)) void tw_stage_scales(
         else if (TB <= 4)
             _mm_store_ps(sc + 8 * i, _mm_mul_ps(_mm_set1_ps(dw), _mm_load_ps(dT + 8 * i)));
         else
-            _mm256_store_ps(sc + 8 * i, _mm256_mul_ps(_mm256_set1_ps(dw), _mm256_load_ps(dT + 8 * i)));
+            _mm256_store_ps(sc + 8 * i,
+                            _mm256_mul_ps(_mm256_set1_ps(dw), _mm256_load_ps(dT + 8 * i)));
     }
+}
+
+TW_AVX2 static inline __m256i tw_load256(const void *p)
+{
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+/* The 32 Q4_0 levels 0..15 of a block, in element order, as bytes. */
+TW_AVX2 static inline __m256i tw_q4_0_nibbles(const uint8_t *qs)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)qs);
+    __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+/* 32 Q4_0 levels minus 8, in element order, as signed bytes. */
+TW_AVX2 static inline __m256i tw_q4_0_levels(const uint8_t *qs)
+{
+    return _mm256_sub_epi8(tw_q4_0_nibbles(qs), _mm256_set1_epi8(8));
 }
 
 /* Bit 4 of the 32 levels of a Q5_0/Q5_1 block: 0x10 where bit j of qh is
