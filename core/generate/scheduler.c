@@ -21,6 +21,7 @@
 
 #include "engine_internal.h"
 #include "tw/log.h"
+#include "tw/kernels.h"
 #include "tw/spec.h"
 
 typedef enum slot_state {
@@ -47,6 +48,8 @@ typedef struct slot {
     tw_thinking *think; /* NULL: the model has no think tags */
     tw_detok *detok;    /* NULL: no tokenizer */
     tw_spec *spec;      /* NULL: no speculative decoding */
+    size_t spec_rows;   /* rows this decode step: 1, or t0 + proposals */
+    uint64_t spec_t0;   /* when this step's round began */
 
     size_t prefilled;
     uint32_t next_token; /* committed, to be fed by the next decode step */
@@ -77,7 +80,9 @@ typedef struct sched {
     slot *slots;
     uint32_t n_slots;
     tw_seq **batch_seqs;
-    uint32_t *batch_tokens;
+    uint32_t *batch_tokens; /* one per row */
+    size_t *batch_rows;     /* per sequence */
+    tw_snapshot_pool **batch_trails;
     slot **batch_slots;
     slot **pending;
     request **starting, **ending;
@@ -97,12 +102,14 @@ tw_status sched_create(tw_engine *e, tw_err *err)
     s->batch_seqs = calloc(s->n_slots, sizeof *s->batch_seqs);
     s->batch_tokens = calloc(s->n_slots, sizeof *s->batch_tokens);
     s->batch_slots = calloc(s->n_slots, sizeof *s->batch_slots);
+    s->batch_rows = calloc(s->n_slots, sizeof *s->batch_rows);
+    s->batch_trails = calloc(s->n_slots, sizeof *s->batch_trails);
     s->cap_ending = e->opts.max_queue;
     s->pending = calloc(s->n_slots, sizeof *s->pending);
     s->starting = calloc(s->n_slots, sizeof *s->starting);
     s->ending = calloc(s->cap_ending, sizeof *s->ending);
-    if (!s->slots || !s->batch_seqs || !s->batch_tokens || !s->batch_slots || !s->starting ||
-        !s->ending || !s->pending)
+    if (!s->slots || !s->batch_seqs || !s->batch_tokens || !s->batch_slots || !s->batch_rows ||
+        !s->batch_trails || !s->starting || !s->ending || !s->pending)
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "scheduler: out of memory");
     return tw_pool_create((int)e->opts.threads, &s->pool, err);
 }
@@ -121,6 +128,8 @@ void sched_destroy(tw_engine *e)
     free(s->batch_seqs);
     free(s->batch_tokens);
     free(s->batch_slots);
+    free(s->batch_rows);
+    free(s->batch_trails);
     free(s->starting);
     free(s->ending);
     free(s->pending);
@@ -449,30 +458,45 @@ static void spec_next_token(tw_engine *e, slot *sl, size_t i, float *row)
     commit(e, sl, res.token, &res);
 }
 
-/* One speculative round for a slot: propose, verify in one pass, commit the
- * agreeing prefix and the target's own next token, rewind the rest. False
- * when nothing was proposed (the slot then decodes in the normal batch). */
-static bool spec_round(tw_engine *e, sched *s, slot *sl)
+/* The first half of a speculative round: the proposals, verified later in
+ * the step's shared pass. Sets sl->spec_rows to 1 + their number (1: a
+ * plain row this step); false when the slot failed. */
+static bool spec_propose(sched *s, slot *sl, size_t max_rows)
 {
+    sl->spec_rows = 1;
     if (sl->close_pending || sl->forced_pos < sl->n_forced)
-        return false;
+        return true;
     tw_err err;
     tw_status st;
     const uint32_t *d;
-    uint64_t t0 = tw_now_us();
+    sl->spec_t0 = tw_now_us();
     size_t room = tw_seq_capacity(sl->seq) - tw_seq_len(sl->seq);
+    if (room > max_rows)
+        room = max_rows;
     size_t k = tw_spec_propose(sl->spec, s->pool, sl->next_token, room, &d, &st, &err);
-    if (st == TW_OK && k == 0)
-        return false;
-    float *rows = NULL;
-    if (st == TW_OK)
-        st = tw_spec_verify(sl->spec, s->pool, sl->seq, &rows, &err);
     if (st != TW_OK) {
         slot_fail(sl, st, err.msg);
-        return true;
+        return false;
+    }
+    sl->spec_rows = k + 1;
+    return true;
+}
+
+/* The second half: walks the verified rows, commits the agreeing prefix
+ * and the target's own next token, rewinds the rest. */
+static void spec_settle(tw_engine *e, slot *sl, float *rows)
+{
+    const uint32_t *toks;
+    size_t n;
+    tw_snapshot_pool *trail;
+    tw_err err;
+    tw_status st = tw_spec_round_rows(sl->spec, &toks, &n, &trail, &err);
+    if (st != TW_OK) {
+        slot_fail(sl, st, err.msg);
+        return;
     }
     bool greedy = sl->r->sampling.temperature == 0.0f;
-    size_t kept = 0;
+    size_t k = n - 1, kept = 0;
     for (size_t i = 0; i <= k; i++) {
         float *row = rows + i * (size_t)sl->m->vocab;
         kept = i + 1;
@@ -481,23 +505,20 @@ static bool spec_round(tw_engine *e, sched *s, slot *sl)
         else
             spec_next_token(e, sl, i, row);
         if (i == k || sl->state != SLOT_DECODE || sl->close_pending ||
-            sl->forced_pos < sl->n_forced || sl->next_token != d[i])
+            sl->forced_pos < sl->n_forced || sl->next_token != toks[i + 1])
             break;
     }
     st = tw_spec_finish(sl->spec, sl->seq, kept, &err);
     if (st != TW_OK)
         slot_fail(sl, st, err.msg);
-    sl->decode_us += tw_now_us() - t0;
+    sl->decode_us += tw_now_us() - sl->spec_t0;
     count_rate(e, kept, 0);
-    return true;
 }
 
-/* Whether a speculating slot runs its own round this step. A round is a
- * forward pass of its own, outside the shared batch; once other slots of
- * the same model decode too, the batch already reads each weight once for
- * all of them, and a side pass per slot would read everything again. So
- * auto mode speculates only for a slot decoding alone; explicit modes
- * always do. */
+/* Whether a speculating slot proposes this step. Its rows join the shared
+ * pass, but each one still costs the arithmetic of a row; once other slots
+ * of the same model decode too, the pass is already wide, so auto mode
+ * speculates only for a slot decoding alone; explicit modes always do. */
 static bool spec_this_step(const sched *s, const slot *sl)
 {
     if (!sl->spec)
@@ -512,51 +533,98 @@ static bool spec_this_step(const sched *s, const slot *sl)
     return true;
 }
 
-/* One decode step per model over all its decoding slots. */
+/* One decode step per model over all its decoding slots: plain slots add
+ * a row each, speculating slots their t0 and proposals, and one pass
+ * (tw_model_verify_batch) computes them all, reading each weight once. A
+ * pass that carries proposals stays within TW_MATMUL_EXACT_ROWS rows, where
+ * every row's logits are bit-identical to decoding it alone; slots that do
+ * not fit go in a further pass. */
 static void decode_step(tw_engine *e, sched *s)
 {
-    /* Snapshot the decoding slots first: processing a batch changes states.
-     * Speculating slots run their own round (its verification pass is a
-     * batch of their own rows) and skip the shared step. */
     size_t total = 0;
     for (uint32_t i = 0; i < s->n_slots; i++) {
         slot *sl = &s->slots[i];
-        if (sl->state == SLOT_DECODE && !(spec_this_step(s, sl) && spec_round(e, s, sl)))
-            s->pending[total++] = sl;
+        if (sl->state != SLOT_DECODE)
+            continue;
+        sl->spec_rows = 1;
+        size_t exact = tw_model_max_verify(sl->m->model);
+        if (exact > TW_MATMUL_EXACT_ROWS)
+            exact = TW_MATMUL_EXACT_ROWS;
+        if (spec_this_step(s, sl) && !spec_propose(s, sl, exact))
+            continue;
+        s->pending[total++] = sl;
     }
     for (size_t first = 0; first < total; first++) {
         if (!s->pending[first])
             continue;
         model_entry *m = s->pending[first]->m;
-        size_t n = 0;
+        size_t cap_all = tw_model_max_verify(m->model);
+        size_t cap_exact = cap_all < TW_MATMUL_EXACT_ROWS ? cap_all : TW_MATMUL_EXACT_ROWS;
+        size_t n = 0, rows = 0;
+        bool spec = false;
         for (size_t j = first; j < total; j++) {
             slot *sl = s->pending[j];
             if (!sl || sl->m != m)
                 continue;
+            size_t r = sl->spec_rows;
+            if (rows + r > ((spec || r > 1) ? cap_exact : cap_all))
+                continue; /* the next pass takes it */
             s->pending[j] = NULL;
             s->batch_slots[n] = sl;
             s->batch_seqs[n] = sl->seq;
-            s->batch_tokens[n] = sl->next_token;
+            s->batch_rows[n] = r;
+            s->batch_trails[n] = NULL;
+            if (r > 1) {
+                const uint32_t *toks;
+                size_t nr;
+                tw_err err;
+                if (tw_spec_round_rows(sl->spec, &toks, &nr, &s->batch_trails[n], &err) ||
+                    nr != r) {
+                    slot_fail(sl, TW_INTERNAL, "speculative round lost its rows");
+                    continue;
+                }
+                memcpy(s->batch_tokens + rows, toks, r * sizeof *toks);
+                spec = true;
+            } else {
+                s->batch_tokens[rows] = sl->next_token;
+            }
+            rows += r;
             n++;
         }
+        if (n == 0)
+            continue;
         tw_err err;
         uint64_t t0 = tw_now_us();
-        tw_status st = tw_model_decode_batch(m->model, s->pool, s->batch_seqs, s->batch_tokens,
-                                             n, m->logits, &err);
+        tw_status st = spec ? tw_model_verify_batch(m->model, s->pool, n, s->batch_seqs,
+                                                    s->batch_tokens, s->batch_rows,
+                                                    s->batch_trails, m->logits, &err)
+                            : tw_model_decode_batch(m->model, s->pool, s->batch_seqs,
+                                                    s->batch_tokens, n, m->logits, &err);
         uint64_t dt = tw_now_us() - t0;
-        count_rate(e, n, 0);
+        size_t row = 0, plain = 0;
         for (size_t k = 0; k < n; k++) {
             slot *sl = s->batch_slots[k];
+            float *base = m->logits + row * (size_t)m->vocab;
+            size_t r = s->batch_rows[k];
+            row += r;
+            if (st != TW_OK) {
+                slot_fail(sl, st, err.msg);
+                continue;
+            }
+            if (r > 1) {
+                spec_settle(e, sl, base);
+                continue;
+            }
+            plain++;
             sl->decode_us += dt;
-            if (sl->spec && st == TW_OK) {
-                tw_spec_push(sl->spec, &s->batch_tokens[k], 1);
+            if (sl->spec) {
+                uint32_t tok = sl->next_token;
+                tw_spec_push(sl->spec, &tok, 1);
                 tw_spec_plain_time(sl->spec, dt);
             }
-            if (st != TW_OK)
-                slot_fail(sl, st, err.msg);
-            else
-                next_token(e, sl, m->logits + k * (size_t)m->vocab);
+            next_token(e, sl, base);
         }
+        count_rate(e, plain, 0);
     }
 }
 

@@ -297,6 +297,17 @@ tw_status tw_spec_verify(tw_spec *sp, tw_pool *pool, tw_seq *seq, float **rows, 
                            err);
 }
 
+tw_status tw_spec_round_rows(tw_spec *sp, const uint32_t **tokens, size_t *n,
+                             tw_snapshot_pool **trail, tw_err *err)
+{
+    if (!sp->in_round)
+        return tw_errorf(err, TW_FAILED_PRECONDITION, "spec: no round to verify");
+    *tokens = sp->toks;
+    *n = sp->k + 1;
+    *trail = sp->trail;
+    return TW_OK;
+}
+
 uint32_t tw_spec_choose(tw_spec *sp, tw_sampler *target_sampler, size_t i, float *row,
                         bool *accepted)
 {

@@ -24,7 +24,7 @@
  * prefill_int8() says no switch to dequantized tiles and sgemm. 17, so a
  * full decode batch or speculative verify of 16 rows stays on the integer
  * kernels and bit-identical to single decode on every ISA. */
-#define BLAS_MIN_N 17
+#define BLAS_MIN_N (TW_MATMUL_EXACT_ROWS + 1)
 /* Target bytes of one dequantized f32 weight tile, and the fewest rows a
  * tile may have: sgemm slows down sharply on narrow tiles (896x4864 weights
  * went from 74 to 89 GFLOP/s when tiles grew from 16 to 64 rows). */

@@ -176,9 +176,12 @@ static void dn_step_task(void *ctx, int task, int n_tasks)
                         s->dn_out + r * (size_t)nv * dv + (size_t)h * dv);
 }
 
-/* Verification: one task per value head, walking the rows of one sequence
- * in order with the decode recurrence; row r reads the state row r-1 left
- * in the trail and writes its own, so every intermediate state survives. */
+/* Verification: one task per (run of rows of one sequence, value head),
+ * walking the run in order with the decode recurrence. A row with a trail
+ * slot reads the state the row before left (the sequence's own for the
+ * first) and writes its slot, so every intermediate state survives; a row
+ * without one (a plain decode row in the same batch) steps its sequence in
+ * place, exactly as dn_step_task does. */
 static void dn_trail_task(void *ctx, int task, int n_tasks)
 {
     (void)n_tasks;
@@ -188,14 +191,17 @@ static void dn_trail_task(void *ctx, int task, int n_tasks)
     const tw_scratch *s = &m->s;
     uint32_t nv = c->dn_v_heads, dk = c->dn_k_dim, dv = c->dn_v_dim;
     size_t conv_dim = 2 * (size_t)c->dn_k_heads * dk + (size_t)nv * dv;
-    uint32_t h = (uint32_t)task;
+    size_t g = (size_t)task / nv;
+    uint32_t h = (uint32_t)((size_t)task % nv);
     uint32_t kh = key_head(c, h);
+    size_t r0 = s->group_start[g], r1 = s->group_start[g + 1];
     size_t layer_off = (size_t)j->L->dn_index * (m->dn_state_floats + m->dn_conv_floats) +
                        (size_t)h * dk * dv;
-    const float *src = tw_seq_dn_state(j->b->seq[0], j->L->dn_index) + (size_t)h * dk * dv;
-    for (size_t r = 0; r < j->n; r++) {
+    float *S = tw_seq_dn_state(j->b->seq[r0], j->L->dn_index) + (size_t)h * dk * dv;
+    const float *src = S;
+    for (size_t r = r0; r < r1; r++) {
         const float *row = s->qkv + r * conv_dim;
-        float *dst = j->b->trail + r * j->b->trail_stride + layer_off;
+        float *dst = j->b->row_trail[r] ? j->b->row_trail[r] + layer_off : S;
         tw_deltanet_step_to(dst, src, row + (size_t)kh * dk,
                             row + (size_t)c->dn_k_heads * dk + (size_t)kh * dk,
                             row + 2 * (size_t)c->dn_k_heads * dk + (size_t)h * dv,
@@ -280,22 +286,28 @@ void tw_deltanet_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_b
     float *const out[4] = {s->qkv, s->z, s->ba_b, s->ba_a};
     tw_mat_mul_multi(pool, in, out, 4, xn, n);
 
+    size_t n_groups = 0;
     for (size_t r0 = 0; r0 < n;) {
         size_t r1 = r0 + 1;
         while (r1 < n && b->seq[r1] == b->seq[r0])
             r1++;
         conv_run(m, L, b->seq[r0], r0, r1);
+        s->group_start[n_groups++] = (uint32_t)r0;
+        if (b->row_trail) {
+            /* the conv window after each row with a slot, for rewinding to
+             * any of them (conv_in holds this run's windows until the next
+             * run's conv_run) */
+            size_t K = c->dn_conv;
+            size_t off = (size_t)L->dn_index * (m->dn_state_floats + m->dn_conv_floats) +
+                         m->dn_state_floats;
+            for (size_t r = r0; r < r1; r++)
+                if (b->row_trail[r])
+                    memcpy(b->row_trail[r] + off, s->conv_in + (r - r0 + 1) * conv_dim,
+                           (K - 1) * conv_dim * sizeof(float));
+        }
         r0 = r1;
     }
-    if (b->trail) {
-        /* the conv window after each row, for rewinding to any of them */
-        size_t K = c->dn_conv;
-        for (size_t r = 0; r < n; r++)
-            memcpy(b->trail + r * b->trail_stride +
-                       (size_t)L->dn_index * (m->dn_state_floats + m->dn_conv_floats) +
-                       m->dn_state_floats,
-                   s->conv_in + (r + 1) * conv_dim, (K - 1) * conv_dim * sizeof(float));
-    }
+    s->group_start[n_groups] = (uint32_t)n;
 
     float qscale = 1.0f / sqrtf((float)dk);
     for (size_t r = 0; r < n; r++) {
@@ -312,8 +324,8 @@ void tw_deltanet_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_b
     }
 
     dn_job j = {.m = m, .L = L, .b = b, .n = n};
-    if (b->trail)
-        tw_pool_run(pool, dn_trail_task, &j, (int)nv);
+    if (b->row_trail)
+        tw_pool_run(pool, dn_trail_task, &j, (int)(n_groups * nv));
     else if (b->one_seq && n > 1)
         tw_pool_run(pool, dn_chunk_task, &j, (int)nv);
     else

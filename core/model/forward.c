@@ -156,6 +156,77 @@ tw_status tw_model_decode_batch(tw_model *model, tw_pool *pool, tw_seq *const *s
     return TW_OK;
 }
 
+tw_status tw_model_verify_batch(tw_model *model, tw_pool *pool, size_t n_seqs,
+                                tw_seq *const *seqs, const uint32_t *tokens, const size_t *n_rows,
+                                tw_snapshot_pool *const *trails, float *logits, tw_err *err)
+{
+    if (!model || !seqs || !tokens || !n_rows || !trails || !logits || n_seqs == 0)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "verify: NULL argument or no sequence");
+    size_t total = 0;
+    for (size_t i = 0; i < n_seqs; i++) {
+        tw_seq *seq = seqs[i];
+        if (!seq || seq->model != model)
+            return tw_errorf(err, TW_INVALID_ARGUMENT,
+                             "verify: sequence %zu does not belong to the model", i);
+        for (size_t j = 0; j < i; j++)
+            if (seqs[j] == seq)
+                return tw_errorf(err, TW_INVALID_ARGUMENT,
+                                 "verify: sequence appears twice (%zu, %zu)", j, i);
+        if (n_rows[i] == 0 || (!trails[i] && n_rows[i] != 1))
+            return tw_errorf(err, TW_INVALID_ARGUMENT,
+                             "verify: sequence %zu has %zu rows (1, or more with a snapshot pool)",
+                             i, n_rows[i]);
+        if (trails[i] && (tw_snapshot_pool_model(trails[i]) != model ||
+                          n_rows[i] > tw_snapshot_pool_slots(trails[i])))
+            return tw_errorf(err, TW_INVALID_ARGUMENT,
+                             "verify: sequence %zu: the snapshot pool is another model's or has "
+                             "fewer than %zu slots",
+                             i, n_rows[i]);
+        if (n_rows[i] > seq->cap - seq->len)
+            return tw_errorf(err, TW_OUT_OF_RANGE,
+                             "context full: %zu tokens + %zu new exceed the sequence's %zu",
+                             seq->len, n_rows[i], seq->cap);
+        total += n_rows[i];
+    }
+    if (total > model->max_batch || total > model->max_chunk)
+        return tw_errorf(err, TW_INVALID_ARGUMENT,
+                         "verify: %zu rows exceed max_batch (%zu) or max_chunk (%zu)", total,
+                         model->max_batch, model->max_chunk);
+    tw_status st = check_tokens(model, tokens, total, err);
+    if (st)
+        return st;
+
+    tw_scratch *s = &model->s;
+    size_t floats = (size_t)model->n_dn_layers * (model->dn_state_floats + model->dn_conv_floats);
+    bool any_trail = false;
+    for (size_t i = 0, r = 0; i < n_seqs; i++) {
+        for (size_t k = 0; k < n_rows[i]; k++, r++) {
+            s->row_seq[r] = seqs[i];
+            s->pos[r] = (uint32_t)(seqs[i]->len + k);
+            s->row_trail[r] =
+                trails[i] && floats ? tw_snapshot_slot_state(trails[i], k) : NULL;
+            any_trail |= s->row_trail[r] != NULL;
+        }
+    }
+    /* Not one_seq: attention and the FFN treat the rows exactly as a decode
+     * batch does, and the recurrent layers step token by token. */
+    tw_batch b = {.n = total, .seq = s->row_seq, .pos = s->pos, .one_seq = false,
+                  .row_trail = any_trail ? s->row_trail : NULL};
+    step(model, pool, &b, tokens, 0, logits);
+    for (size_t i = 0; i < n_seqs; i++) {
+        if (!trails[i])
+            continue;
+        tw_seq *seq = seqs[i];
+        size_t len0 = seq->len - n_rows[i];
+        for (size_t k = 0; k < n_rows[i]; k++)
+            tw_snapshot_mark(trails[i], k, seq, len0 + k + 1, seq->stamp[len0 + k]);
+        if (floats)
+            memcpy(seq->state, tw_snapshot_slot_state(trails[i], n_rows[i] - 1),
+                   floats * sizeof(float));
+    }
+    return TW_OK;
+}
+
 tw_status tw_model_verify(tw_model *model, tw_pool *pool, tw_seq *seq, const uint32_t *tokens,
                           size_t n, float *logits, tw_snapshot_pool *trail, tw_err *err)
 {
@@ -164,35 +235,7 @@ tw_status tw_model_verify(tw_model *model, tw_pool *pool, tw_seq *seq, const uin
                          "verify: sequence and snapshot pool must belong to the model");
     if (!tokens || !logits || n == 0)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "verify: need tokens and a logits buffer");
-    if (n > model->max_batch || n > model->max_chunk || n > tw_snapshot_pool_slots(trail))
-        return tw_errorf(err, TW_INVALID_ARGUMENT,
-                         "verify: %zu tokens exceed max_batch, max_chunk or the pool's %zu slots",
-                         n, tw_snapshot_pool_slots(trail));
-    tw_status st = check_tokens(model, tokens, n, err);
-    if (st)
-        return st;
-    if (n > seq->cap - seq->len)
-        return tw_errorf(err, TW_OUT_OF_RANGE,
-                         "context full: %zu tokens + %zu new exceed the sequence's %zu", seq->len,
-                         n, seq->cap);
-    tw_scratch *s = &model->s;
-    size_t len0 = seq->len;
-    for (size_t i = 0; i < n; i++) {
-        s->row_seq[i] = seq;
-        s->pos[i] = (uint32_t)(len0 + i);
-    }
-    size_t floats = (size_t)model->n_dn_layers * (model->dn_state_floats + model->dn_conv_floats);
-    /* Not one_seq: attention and the FFN treat the rows exactly as a decode
-     * batch does, and the recurrent layers step token by token. */
-    tw_batch b = {.n = n, .seq = s->row_seq, .pos = s->pos, .one_seq = false,
-                  .trail = floats ? tw_snapshot_slot_state(trail, 0) : NULL,
-                  .trail_stride = floats};
-    step(model, pool, &b, tokens, 0, logits);
-    for (size_t i = 0; i < n; i++)
-        tw_snapshot_mark(trail, i, seq, len0 + i + 1, seq->stamp[len0 + i]);
-    if (floats)
-        memcpy(seq->state, tw_snapshot_slot_state(trail, n - 1), floats * sizeof(float));
-    return TW_OK;
+    return tw_model_verify_batch(model, pool, 1, &seq, tokens, &n, &trail, logits, err);
 }
 
 size_t tw_model_max_verify(const tw_model *model)

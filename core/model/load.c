@@ -328,6 +328,8 @@ static tw_status alloc_scratch(tw_model *m, tw_err *err)
     ALLOC(y, R * H);
     ALLOC(pos, R);
     ALLOC(row_seq, R);
+    ALLOC(row_trail, R);
+    ALLOC(group_start, R + 1);
     if (m->n_attn_layers) {
         ALLOC(q, R * c->n_heads * hd * (c->family->attn_gate ? 2 : 1));
         ALLOC(k, R * c->n_kv_heads * hd);

@@ -96,6 +96,8 @@ typedef struct tw_scratch {
     float *sh_g;                /* [rows] */
     uint32_t *pos;              /* [rows] */
     tw_seq **row_seq;           /* [rows] */
+    float **row_trail;          /* [rows] */
+    uint32_t *group_start;      /* [rows + 1]: runs of rows of one sequence */
 } tw_scratch;
 
 /* A source of weights: the tensors of a safetensors set or a GGUF file,
@@ -171,12 +173,12 @@ typedef struct tw_batch {
     tw_seq **seq; /* [n] */
     uint32_t *pos; /* [n] */
     bool one_seq;  /* all rows belong to seq[0] (a prefill step) */
-    /* Verify mode (tw_model_verify): rows of seq[0] run in the token-by-token
-     * decode form, and the recurrent state after row i is written to
-     * trail + i * trail_stride (same layout as tw_seq.state) instead of
-     * into the sequence. NULL otherwise. */
-    float *trail;
-    size_t trail_stride;
+    /* Verify mode (tw_model_verify_batch): where the recurrent state after
+     * row r goes (a snapshot slot, laid out like tw_seq.state) instead of
+     * into its sequence, or NULL for a row that updates its sequence in
+     * place. Every row runs in the token-by-token decode form, a sequence's
+     * rows are consecutive. NULL when no row has a slot. */
+    float *const *row_trail;
 } tw_batch;
 
 /* ---- snapshot pool internals (model/seq.c), for tw_model_verify ---- */

@@ -133,6 +133,11 @@ void tw_delta_rule_f32(float *S, const float *src, const float *q, const float *
                        const float *v, float decay, float beta, size_t dk, size_t dv,
                        float *mem, float *out);
 
+/* Batches of up to this many activation rows run on kernels whose every
+ * output is bit-identical to a single-row matvec of that row; larger ones
+ * may take sgemm (f32 on dequantized weights) where it is faster. */
+#define TW_MATMUL_EXACT_ROWS 16
+
 /* The ISA the kernels dispatch to now: "avx512", "avx2" or "scalar". */
 const char *tw_kernels_isa(void);
 

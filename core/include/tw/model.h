@@ -204,6 +204,22 @@ tw_status tw_model_decode_batch(tw_model *model, tw_pool *pool, tw_seq *const *s
 tw_status tw_model_verify(tw_model *model, tw_pool *pool, tw_seq *seq, const uint32_t *tokens,
                           size_t n, float *logits, tw_snapshot_pool *trail, tw_err *err);
 
+/* tw_model_verify for several sequences in one pass, so speculating
+ * sequences share the weight reads of a decode step: sequence i takes
+ * n_rows[i] consecutive tokens from `tokens` (which holds the sum of
+ * n_rows) and gets as many logits rows, in order. With trails[i] set its
+ * rows are verified as tw_model_verify does (states into slots
+ * 0..n_rows[i]-1, the sequence holding all the rows afterwards); with
+ * trails[i] NULL it takes exactly one row, a plain decode step. With at most
+ * TW_MATMUL_EXACT_ROWS rows in all, every row's logits are bit-identical to
+ * those of the single-sequence calls. The rows
+ * together must be at most min(max_batch, max_chunk); sequences must be
+ * distinct. Validation as tw_model_verify; errors change nothing. Blocking;
+ * not concurrent with another forward pass on the model. */
+tw_status tw_model_verify_batch(tw_model *model, tw_pool *pool, size_t n_seqs,
+                                tw_seq *const *seqs, const uint32_t *tokens, const size_t *n_rows,
+                                tw_snapshot_pool *const *trails, float *logits, tw_err *err);
+
 /* The largest n tw_model_verify accepts for this model (before the snapshot
  * pool's own limit): min(max_batch, max_chunk). */
 size_t tw_model_max_verify(const tw_model *model);

@@ -122,6 +122,15 @@ size_t tw_spec_propose(tw_spec *sp, tw_pool *pool, uint32_t t0, size_t room,
  * modify them). */
 tw_status tw_spec_verify(tw_spec *sp, tw_pool *pool, tw_seq *seq, float **rows, tw_err *err);
 
+/* The round tw_spec_propose set up, for a caller that verifies it inside a
+ * larger pass (tw_model_verify_batch, next to other sequences) instead of
+ * tw_spec_verify: t0 and the proposals in *tokens (*n = k + 1 of them) and
+ * the snapshot pool their states go to. The caller then walks the rows
+ * with tw_spec_choose and ends the round with tw_spec_finish as usual.
+ * FAILED_PRECONDITION outside a round. */
+tw_status tw_spec_round_rows(tw_spec *sp, const uint32_t **tokens, size_t *n,
+                             tw_snapshot_pool **trail, tw_err *err);
+
 /* Picks the token of verified row i (0..k) under rejection sampling, with the
  * request's sampler (whose history must already hold the tokens before
  * row i). For i < k, *accepted says whether the draft token was kept; row k

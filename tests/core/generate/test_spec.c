@@ -256,6 +256,89 @@ static void spec_greedy(tw_model *m, tw_model *draft, tw_pool *pool, const uint3
     free(logits);
 }
 
+/* One sequence decoding a plain row and another verifying three rows in
+ * one tw_model_verify_batch pass give the bits of the separate calls, in
+ * either order, and leave both sequences where the separate calls would:
+ * the same logits after a rewind to the verified row 1 and one more step. */
+static void check_verify_batch(tw_model *m, tw_pool *pool, const uint32_t *prompt, size_t n)
+{
+    uint32_t V = tw_model_get_info(m)->vocab_size;
+    tw_err err = {{0}};
+    float *ref = malloc(5 * V * sizeof(float)), *got = malloc(5 * V * sizeof(float));
+    float *next_ref = malloc(2 * V * sizeof(float)), *next_got = malloc(2 * V * sizeof(float));
+    assert_non_null(ref);
+    assert_non_null(got);
+    assert_non_null(next_ref);
+    assert_non_null(next_got);
+    const uint32_t ta = 3 % V, tb[3] = {5 % V, 7 % V, 11 % V}, after[2] = {13 % V, 17 % V};
+    for (int order = 0; order < 2; order++) {
+        for (int joint = 0; joint < 2; joint++) {
+            tw_seq *a, *b;
+            tw_snapshot_pool *trail;
+            assert_int_equal(tw_seq_create(m, 0, &a, &err), TW_OK);
+            assert_int_equal(tw_seq_create(m, 0, &b, &err), TW_OK);
+            assert_int_equal(tw_snapshot_pool_create(m, 4, &trail, &err), TW_OK);
+            assert_int_equal(tw_model_forward(m, pool, a, prompt, n, NULL, TW_LOGITS_NONE, &err),
+                             TW_OK);
+            assert_int_equal(
+                tw_model_forward(m, pool, b, prompt, n / 2 + 1, NULL, TW_LOGITS_NONE, &err),
+                TW_OK);
+            float *out = joint ? got : ref;
+            /* rows: a's one logits row, then b's three (whatever the order) */
+            float *out_a = out, *out_b = out + V;
+            if (!joint) {
+                assert_int_equal(tw_model_decode_batch(m, pool, &a, &ta, 1, out_a, &err), TW_OK);
+                assert_int_equal(tw_model_verify(m, pool, b, tb, 3, out_b, trail, &err), TW_OK);
+            } else {
+                tw_seq *seqs[2] = {order ? b : a, order ? a : b};
+                size_t rows[2] = {order ? 3 : 1, order ? 1 : 3};
+                tw_snapshot_pool *trails[2] = {order ? trail : NULL, order ? NULL : trail};
+                uint32_t toks[4];
+                float *tmp = malloc(4 * V * sizeof(float));
+                assert_non_null(tmp);
+                if (order) {
+                    memcpy(toks, tb, sizeof tb);
+                    toks[3] = ta;
+                } else {
+                    toks[0] = ta;
+                    memcpy(toks + 1, tb, sizeof tb);
+                }
+                if (tw_model_verify_batch(m, pool, 2, seqs, toks, rows, trails, tmp, &err))
+                    fail_msg("verify batch: %s", err.msg);
+                memcpy(out_a, tmp + (order ? 3 : 0) * V, V * sizeof(float));
+                memcpy(out_b, tmp + (order ? 0 : 1) * V, 3 * V * sizeof(float));
+                free(tmp);
+            }
+            assert_int_equal(tw_seq_restore(b, trail, 1, &err), TW_OK);
+            float *nx = joint ? next_got : next_ref;
+            tw_seq *both[2] = {a, b};
+            assert_int_equal(tw_model_decode_batch(m, pool, both, after, 2, nx, &err), TW_OK);
+            tw_snapshot_pool_free(trail);
+            tw_seq_free(a);
+            tw_seq_free(b);
+        }
+        assert_memory_equal(ref, got, 4 * V * sizeof(float));
+        assert_memory_equal(next_ref, next_got, 2 * V * sizeof(float));
+    }
+    /* refused: a plain sequence with two rows, a sequence twice */
+    tw_seq *a;
+    assert_int_equal(tw_seq_create(m, 0, &a, &err), TW_OK);
+    tw_seq *twice[2] = {a, a};
+    size_t one[2] = {1, 1}, two[1] = {2};
+    tw_snapshot_pool *none[2] = {NULL, NULL};
+    const uint32_t toks[2] = {1, 2};
+    assert_int_equal(tw_model_verify_batch(m, pool, 1, &a, toks, two, none, got, &err),
+                     TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_model_verify_batch(m, pool, 2, twice, toks, one, none, got, &err),
+                     TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_seq_len(a), 0);
+    tw_seq_free(a);
+    free(ref);
+    free(got);
+    free(next_ref);
+    free(next_got);
+}
+
 static void check_family(const char *dir, const char *name, const char *draft_name)
 {
     tw_pool *pool;
@@ -266,6 +349,7 @@ static void check_family(const char *dir, const char *name, const char *draft_na
     uint32_t prompt[64], want[N_GEN], got[N_GEN];
     size_t n = prompt_of(dir, name, prompt, 64);
     plain_greedy(m, pool, prompt, n, want);
+    check_verify_batch(m, pool, prompt, n);
     const uint32_t ks[] = {1, 3, 6};
     for (int use_draft = 0; use_draft < 2; use_draft++) {
         for (size_t i = 0; i < 3; i++) {
