@@ -34,6 +34,7 @@
 typedef struct args {
     const char *model, *draft;
     uint32_t threads, tokens, reps, k;
+    uint32_t parallel; /* 1: a workload's prompts run together */
 } args;
 
 /* ------------------------------------------------------------ workloads */
@@ -192,8 +193,8 @@ static int render(tw_engine *e, workload *w, size_t i)
     return 0;
 }
 
-static int run_one(tw_engine *e, const char *model, const char *prompt, tw_spec_mode mode,
-                   const args *a, run_result *r)
+static int submit_one(tw_engine *e, const char *model, const char *prompt, tw_spec_mode mode,
+                      const args *a, run_result *r)
 {
     memset(r, 0, sizeof *r);
     pthread_mutex_init(&r->mu, NULL);
@@ -212,19 +213,26 @@ static int run_one(tw_engine *e, const char *model, const char *prompt, tw_spec_
     tw_gen_callbacks cb = {on_chunk};
     uint64_t id;
     tw_err err;
-    int rc = 0;
     if (tw_engine_submit(e, &q, &cb, r, &id, &err) != TW_OK) {
         fprintf(stderr, "tw-bench-spec: submit: %s\n", err.msg);
+        r->done = true;
+        r->error = TW_INTERNAL;
+        snprintf(r->msg, sizeof r->msg, "%s", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int wait_one(run_result *r)
+{
+    pthread_mutex_lock(&r->mu);
+    while (!r->done)
+        pthread_cond_wait(&r->cv, &r->mu);
+    pthread_mutex_unlock(&r->mu);
+    int rc = 0;
+    if (r->error != TW_OK) {
+        fprintf(stderr, "tw-bench-spec: generate: %s\n", r->msg);
         rc = -1;
-    } else {
-        pthread_mutex_lock(&r->mu);
-        while (!r->done)
-            pthread_cond_wait(&r->cv, &r->mu);
-        pthread_mutex_unlock(&r->mu);
-        if (r->error != TW_OK) {
-            fprintf(stderr, "tw-bench-spec: generate: %s\n", r->msg);
-            rc = -1;
-        }
     }
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
@@ -302,6 +310,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: tw-bench-spec [--model TARGET.gguf] [--draft DRAFT.gguf] [--threads N]\n"
             "                     [--tokens N] [--reps N] [--k K] [--isa scalar|avx2|avx512]\n"
+            "                     [--parallel 0|1]\n"
             "defaults: --model %s --draft %s\n"
             "          --threads 1, --tokens 192, --reps 5, --k 0 (engine default),\n"
             "          the best kernels the CPU has\n",
@@ -316,6 +325,7 @@ static bool parse_args(int argc, char **argv, args *a)
     a->tokens = 192;
     a->reps = 5;
     a->k = 0;
+    a->parallel = 0;
     /* every option takes a value: they come in pairs */
     for (int i = 1; i < argc; i += 2) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -332,6 +342,8 @@ static bool parse_args(int argc, char **argv, args *a)
             num = &a->reps;
         else if (!strcmp(o, "--k"))
             num = &a->k;
+        else if (!strcmp(o, "--parallel"))
+            num = &a->parallel;
         else if (!strcmp(o, "--isa") && v) {
             /* a lower kernel level than the CPU offers, e.g. the AVX2 paths
              * machines without AVX-512 run */
@@ -353,7 +365,7 @@ static bool parse_args(int argc, char **argv, args *a)
         }
     }
     return a->reps >= 1 && a->reps <= MAX_REPS && a->tokens >= 2 && a->tokens <= MAX_OUT &&
-           a->threads >= 1;
+           a->threads >= 1 && a->parallel <= 1;
 }
 
 static double best_of(const double *v, uint32_t n)
@@ -392,22 +404,38 @@ static void print_results(const workload *w, const mode_stats *ms, bool cpu_cloc
     }
 }
 
-/* Runs every prompt of w once in mode m; adds the decode speed (tokens
- * after the first over the time from the first to the last) to ms and
- * compares the output with ref (NULL: fill ref instead). */
+/* Runs every prompt of w once in mode m, one after the other or (with
+ * --parallel 1) all submitted together; adds the decode speed (tokens after
+ * each request's first over the time from the first first token to the last
+ * token: per request when sequential, the span of all when parallel) to ms
+ * and compares the outputs with ref (NULL: fill ref instead). */
 static int run_workload(tw_engine *e, const workload *w, int m, const args *a, mode_stats *ms,
                         run_result *ref)
 {
-    static run_result res;
+    static run_result res[MAX_PROMPTS];
     double tokens = 0, seconds = 0, cpu_seconds = 0;
+    double t_first = 0, t_last = 0, c_first = 0, c_last = 0;
+    int rc = 0;
     for (size_t i = 0; i < w->n; i++) {
-        run_result *r = ms ? &res : &ref[i];
-        if (run_one(e, MODEL_OF[m], w->text[i], MODE_OF[m], a, r) != 0)
-            return -1;
+        run_result *r = ms ? &res[i] : &ref[i];
+        rc |= submit_one(e, MODEL_OF[m], w->text[i], MODE_OF[m], a, r);
+        if (!a->parallel)
+            rc |= wait_one(r);
+    }
+    for (size_t i = 0; a->parallel && i < w->n; i++)
+        rc |= wait_one(ms ? &res[i] : &ref[i]);
+    if (rc)
+        return -1;
+    for (size_t i = 0; i < w->n; i++) {
+        run_result *r = ms ? &res[i] : &ref[i];
         if (r->n > 1) {
             tokens += (double)(r->n - 1);
             seconds += r->t_last - r->t_first;
             cpu_seconds += r->cpu_last - r->cpu_first;
+            if (t_first == 0 || r->t_first < t_first)
+                t_first = r->t_first, c_first = r->cpu_first;
+            if (r->t_last > t_last)
+                t_last = r->t_last, c_last = r->cpu_last;
         }
         if (!ms)
             continue;
@@ -416,6 +444,10 @@ static int run_workload(tw_engine *e, const workload *w, int m, const args *a, m
         ms->drafted += r->usage.drafted_tokens;
         ms->accepted += r->usage.accepted_tokens;
         ms->tokens += r->n;
+    }
+    if (a->parallel) {
+        seconds = t_last - t_first;
+        cpu_seconds = c_last - c_first;
     }
     if (ms && seconds > 0 && cpu_seconds > 0) {
         ms->cpu_tps[ms->n_tps] = tokens / cpu_seconds;
