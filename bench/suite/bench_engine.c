@@ -323,6 +323,11 @@ static int engine_run(tw_engine *e, uint32_t vocab, size_t n_streams, size_t n_p
         r.sampling.temperature = 0;
         r.stop.max_tokens = max_tokens;
         r.stop.ignore_eos = true;
+        /* plain decoding: the engine's default (auto) would speculate for a
+         * request running alone but not in company, and a random model's
+         * looping output is easy to look up, which would fold speculation
+         * into the one-stream baseline of the batching ratios */
+        r.speculative.mode = TW_SPEC_OFF;
         cx[i].rs = &rs;
         cx[i].index = i;
         tw_gen_callbacks cb = {on_chunk};
