@@ -4,14 +4,15 @@
  * slot per choice), (2) ends slots that were cancelled, ran past their
  * deadline or lost their model, (3) prefills one chunk of one waiting
  * prompt, (4) runs one decode step per model over all of that model's
- * decoding slots, and (5) hands each slot's new output to its callback.
+ * decoding slots, speculating ones with their proposals in the same pass,
+ * and (5) hands each slot's new output to its callback.
  * Prefill chunks are bounded, so a long prompt delays running streams by one
  * chunk per step rather than by its whole length.
  *
  * Per token, a slot runs: EOS / stop-id check, the thinking controller (role
  * of the token, budget and loop closes), the streaming detokenizer, and for
- * answer text the stop-string hold-back; then max_tokens and the context
- * limit. None of this allocates except when a chunk's text outgrows its
+ * answer text the stop-string hold-back; then max_tokens, max_total_tokens
+ * and the context limit. None of this allocates except when a chunk's text outgrows its
  * buffer (it grows once and stays).
  */
 #include <math.h>
