@@ -9,86 +9,19 @@
  * Prefill chunks are bounded, so a long prompt delays running streams by one
  * chunk per step rather than by its whole length.
  *
- * Per token, a slot runs: EOS / stop-id check, the thinking controller (role
- * of the token, budget and loop closes), the streaming detokenizer, and for
- * answer text the stop-string hold-back; then max_tokens, max_total_tokens
- * and the context limit. None of this allocates except when a chunk's text outgrows its
- * buffer (it grows once and stays).
+ * Per token, a slot runs (sched_step.c): EOS / stop-id check, the thinking
+ * controller (role of the token, budget and loop closes), the streaming
+ * detokenizer, and for answer text the stop-string hold-back; then
+ * max_tokens, max_total_tokens and the context limit. None of this
+ * allocates except when a chunk's text outgrows its buffer (it grows once
+ * and stays).
  */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine_internal.h"
+#include "sched_internal.h"
 #include "tw/log.h"
-#include "tw/kernels.h"
-#include "tw/spec.h"
-
-typedef enum slot_state {
-    SLOT_FREE = 0,
-    SLOT_PREFILL,
-    SLOT_DECODE,
-    SLOT_DONE, /* finished; its last chunk is still to be sent */
-} slot_state;
-
-typedef struct text_buf {
-    char *p;
-    size_t len, cap;
-} text_buf;
-
-typedef struct slot {
-    slot_state state;
-    request *r;
-    uint32_t index;
-    model_entry *m;
-    tw_seq *seq;
-    engine_cache_slot cache; /* what the prefill restores and caches */
-    tw_sampler *sampler;
-    tw_stop *stop;
-    tw_thinking *think; /* NULL: the model has no think tags */
-    tw_detok *detok;    /* NULL: no tokenizer */
-    tw_spec *spec;      /* NULL: no speculative decoding */
-    size_t spec_rows;   /* rows this decode step: 1, or t0 + proposals */
-    uint64_t spec_t0;   /* when this step's round began */
-
-    size_t prefilled;
-    uint32_t next_token; /* committed, to be fed by the next decode step */
-    bool close_pending;  /* a forced </think> comes next */
-    const uint32_t *forced; /* then these transition tokens */
-    size_t n_forced, forced_pos;
-
-    uint32_t n_answer, n_completion, n_reasoning;
-    bool got_first;
-    uint64_t prefill_us, decode_us, ttft_us;
-    tw_force_close forced_by;
-    tw_transition_kind transition;
-    tw_finish_reason finish;
-    const char *matched;
-    tw_status error;
-    char error_msg[TW_ERR_MSG_MAX];
-
-    /* What the next chunk carries: up to one speculative round's tokens
-     * plus a forced one. */
-    uint32_t ids[TW_SPEC_MAX_DRAFT + 2];
-    tw_token_logprob lps[TW_SPEC_MAX_DRAFT + 2];
-    size_t n_ids;
-    text_buf text, reasoning;
-} slot;
-
-typedef struct sched {
-    tw_pool *pool;
-    slot *slots;
-    uint32_t n_slots;
-    tw_seq **batch_seqs;
-    uint32_t *batch_tokens; /* one per row */
-    size_t *batch_rows;     /* per sequence */
-    tw_snapshot_pool **batch_trails;
-    slot **batch_slots;
-    slot **pending;
-    request **starting, **ending;
-    uint32_t n_starting, n_ending, cap_ending;
-} sched;
 
 /* ------------------------------------------------------------------ setup */
 
@@ -149,7 +82,7 @@ void sched_release_model(model_entry *m)
     m->logits = NULL;
 }
 
-static bool buf_append(text_buf *b, const char *p, size_t n)
+bool sched_buf_append(text_buf *b, const char *p, size_t n)
 {
     if (n == 0)
         return true;
@@ -241,394 +174,6 @@ static void slot_clear(tw_engine *e, slot *sl)
     sl->state = SLOT_FREE;
 }
 
-/* ------------------------------------------------------------ per token */
-
-static void slot_finish(slot *sl, tw_finish_reason why)
-{
-    if (sl->finish == TW_FINISH_NONE)
-        sl->finish = why;
-    sl->state = SLOT_DONE;
-}
-
-static void slot_fail(slot *sl, tw_status st, const char *msg)
-{
-    if (sl->finish == TW_FINISH_NONE) {
-        sl->error = st;
-        snprintf(sl->error_msg, sizeof sl->error_msg, "%s", msg);
-    }
-    slot_finish(sl, TW_FINISH_ERROR);
-}
-
-/* Answer text goes through the stop-string hold-back. */
-static void push_content(slot *sl, const char *p, size_t n)
-{
-    if (sl->finish != TW_FINISH_NONE)
-        return;
-    const char *emit;
-    size_t len;
-    tw_stop_result res = tw_stop_feed(sl->stop, p, n, &emit, &len, &sl->matched);
-    if (res == TW_STOP_NOMEM) {
-        slot_fail(sl, TW_RESOURCE_EXHAUSTED, "out of memory for answer text");
-        return;
-    }
-    if (!buf_append(&sl->text, emit, len))
-        slot_fail(sl, TW_RESOURCE_EXHAUSTED, "out of memory for answer text");
-    else if (res == TW_STOP_MATCHED)
-        slot_finish(sl, TW_FINISH_STOP_STRING);
-}
-
-static void push_text(slot *sl, bool reasoning, const char *p, size_t n)
-{
-    if (reasoning && sl->r->thinking.separate_reasoning) {
-        if (!buf_append(&sl->reasoning, p, n))
-            slot_fail(sl, TW_RESOURCE_EXHAUSTED, "out of memory for reasoning text");
-    } else {
-        push_content(sl, p, n);
-    }
-}
-
-/* The detokenizer's held bytes belong to the text before a tag. */
-static void flush_detok(slot *sl, bool reasoning)
-{
-    if (!sl->detok)
-        return;
-    const char *p;
-    size_t n;
-    tw_detok_flush(sl->detok, &p, &n);
-    push_text(sl, reasoning, p, n);
-}
-
-/* Adds a committed token (sampled or forced) to the output and runs the
- * rules that follow it. */
-static void commit(tw_engine *e, slot *sl, uint32_t token, const tw_sample_result *res)
-{
-    (void)e;
-    request *r = sl->r;
-    if (res && tw_stop_token(sl->stop, token, sl->n_answer, NULL)) {
-        slot_finish(sl, TW_FINISH_STOP);
-        return;
-    }
-    tw_force_close force = TW_FORCE_NONE;
-    tw_token_role role = sl->think ? tw_thinking_step(sl->think, token, &force) : TW_ROLE_CONTENT;
-
-    size_t k = sl->n_ids++;
-    sl->ids[k] = token;
-    if (r->logprobs.enabled || r->logprobs.top_logprobs) {
-        tw_token_logprob *lp = &sl->lps[k];
-        lp->token_id = token;
-        lp->logprob = res ? res->logprob : 0.0f;
-        lp->n_top = res ? res->n_top : 0;
-        if (res && res->n_top)
-            memcpy(lp->top, res->top, res->n_top * sizeof lp->top[0]);
-        lp->text = sl->m->tok ? tw_tokenizer_token_bytes(sl->m->tok, token, &lp->text_len) : NULL;
-        if (!lp->text)
-            lp->text_len = 0;
-    }
-    sl->n_completion++;
-    if (role == TW_ROLE_REASONING)
-        sl->n_reasoning++;
-    else if (role == TW_ROLE_CONTENT)
-        sl->n_answer++;
-    tw_sampler_accept(sl->sampler, &token, 1, true);
-
-    if (role == TW_ROLE_THINK_OPEN || role == TW_ROLE_THINK_CLOSE) {
-        flush_detok(sl, role == TW_ROLE_THINK_CLOSE);
-        if (!r->thinking.separate_reasoning)
-            push_content(sl, role == TW_ROLE_THINK_OPEN ? "<think>" : "</think>",
-                         role == TW_ROLE_THINK_OPEN ? 7 : 8);
-    } else if (sl->detok) {
-        const char *p;
-        size_t n;
-        tw_err err;
-        if (tw_detok_feed(sl->detok, token, &p, &n, &err) != TW_OK)
-            slot_fail(sl, TW_INTERNAL, err.msg);
-        else
-            push_text(sl, role == TW_ROLE_REASONING, p, n);
-    }
-    if (sl->finish != TW_FINISH_NONE)
-        return;
-
-    if (force != TW_FORCE_NONE) {
-        sl->forced_by = force;
-        sl->transition = force == TW_FORCE_LOOP ? r->kind : TW_TRANSITION_PLAIN;
-        sl->close_pending = true;
-        sl->forced = sl->m->transition[sl->transition];
-        sl->n_forced = sl->m->n_transition[sl->transition];
-        sl->forced_pos = 0;
-    }
-    if ((role == TW_ROLE_CONTENT && r->stop.max_tokens && sl->n_answer >= r->stop.max_tokens) ||
-        (r->stop.max_total_tokens && sl->n_completion >= r->stop.max_total_tokens)) {
-        slot_finish(sl, TW_FINISH_LENGTH);
-        return;
-    }
-    if (tw_seq_len(sl->seq) + 1 > tw_seq_capacity(sl->seq)) {
-        slot_finish(sl, TW_FINISH_CONTEXT_LENGTH);
-        return;
-    }
-    sl->next_token = token;
-    sl->state = SLOT_DECODE;
-}
-
-/* Picks the next token from a logits row (or the next forced token). */
-static void next_token(tw_engine *e, slot *sl, float *row)
-{
-    if (!sl->got_first) {
-        sl->got_first = true;
-        sl->ttft_us = tw_now_us() - sl->r->submit_us;
-    }
-    if (sl->close_pending) {
-        sl->close_pending = false;
-        commit(e, sl, sl->m->think_close, NULL);
-        return;
-    }
-    if (sl->forced_pos < sl->n_forced) {
-        commit(e, sl, sl->forced[sl->forced_pos++], NULL);
-        return;
-    }
-    if (tw_stop_suppress_eos(sl->stop, sl->n_answer))
-        for (size_t i = 0; i < sl->m->n_eos; i++)
-            row[sl->m->eos[i]] = -INFINITY;
-    request *r = sl->r;
-    tw_sample_result res;
-    bool want = r->logprobs.enabled || r->logprobs.top_logprobs;
-    tw_sampler_sample(sl->sampler, row, want, r->logprobs.top_logprobs, &res);
-    commit(e, sl, res.token, &res);
-}
-
-/* ------------------------------------------------------------ steps */
-
-static void count_rate(tw_engine *e, uint64_t decoded, uint64_t prefilled)
-{
-    uint64_t sec = tw_now_us() / 1000000u;
-    int i = (int)(sec % 60);
-    pthread_mutex_lock(&e->lock);
-    if (e->rate_stamp[i] != sec) {
-        e->rate_stamp[i] = sec;
-        e->decode_tokens[i] = 0;
-        e->prefill_tokens[i] = 0;
-    }
-    e->decode_tokens[i] += decoded;
-    e->prefill_tokens[i] += prefilled;
-    pthread_mutex_unlock(&e->lock);
-}
-
-/* One prefill chunk for the oldest slot still reading its prompt. */
-static void prefill_step(tw_engine *e, sched *s)
-{
-    slot *sl = NULL;
-    for (uint32_t i = 0; i < s->n_slots; i++) {
-        slot *c = &s->slots[i];
-        if (c->state == SLOT_PREFILL &&
-            (!sl || c->r->id < sl->r->id || (c->r->id == sl->r->id && c->index < sl->index)))
-            sl = c;
-    }
-    if (!sl)
-        return;
-    request *r = sl->r;
-    size_t n = engine_cache_chunk_end(sl->m->cache, &sl->cache, sl->prefilled, r->n_prompt,
-                                      e->opts.prefill_chunk) -
-               sl->prefilled;
-    bool last = sl->prefilled + n == r->n_prompt;
-    tw_err err;
-    uint64_t t0 = tw_now_us();
-    tw_status st = tw_model_forward(sl->m->model, s->pool, sl->seq, r->prompt + sl->prefilled, n,
-                                    last ? sl->m->logits : NULL,
-                                    last ? TW_LOGITS_LAST : TW_LOGITS_NONE, &err);
-    sl->prefill_us += tw_now_us() - t0;
-    count_rate(e, 0, n);
-    if (st != TW_OK) {
-        slot_fail(sl, st, err.msg);
-        return;
-    }
-    sl->prefilled += n;
-    engine_cache_after_chunk(sl->m->cache, &sl->cache, sl->seq, r->prompt);
-    if (last)
-        next_token(e, sl, sl->m->logits);
-}
-
-/* Next token of verified row i under rejection sampling (sampled requests;
- * greedy ones go through next_token, exactly as without speculation). */
-static void spec_next_token(tw_engine *e, slot *sl, size_t i, float *row)
-{
-    if (tw_stop_suppress_eos(sl->stop, sl->n_answer))
-        for (size_t j = 0; j < sl->m->n_eos; j++)
-            row[sl->m->eos[j]] = -INFINITY;
-    bool accepted;
-    tw_sample_result res = {0};
-    res.token = tw_spec_choose(sl->spec, sl->sampler, i, row, &accepted);
-    commit(e, sl, res.token, &res);
-}
-
-/* The first half of a speculative round: the proposals, verified later in
- * the step's shared pass. Sets sl->spec_rows to 1 + their number (1: a
- * plain row this step); false when the slot failed. */
-static bool spec_propose(sched *s, slot *sl, size_t max_rows)
-{
-    sl->spec_rows = 1;
-    if (sl->close_pending || sl->forced_pos < sl->n_forced)
-        return true;
-    tw_err err;
-    tw_status st;
-    const uint32_t *d;
-    sl->spec_t0 = tw_now_us();
-    size_t room = tw_seq_capacity(sl->seq) - tw_seq_len(sl->seq);
-    if (room > max_rows)
-        room = max_rows;
-    size_t k = tw_spec_propose(sl->spec, s->pool, sl->next_token, room, &d, &st, &err);
-    if (st != TW_OK) {
-        slot_fail(sl, st, err.msg);
-        return false;
-    }
-    sl->spec_rows = k + 1;
-    return true;
-}
-
-/* The second half: walks the verified rows, commits the agreeing prefix
- * and the target's own next token, rewinds the rest. */
-static void spec_settle(tw_engine *e, slot *sl, float *rows)
-{
-    const uint32_t *toks;
-    size_t n;
-    tw_snapshot_pool *trail;
-    tw_err err;
-    tw_status st = tw_spec_round_rows(sl->spec, &toks, &n, &trail, &err);
-    if (st != TW_OK) {
-        slot_fail(sl, st, err.msg);
-        return;
-    }
-    bool greedy = sl->r->sampling.temperature == 0.0f;
-    size_t k = n - 1, kept = 0;
-    for (size_t i = 0; i <= k; i++) {
-        float *row = rows + i * (size_t)sl->m->vocab;
-        kept = i + 1;
-        if (greedy)
-            next_token(e, sl, row);
-        else
-            spec_next_token(e, sl, i, row);
-        if (i == k || sl->state != SLOT_DECODE || sl->close_pending ||
-            sl->forced_pos < sl->n_forced || sl->next_token != toks[i + 1])
-            break;
-    }
-    st = tw_spec_finish(sl->spec, sl->seq, kept, &err);
-    if (st != TW_OK)
-        slot_fail(sl, st, err.msg);
-    sl->decode_us += tw_now_us() - sl->spec_t0;
-    count_rate(e, kept, 0);
-}
-
-/* Whether a speculating slot proposes this step. Its rows join the shared
- * pass, but each one still costs the arithmetic of a row; once other slots
- * of the same model decode too, the pass is already wide, so auto mode
- * speculates only for a slot decoding alone; explicit modes always do. */
-static bool spec_this_step(const sched *s, const slot *sl)
-{
-    if (!sl->spec)
-        return false;
-    if (sl->r->speculative.mode != TW_SPEC_AUTO)
-        return true;
-    for (uint32_t i = 0; i < s->n_slots; i++) {
-        const slot *o = &s->slots[i];
-        if (o != sl && o->state == SLOT_DECODE && o->m == sl->m)
-            return false;
-    }
-    return true;
-}
-
-/* One decode step per model over all its decoding slots: plain slots add
- * a row each, speculating slots their t0 and proposals, and one pass
- * (tw_model_verify_batch) computes them all, reading each weight once. A
- * pass that carries proposals stays within TW_MATMUL_EXACT_ROWS rows, where
- * every row's logits are bit-identical to decoding it alone; slots that do
- * not fit go in a further pass. */
-static void decode_step(tw_engine *e, sched *s)
-{
-    size_t total = 0;
-    for (uint32_t i = 0; i < s->n_slots; i++) {
-        slot *sl = &s->slots[i];
-        if (sl->state != SLOT_DECODE)
-            continue;
-        sl->spec_rows = 1;
-        size_t exact = tw_model_max_verify(sl->m->model);
-        if (exact > TW_MATMUL_EXACT_ROWS)
-            exact = TW_MATMUL_EXACT_ROWS;
-        if (spec_this_step(s, sl) && !spec_propose(s, sl, exact))
-            continue;
-        s->pending[total++] = sl;
-    }
-    for (size_t first = 0; first < total; first++) {
-        if (!s->pending[first])
-            continue;
-        model_entry *m = s->pending[first]->m;
-        size_t cap_all = tw_model_max_verify(m->model);
-        size_t cap_exact = cap_all < TW_MATMUL_EXACT_ROWS ? cap_all : TW_MATMUL_EXACT_ROWS;
-        size_t n = 0, rows = 0;
-        bool spec = false;
-        for (size_t j = first; j < total; j++) {
-            slot *sl = s->pending[j];
-            if (!sl || sl->m != m)
-                continue;
-            size_t r = sl->spec_rows;
-            if (rows + r > ((spec || r > 1) ? cap_exact : cap_all))
-                continue; /* the next pass takes it */
-            s->pending[j] = NULL;
-            s->batch_slots[n] = sl;
-            s->batch_seqs[n] = sl->seq;
-            s->batch_rows[n] = r;
-            s->batch_trails[n] = NULL;
-            if (r > 1) {
-                const uint32_t *toks;
-                size_t nr;
-                tw_err err;
-                if (tw_spec_round_rows(sl->spec, &toks, &nr, &s->batch_trails[n], &err) ||
-                    nr != r) {
-                    slot_fail(sl, TW_INTERNAL, "speculative round lost its rows");
-                    continue;
-                }
-                memcpy(s->batch_tokens + rows, toks, r * sizeof *toks);
-                spec = true;
-            } else {
-                s->batch_tokens[rows] = sl->next_token;
-            }
-            rows += r;
-            n++;
-        }
-        if (n == 0)
-            continue;
-        tw_err err;
-        uint64_t t0 = tw_now_us();
-        tw_status st = spec ? tw_model_verify_batch(m->model, s->pool, n, s->batch_seqs,
-                                                    s->batch_tokens, s->batch_rows,
-                                                    s->batch_trails, m->logits, &err)
-                            : tw_model_decode_batch(m->model, s->pool, s->batch_seqs,
-                                                    s->batch_tokens, n, m->logits, &err);
-        uint64_t dt = tw_now_us() - t0;
-        size_t row = 0, plain = 0;
-        for (size_t k = 0; k < n; k++) {
-            slot *sl = s->batch_slots[k];
-            float *base = m->logits + row * (size_t)m->vocab;
-            size_t r = s->batch_rows[k];
-            row += r;
-            if (st != TW_OK) {
-                slot_fail(sl, st, err.msg);
-                continue;
-            }
-            if (r > 1) {
-                spec_settle(e, sl, base);
-                continue;
-            }
-            plain++;
-            sl->decode_us += dt;
-            if (sl->spec) {
-                uint32_t tok = sl->next_token;
-                tw_spec_push(sl->spec, &tok, 1);
-                tw_spec_plain_time(sl->spec, dt);
-            }
-            next_token(e, sl, base);
-        }
-        count_rate(e, plain, 0);
-    }
-}
-
 /* ------------------------------------------------------------ output */
 
 static void add_usage(request *r, const slot *sl)
@@ -679,16 +224,16 @@ static void final_flush(slot *sl)
     if (sl->detok) {
         tw_detok_flush(sl->detok, &p, &n);
         if (sl->think && tw_thinking_inside(sl->think) && sl->r->thinking.separate_reasoning) {
-            buf_append(&sl->reasoning, p, n);
+            sched_buf_append(&sl->reasoning, p, n);
         } else if (tw_stop_feed(sl->stop, p, n, &out, &len, &sl->matched) == TW_STOP_MATCHED) {
-            buf_append(&sl->text, out, len);
+            sched_buf_append(&sl->text, out, len);
             return;
         } else {
-            buf_append(&sl->text, out, len);
+            sched_buf_append(&sl->text, out, len);
         }
     }
     tw_stop_flush(sl->stop, &p, &n);
-    buf_append(&sl->text, p, n);
+    sched_buf_append(&sl->text, p, n);
 }
 
 /* Sends what a slot produced this step; a finished slot also sends its end
@@ -881,7 +426,7 @@ static void start_request(tw_engine *e, sched *s, request *r)
             continue;
         st = slot_setup(e, sl, r, placed++, &err);
         if (st != TW_OK) {
-            slot_fail(sl, st, err.msg);
+            sched_slot_fail(sl, st, err.msg);
             break;
         }
     }
@@ -889,7 +434,7 @@ static void start_request(tw_engine *e, sched *s, request *r)
      * their chunks with the others. */
     for (uint32_t i = 0; i < s->n_slots; i++)
         if (s->slots[i].r == r && st != TW_OK)
-            slot_fail(&s->slots[i], st, err.msg);
+            sched_slot_fail(&s->slots[i], st, err.msg);
     r->running_choices = placed;
 }
 
@@ -903,7 +448,7 @@ static void check_ends(sched *s)
             continue;
         tw_finish_reason why = ended_why(sl->r, now_ms);
         if (why != TW_FINISH_NONE)
-            slot_finish(sl, why);
+            sched_slot_finish(sl, why);
     }
 }
 
@@ -940,8 +485,8 @@ void *sched_main(void *arg)
         for (uint32_t i = 0; i < s->n_starting; i++)
             start_request(e, s, s->starting[i]);
         check_ends(s);
-        prefill_step(e, s);
-        decode_step(e, s);
+        sched_prefill_step(e, s);
+        sched_decode_step(e, s);
         emit_all(e, s);
         /* An idle engine sleeps in the wait at the top: a queued request
          * always fits once every slot is free (n <= max_n <= max_batch). */
@@ -949,7 +494,7 @@ void *sched_main(void *arg)
     /* Shutdown: every request still here ends as cancelled. */
     for (uint32_t i = 0; i < s->n_slots; i++)
         if (s->slots[i].state == SLOT_PREFILL || s->slots[i].state == SLOT_DECODE)
-            slot_finish(&s->slots[i], TW_FINISH_CANCELLED);
+            sched_slot_finish(&s->slots[i], TW_FINISH_CANCELLED);
     emit_all(e, s);
     for (;;) {
         pthread_mutex_lock(&e->lock);

@@ -1,0 +1,88 @@
+/* The scheduler's internals shared by its two files: scheduler.c (setup,
+ * output, the loop) and sched_step.c (per-token rules and the prefill and
+ * decode steps). Internal to core/generate. */
+#ifndef TW_GENERATE_SCHED_INTERNAL_H
+#define TW_GENERATE_SCHED_INTERNAL_H
+
+#include "engine_internal.h"
+#include "tw/spec.h"
+
+typedef enum slot_state {
+    SLOT_FREE = 0,
+    SLOT_PREFILL,
+    SLOT_DECODE,
+    SLOT_DONE, /* finished; its last chunk is still to be sent */
+} slot_state;
+
+typedef struct text_buf {
+    char *p;
+    size_t len, cap;
+} text_buf;
+
+typedef struct slot {
+    slot_state state;
+    request *r;
+    uint32_t index;
+    model_entry *m;
+    tw_seq *seq;
+    engine_cache_slot cache; /* what the prefill restores and caches */
+    tw_sampler *sampler;
+    tw_stop *stop;
+    tw_thinking *think; /* NULL: the model has no think tags */
+    tw_detok *detok;    /* NULL: no tokenizer */
+    tw_spec *spec;      /* NULL: no speculative decoding */
+    size_t spec_rows;   /* rows this decode step: 1, or t0 + proposals */
+    uint64_t spec_t0;   /* when this step's round began */
+
+    size_t prefilled;
+    uint32_t next_token; /* committed, to be fed by the next decode step */
+    bool close_pending;  /* a forced </think> comes next */
+    const uint32_t *forced; /* then these transition tokens */
+    size_t n_forced, forced_pos;
+
+    uint32_t n_answer, n_completion, n_reasoning;
+    bool got_first;
+    uint64_t prefill_us, decode_us, ttft_us;
+    tw_force_close forced_by;
+    tw_transition_kind transition;
+    tw_finish_reason finish;
+    const char *matched;
+    tw_status error;
+    char error_msg[TW_ERR_MSG_MAX];
+
+    /* What the next chunk carries: up to one speculative round's tokens
+     * plus a forced one. */
+    uint32_t ids[TW_SPEC_MAX_DRAFT + 2];
+    tw_token_logprob lps[TW_SPEC_MAX_DRAFT + 2];
+    size_t n_ids;
+    text_buf text, reasoning;
+} slot;
+
+typedef struct sched {
+    tw_pool *pool;
+    slot *slots;
+    uint32_t n_slots;
+    tw_seq **batch_seqs;
+    uint32_t *batch_tokens; /* one per row */
+    size_t *batch_rows;     /* per sequence */
+    tw_snapshot_pool **batch_trails;
+    slot **batch_slots;
+    slot **pending;
+    request **starting, **ending;
+    uint32_t n_starting, n_ending, cap_ending;
+} sched;
+
+/* Appends n bytes to b, growing it; false when memory is short. */
+bool sched_buf_append(text_buf *b, const char *p, size_t n);
+
+/* Ends a slot: with a finish reason, or failed with a status and message. */
+void sched_slot_finish(slot *sl, tw_finish_reason why);
+void sched_slot_fail(slot *sl, tw_status st, const char *msg);
+
+/* One prefill chunk of one waiting prompt. */
+void sched_prefill_step(tw_engine *e, sched *s);
+
+/* One decode step per model over all its decoding slots. */
+void sched_decode_step(tw_engine *e, sched *s);
+
+#endif
