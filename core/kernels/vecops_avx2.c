@@ -1,0 +1,271 @@
+/* AVX2/FMA f32 vector kernels: dot products, attention's score and value
+ * passes, the softmax and SiLU exponentials, and the DeltaNet delta rule. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kernels_internal.h"
+#include "kernels/simd_x86.h"
+
+#ifdef TW_HAVE_X86
+
+TW_AVX2 float tw_dot_f32_avx2(const float *a, const float *b, size_t n)
+{
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
+    }
+    for (; i + 8 <= n; i += 8)
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    float s = tw_hsum256(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    for (; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+/* exp(x) for 8 lanes: x = k ln2 + r with |r| <= ln2/2 (ln2 split in two
+ * parts so r stays exact), e^r by its degree-6 Taylor polynomial (error
+ * below 2e-7 relative on that interval), 2^k put into the exponent bits.
+ * Inputs are clamped to [-87.3, 88.7]: below, the result is flushed to 0
+ * as expf's would be denormal or 0; above, expf overflows anyway. */
+TW_AVX2 static inline __m256 exp256(__m256 x)
+{
+    const __m256 lo = _mm256_set1_ps(-87.3f);
+    const __m256 below = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(88.7f));
+    __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    /* k in [-126, 128]: scale by 2^(k/2) twice so k = 128 cannot overflow
+     * the exponent field */
+    __m256i ki = _mm256_cvtps_epi32(k);
+    __m256i h = _mm256_srai_epi32(ki, 1);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, _mm256_set1_epi32(127)), 23));
+    __m256 s2 = _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ki, h), _mm256_set1_epi32(127)), 23));
+    p = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+    return _mm256_andnot_ps(below, p);
+}
+
+TW_AVX2 static float exp_shift_f32(float *x, size_t n, float mx)
+{
+    const __m256 m = _mm256_set1_ps(mx);
+    __m256 s = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+        _mm256_storeu_ps(x + i, e);
+        s = _mm256_add_ps(s, e);
+    }
+    float sum = tw_hsum256(s);
+    for (; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    return sum;
+}
+
+TW_AVX2 static void silu_mul_f32(float *g, const float *u, size_t n)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(g + i);
+        __m256 e = exp256(_mm256_xor_ps(x, sign));
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)),
+                                              _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; i++)
+        g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+TW_AVX2 static void silu_f32(float *x, size_t n)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256 e = exp256(_mm256_xor_ps(v, sign));
+        _mm256_storeu_ps(x + i, _mm256_div_ps(v, _mm256_add_ps(one, e)));
+    }
+    for (; i < n; i++)
+        x[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+/* The delta rule, 32 state columns at a time with their sums of mem and
+ * out held in registers down all dk rows. Each element sees the scalar
+ * version's operations in its order (a multiply, then an add: no fmas), so
+ * every ISA gives the same bits and the recurrence stays exactly what the
+ * reference checkpoints were checked against. */
+TW_AVX2 static void delta_rule_f32(float *S, const float *src, const float *q, const float *k,
+                                   const float *v, float decay, float beta, size_t dk,
+                                   size_t dv, float *mem, float *out)
+{
+    const __m256 vdecay = _mm256_set1_ps(decay), vbeta = _mm256_set1_ps(beta);
+    size_t c0 = 0;
+    for (; c0 + 8 <= dv; c0 += 32) {
+        const int nv = (int)((dv - c0) / 8 < 4 ? (dv - c0) / 8 : 4);
+        __m256 m[4], o[4];
+        for (int u = 0; u < 4; u++) {
+            m[u] = _mm256_setzero_ps();
+            o[u] = _mm256_setzero_ps();
+        }
+        for (size_t i = 0; i < dk; i++) {
+            const float *old = src + i * dv + c0;
+            float *row = S + i * dv + c0;
+            const __m256 ki = _mm256_set1_ps(k[i]);
+            for (int u = 0; u < nv; u++) {
+                __m256 r = _mm256_mul_ps(_mm256_loadu_ps(old + 8 * u), vdecay);
+                _mm256_storeu_ps(row + 8 * u, r);
+                m[u] = _mm256_add_ps(m[u], _mm256_mul_ps(r, ki));
+            }
+        }
+        for (int u = 0; u < nv; u++)
+            m[u] = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(v + c0 + 8 * u), m[u]), vbeta);
+        for (size_t i = 0; i < dk; i++) {
+            float *row = S + i * dv + c0;
+            const __m256 ki = _mm256_set1_ps(k[i]), qi = _mm256_set1_ps(q[i]);
+            for (int u = 0; u < nv; u++) {
+                __m256 r = _mm256_add_ps(_mm256_loadu_ps(row + 8 * u), _mm256_mul_ps(ki, m[u]));
+                _mm256_storeu_ps(row + 8 * u, r);
+                o[u] = _mm256_add_ps(o[u], _mm256_mul_ps(r, qi));
+            }
+        }
+        for (int u = 0; u < nv; u++)
+            _mm256_storeu_ps(out + c0 + 8 * u, o[u]);
+        if (nv < 4) {
+            c0 += 8 * (size_t)nv;
+            break;
+        }
+    }
+    /* the columns past the last 8-wide chunk */
+    if (c0 < dv) {
+        for (size_t j = c0; j < dv; j++)
+            mem[j] = 0.0f;
+        for (size_t i = 0; i < dk; i++)
+            for (size_t j = c0; j < dv; j++) {
+                S[i * dv + j] = src[i * dv + j] * decay;
+                mem[j] += S[i * dv + j] * k[i];
+            }
+        for (size_t j = c0; j < dv; j++) {
+            mem[j] = (v[j] - mem[j]) * beta;
+            out[j] = 0.0f;
+        }
+        for (size_t i = 0; i < dk; i++)
+            for (size_t j = c0; j < dv; j++) {
+                S[i * dv + j] += k[i] * mem[j];
+                out[j] += S[i * dv + j] * q[i];
+            }
+    }
+}
+
+/* One key's score: a single accumulator over 8-wide chunks, then the
+ * scalar tail, the same steps for every key (see tw_dot_rows_fn). */
+TW_AVX2 static inline float dot_key(const float *q, const float *k, size_t d)
+{
+    __m256 s = _mm256_setzero_ps();
+    size_t j = 0;
+    for (; j + 8 <= d; j += 8)
+        s = _mm256_fmadd_ps(_mm256_loadu_ps(q + j), _mm256_loadu_ps(k + j), s);
+    float r = tw_hsum256(s);
+    for (; j < d; j++)
+        r += q[j] * k[j];
+    return r;
+}
+
+TW_AVX2 static void dot_rows_f32(const float *q, const float *K, size_t n, size_t d, float *out)
+{
+    size_t i = 0;
+    /* four keys side by side hide the FMA latency of each key's chain */
+    for (; i + 4 <= n; i += 4) {
+        const float *k0 = K + i * d, *k1 = k0 + d, *k2 = k1 + d, *k3 = k2 + d;
+        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+        __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
+        size_t j = 0;
+        for (; j + 8 <= d; j += 8) {
+            const __m256 qv = _mm256_loadu_ps(q + j);
+            s0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + j), s0);
+            s1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + j), s1);
+            s2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2 + j), s2);
+            s3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3 + j), s3);
+        }
+        float r0 = tw_hsum256(s0), r1 = tw_hsum256(s1), r2 = tw_hsum256(s2), r3 = tw_hsum256(s3);
+        for (; j < d; j++) {
+            r0 += q[j] * k0[j];
+            r1 += q[j] * k1[j];
+            r2 += q[j] * k2[j];
+            r3 += q[j] * k3[j];
+        }
+        out[i] = r0;
+        out[i + 1] = r1;
+        out[i + 2] = r2;
+        out[i + 3] = r3;
+    }
+    for (; i < n; i++)
+        out[i] = dot_key(q, K + i * d, d);
+}
+
+TW_AVX2 static void axpy_rows_f32(const float *p, const float *V, size_t n, size_t d, float *acc)
+{
+    size_t j = 0;
+    /* 64 outputs in registers while every row streams past */
+    for (; j + 64 <= d; j += 64) {
+        __m256 a[8];
+        for (int k = 0; k < 8; k++)
+            a[k] = _mm256_loadu_ps(acc + j + 8 * k);
+        for (size_t i = 0; i < n; i++) {
+            const __m256 pv = _mm256_set1_ps(p[i]);
+            const float *v = V + i * d + j;
+            for (int k = 0; k < 8; k++)
+                a[k] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + 8 * k), a[k]);
+        }
+        for (int k = 0; k < 8; k++)
+            _mm256_storeu_ps(acc + j + 8 * k, a[k]);
+    }
+    for (; j + 8 <= d; j += 8) {
+        __m256 a = _mm256_loadu_ps(acc + j);
+        for (size_t i = 0; i < n; i++)
+            a = _mm256_fmadd_ps(_mm256_set1_ps(p[i]), _mm256_loadu_ps(V + i * d + j), a);
+        _mm256_storeu_ps(acc + j, a);
+    }
+    for (; j < d; j++) {
+        float a = acc[j];
+        for (size_t i = 0; i < n; i++)
+            a = fmaf(p[i], V[i * d + j], a);
+        acc[j] = a;
+    }
+}
+
+void tw_isa_fill_vecops_avx2(tw_isa_table *t)
+{
+    t->dot_f32 = tw_dot_f32_avx2;
+    t->dot_rows_f32 = dot_rows_f32;
+    t->axpy_rows_f32 = axpy_rows_f32;
+    t->exp_shift_f32 = exp_shift_f32;
+    t->silu_mul_f32 = silu_mul_f32;
+    t->silu_f32 = silu_f32;
+    t->delta_rule_f32 = delta_rule_f32;
+}
+
+#else
+
+void tw_isa_fill_vecops_avx2(tw_isa_table *t)
+{
+    (void)t;
+}
+
+#endif
