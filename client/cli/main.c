@@ -40,6 +40,7 @@ typedef struct cli {
     unsigned long long seed;
     unsigned top_k;
     unsigned max_tokens;
+    unsigned max_total_tokens; /* reasoning included */
     /* speculative decoding */
     const char *draft;
     bool has_speculate, has_draft_tokens;
@@ -66,6 +67,8 @@ static void usage(FILE *f)
             "      stdout; --hide-reasoning drops it, --show-reasoning keeps it\n"
             "  watch                      print every stream the engine publishes\n\n"
             "sampling: --max-tokens N --temperature T --top-k K --top-p P --seed S\n"
+            "  (--max-tokens bounds the answer; --max-total-tokens N every generated\n"
+            "  token, reasoning included)\n"
             "speculative decoding: --speculate auto|off|lookup|draft --draft-tokens K\n"
             "  (auto: the engine decides; draft needs a model loaded with --draft)\n\n"
             "global options:\n"
@@ -351,6 +354,11 @@ static int do_generate(tw_client *c, const cli *o, int argc, char **argv, bool c
         stop.max_tokens = o->max_tokens;
         g.stop = &stop;
     }
+    if (o->max_total_tokens) {
+        stop.has_max_total_tokens = 1;
+        stop.max_total_tokens = o->max_total_tokens;
+        g.stop = &stop;
+    }
     if (o->has_speculate || o->has_draft_tokens) {
         spec.has_mode = o->has_speculate;
         spec.mode = (Tokenwire__V1__SpeculationMode)o->speculate;
@@ -375,11 +383,15 @@ static int do_generate(tw_client *c, const cli *o, int argc, char **argv, bool c
                 cli_answer_init(&answer, !o->hide_reasoning);
                 cli_answer_reasoning(&answer, ch->reasoning);
                 cli_answer_close(&answer);
+                /* token ids stand in for text only when the prompt was
+                 * given as ids (a model without tokenizer), as when
+                 * streaming: an answer cut off inside the reasoning is
+                 * empty, not its ids */
                 if (ch->text && *ch->text) {
                     cli_answer_text(&answer, ch->text);
                     printf("\n");
                 } else {
-                    for (size_t k = 0; k < ch->n_token_ids; k++)
+                    for (size_t k = 0; o->ids && k < ch->n_token_ids; k++)
                         printf("%s%u", k ? " " : "", ch->token_ids[k]);
                     printf("\n");
                 }
@@ -475,7 +487,7 @@ int main(int argc, char **argv)
     enum { O_ENGINE = 1, O_PUB, O_KEY, O_CA, O_TIMEOUT, O_MODEL, O_IDS, O_SYSTEM, O_NAME,
            O_STREAM, O_DEFAULT, O_TEMP, O_TOPP, O_TOPK, O_SEED, O_MAXTOK, O_HELP,
            O_SERVER_NAME, O_SHA256, O_SPECULATE, O_DRAFT_TOKENS, O_DRAFT, O_SHOW_REASONING,
-           O_HIDE_REASONING };
+           O_HIDE_REASONING, O_MAXTOTAL };
     static const struct option opts[] = {
         {"engine", required_argument, NULL, O_ENGINE},
         {"pub", required_argument, NULL, O_PUB},
@@ -497,6 +509,7 @@ int main(int argc, char **argv)
         {"top-k", required_argument, NULL, O_TOPK},
         {"seed", required_argument, NULL, O_SEED},
         {"max-tokens", required_argument, NULL, O_MAXTOK},
+        {"max-total-tokens", required_argument, NULL, O_MAXTOTAL},
         {"speculate", required_argument, NULL, O_SPECULATE},
         {"draft-tokens", required_argument, NULL, O_DRAFT_TOKENS},
         {"draft", required_argument, NULL, O_DRAFT},
@@ -534,6 +547,7 @@ int main(int argc, char **argv)
             break;
         }
         case O_MAXTOK: bad |= !parse_u32(optarg, &o.max_tokens); break;
+        case O_MAXTOTAL: bad |= !parse_u32(optarg, &o.max_total_tokens); break;
         case O_SPECULATE: o.has_speculate = parse_speculate(optarg, &o.speculate); bad |= !o.has_speculate; break;
         case O_DRAFT_TOKENS: o.has_draft_tokens = parse_u32(optarg, &o.draft_tokens); bad |= !o.has_draft_tokens; break;
         case O_DRAFT: o.draft = optarg; break;

@@ -449,6 +449,22 @@ static void test_cli_chat_reasoning_apart(void **state)
     assert_string_equal(err_streamed, err_plain);
     assert_string_equal(out_hidden, out_plain);
     assert_string_equal(err_hidden, "");
+    /* --max-total-tokens counts the reasoning: 4 tokens end inside it, so
+     * there is no answer and the reasoning printed is where the full one
+     * begins */
+    const char *capped[] = {"chat", "--max-total-tokens", "4", "--temperature", "0", prompt,
+                            NULL};
+    char *err_capped;
+    char *out_capped = twt_run_cli(&g_svc, capped, &status, &err_capped);
+    assert_int_equal(status, 0);
+    if (strspn(out_capped, "\n") != strlen(out_capped))
+        fail_msg("--max-total-tokens 4 printed an answer: '%s'", out_capped);
+    size_t n_capped = strcspn(err_capped, "\n");
+    if (n_capped == 0 || strncmp(err_capped, err_plain, n_capped) != 0)
+        fail_msg("--max-total-tokens 4: reasoning '%s' does not start '%s'", err_capped,
+                 err_plain);
+    free(out_capped);
+    free(err_capped);
     free(out_plain);
     free(out_streamed);
     free(out_hidden);
