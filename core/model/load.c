@@ -5,9 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "tw/hw.h"
 #include "tw/kernels.h"
+#include "tw/log.h"
 
 #include "model/model_internal.h"
 #include "model/wsource.h"
@@ -484,6 +486,57 @@ static tw_status build(tw_model *m, const tw_model_opts *opts, tw_err *err)
     return TW_OK;
 }
 
+tw_status tw_weights_placement(tw_weight_pages mode, bool thp, uint64_t file_bytes,
+                               uint64_t mem_available, bool *huge, tw_err *err)
+{
+    *huge = false;
+    if (mode == TW_WEIGHTS_MAP)
+        return TW_OK;
+    if (mode == TW_WEIGHTS_HUGE) {
+        /* a private copy cannot be paged back to the file: refuse one that
+         * does not fit rather than let the kernel kill the process */
+        if (mem_available && file_bytes > mem_available)
+            return tw_errorf(err, TW_RESOURCE_EXHAUSTED,
+                             "weight-pages huge: the %.1f MiB file does not fit in the %.1f "
+                             "MiB of available memory (use map)",
+                             (double)file_bytes / 1048576.0, (double)mem_available / 1048576.0);
+        *huge = true;
+        return TW_OK;
+    }
+    /* auto: only with huge pages on offer, and only while the copy leaves
+     * room; a model near the size of memory is better served by the
+     * mapping, which the kernel can page */
+    *huge = thp && (!mem_available || file_bytes <= mem_available / 2);
+    return TW_OK;
+}
+
+/* Where the weights of the GGUF file at path go (HF directories always map). */
+static tw_status weights_in_huge_pages(const char *path, tw_weight_pages mode, bool *huge,
+                                       tw_err *err)
+{
+    *huge = false;
+    struct stat sb;
+    if (!path || stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return TW_OK; /* a directory, or an error tw_wsource_open reports */
+    uint64_t avail = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        unsigned long long kb;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+                avail = (uint64_t)kb << 10;
+        fclose(f);
+    }
+    tw_status st = tw_weights_placement(mode, mode == TW_WEIGHTS_AUTO && tw_hw_thp_enabled(),
+                                        (uint64_t)sb.st_size, avail, huge, err);
+    if (!st && mode == TW_WEIGHTS_AUTO && !*huge && tw_hw_thp_enabled())
+        tw_info("weights of %s stay mapped from the file: %.1f MiB against %.1f MiB of "
+                "available memory",
+                path, (double)sb.st_size / 1048576.0, (double)avail / 1048576.0);
+    return st;
+}
+
 tw_status tw_model_load(const char *path, const tw_model_opts *opts, tw_model **out,
                         tw_err *err)
 {
@@ -498,9 +551,11 @@ tw_status tw_model_load(const char *path, const tw_model_opts *opts, tw_model **
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory");
     }
     m->owned = o;
-    tw_weight_pages wp = opts ? opts->weight_pages : TW_WEIGHTS_AUTO;
-    bool huge = wp == TW_WEIGHTS_HUGE || (wp == TW_WEIGHTS_AUTO && tw_hw_thp_enabled());
-    tw_status st = tw_wsource_open(path, huge, &m->src, err);
+    bool huge = false;
+    tw_status st = weights_in_huge_pages(path, opts ? opts->weight_pages : TW_WEIGHTS_AUTO,
+                                         &huge, err);
+    if (!st)
+        st = tw_wsource_open(path, huge, &m->src, err);
     if (!st)
         st = build(m, opts, err);
     if (st) {

@@ -51,6 +51,14 @@ typedef enum tw_weight_pages {
     TW_WEIGHTS_HUGE,
 } tw_weight_pages;
 
+/* The placement rule, exposed for tests: with TW_WEIGHTS_HUGE a copy that
+ * does not fit in mem_available is RESOURCE_EXHAUSTED; with
+ * TW_WEIGHTS_AUTO weights go to huge pages when thp is true and the file
+ * takes at most half of mem_available; TW_WEIGHTS_MAP never copies.
+ * mem_available 0 means unknown (no limit). */
+tw_status tw_weights_placement(tw_weight_pages mode, bool thp, uint64_t file_bytes,
+                               uint64_t mem_available, bool *huge, tw_err *err);
+
 typedef struct tw_model_opts {
     /* Longest sequence any tw_seq of this model may hold
      * [min(max_position_embeddings, 8192)]. */

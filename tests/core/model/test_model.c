@@ -371,6 +371,40 @@ static void test_load_errors(void **state)
     free(dir);
 }
 
+/* Where weights go: map never copies; huge refuses a copy that does not
+ * fit; auto copies only with huge pages on offer and only a file of at most
+ * half the available memory. */
+static void test_weights_placement(void **state)
+{
+    (void)state;
+    tw_err err = {{0}};
+    bool huge = true;
+    const uint64_t GiB = 1ull << 30;
+    assert_int_equal(tw_weights_placement(TW_WEIGHTS_MAP, true, GiB, 8 * GiB, &huge, &err),
+                     TW_OK);
+    assert_false(huge);
+    assert_int_equal(tw_weights_placement(TW_WEIGHTS_HUGE, false, GiB, 8 * GiB, &huge, &err),
+                     TW_OK);
+    assert_true(huge);
+    assert_int_equal(tw_weights_placement(TW_WEIGHTS_HUGE, true, 9 * GiB, 8 * GiB, &huge, &err),
+                     TW_RESOURCE_EXHAUSTED);
+    assert_false(huge);
+    assert_non_null(strstr(err.msg, "map"));
+    assert_int_equal(tw_weights_placement(TW_WEIGHTS_AUTO, true, 4 * GiB, 8 * GiB, &huge, &err),
+                     TW_OK);
+    assert_true(huge);
+    assert_int_equal(tw_weights_placement(TW_WEIGHTS_AUTO, true, 5 * GiB, 8 * GiB, &huge, &err),
+                     TW_OK);
+    assert_false(huge);
+    assert_int_equal(tw_weights_placement(TW_WEIGHTS_AUTO, false, GiB, 8 * GiB, &huge, &err),
+                     TW_OK);
+    assert_false(huge);
+    /* memory unknown: no limit */
+    assert_int_equal(tw_weights_placement(TW_WEIGHTS_AUTO, true, 64 * GiB, 0, &huge, &err),
+                     TW_OK);
+    assert_true(huge);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -383,6 +417,7 @@ int main(void)
         cmocka_unit_test(test_batch_sliding),
         cmocka_unit_test(test_argument_checks),
         cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_weights_placement),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
