@@ -41,7 +41,8 @@ typedef struct tw_snapshot_pool tw_snapshot_pool;
  * mappings). */
 typedef enum tw_weight_pages {
     /* Huge pages when the kernel's transparent-huge-page mode is "always" or
-     * "madvise", else the file mapping. */
+     * "madvise" and the file takes at most half of the available memory,
+     * else the file mapping. */
     TW_WEIGHTS_AUTO = 0,
     /* The file mapping: shared with the page cache, no copy, 4 KiB pages. */
     TW_WEIGHTS_MAP,
