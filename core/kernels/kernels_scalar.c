@@ -2,6 +2,7 @@
  * weight type. They define the integer arithmetic the SIMD variants must
  * reproduce exactly; only the order of the final float sums may differ. */
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "kernels/blocks.h"
@@ -335,57 +336,56 @@ static void k_block_sums(const uint8_t *q, const uint8_t *scales, const int8_t *
     *summ = sm;
 }
 
-static void rows1_q4_k(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
-                      const tw_act *act, float *y)
+/* Q4_K (qh NULL) and Q5_K: the 256 levels of one block in element order,
+ * bit 4 from qh for Q5_K (bit 2g of qh[l] for the low half of group g,
+ * bit 2g + 1 for the high half). */
+static void k45_levels(const uint8_t *qs, const uint8_t *qh, uint8_t q[TW_QK_K])
+{
+    for (int g = 0; g < 4; g++) {
+        for (int l = 0; l < 32; l++) {
+            uint8_t lo = qs[32 * g + l] & 0xF, hi = qs[32 * g + l] >> 4;
+            if (qh) {
+                lo |= (uint8_t)(((qh[l] >> (2 * g)) & 1) << 4);
+                hi |= (uint8_t)(((qh[l] >> (2 * g + 1)) & 1) << 4);
+            }
+            q[64 * g + l] = lo;
+            q[64 * g + 32 + l] = hi;
+        }
+    }
+}
+
+static void rows1_k45(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                      const tw_act *act, float *y, bool is_q5)
 {
     size_t nb = cols / TW_QK_K;
     uint8_t q[TW_QK_K];
     for (size_t r = 0; r < rows; r++) {
-        const tw_block_q4_k *b = (const tw_block_q4_k *)(const void *)(w + r * row_bytes);
+        const tw_block_q4_k *b4 = (const tw_block_q4_k *)(const void *)(w + r * row_bytes);
+        const tw_block_q5_k *b5 = (const tw_block_q5_k *)(const void *)(w + r * row_bytes);
         float s = 0.0f;
         for (size_t i = 0; i < nb; i++) {
-            for (int g = 0; g < 4; g++) {
-                for (int l = 0; l < 32; l++) {
-                    q[64 * g + l] = b[i].qs[32 * g + l] & 0xF;
-                    q[64 * g + 32 + l] = b[i].qs[32 * g + l] >> 4;
-                }
-            }
+            uint16_t d = is_q5 ? b5[i].d : b4[i].d, dmin = is_q5 ? b5[i].dmin : b4[i].dmin;
+            const uint8_t *scales = is_q5 ? b5[i].scales : b4[i].scales;
+            k45_levels(is_q5 ? b5[i].qs : b4[i].qs, is_q5 ? b5[i].qh : NULL, q);
             int sumi, summ;
-            k_block_sums(q, b[i].scales, act->qs + i * TW_QK_K, act->bsums + i * 16, &sumi,
-                         &summ);
-            s += (tw_f16_to_f32(b[i].d) * act->d[i]) * (float)sumi -
-                 (tw_f16_to_f32(b[i].dmin) * act->d[i]) * (float)summ;
+            k_block_sums(q, scales, act->qs + i * TW_QK_K, act->bsums + i * 16, &sumi, &summ);
+            s += (tw_f16_to_f32(d) * act->d[i]) * (float)sumi -
+                 (tw_f16_to_f32(dmin) * act->d[i]) * (float)summ;
         }
         y[r] = s;
     }
 }
 
+static void rows1_q4_k(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                      const tw_act *act, float *y)
+{
+    rows1_k45(w, row_bytes, rows, cols, act, y, false);
+}
+
 static void rows1_q5_k(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
                       const tw_act *act, float *y)
 {
-    size_t nb = cols / TW_QK_K;
-    uint8_t q[TW_QK_K];
-    for (size_t r = 0; r < rows; r++) {
-        const tw_block_q5_k *b = (const tw_block_q5_k *)(const void *)(w + r * row_bytes);
-        float s = 0.0f;
-        for (size_t i = 0; i < nb; i++) {
-            for (int g = 0; g < 4; g++) {
-                for (int l = 0; l < 32; l++) {
-                    uint8_t h = b[i].qh[l];
-                    q[64 * g + l] =
-                        (uint8_t)((b[i].qs[32 * g + l] & 0xF) | (((h >> (2 * g)) & 1) << 4));
-                    q[64 * g + 32 + l] =
-                        (uint8_t)((b[i].qs[32 * g + l] >> 4) | (((h >> (2 * g + 1)) & 1) << 4));
-                }
-            }
-            int sumi, summ;
-            k_block_sums(q, b[i].scales, act->qs + i * TW_QK_K, act->bsums + i * 16, &sumi,
-                         &summ);
-            s += (tw_f16_to_f32(b[i].d) * act->d[i]) * (float)sumi -
-                 (tw_f16_to_f32(b[i].dmin) * act->d[i]) * (float)summ;
-        }
-        y[r] = s;
-    }
+    rows1_k45(w, row_bytes, rows, cols, act, y, true);
 }
 
 static void rows1_q6_k(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
