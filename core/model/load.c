@@ -518,19 +518,11 @@ static tw_status weights_in_huge_pages(const char *path, tw_weight_pages mode, b
     struct stat sb;
     if (!path || stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
         return TW_OK; /* a directory, or an error tw_wsource_open reports */
-    uint64_t avail = 0;
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (f) {
-        char line[256];
-        unsigned long long kb;
-        while (fgets(line, sizeof line, f))
-            if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-                avail = (uint64_t)kb << 10;
-        fclose(f);
-    }
-    tw_status st = tw_weights_placement(mode, mode == TW_WEIGHTS_AUTO && tw_hw_thp_enabled(),
-                                        (uint64_t)sb.st_size, avail, huge, err);
-    if (!st && mode == TW_WEIGHTS_AUTO && !*huge && tw_hw_thp_enabled())
+    uint64_t total, avail;
+    tw_hw_meminfo(&total, &avail);
+    bool thp = mode == TW_WEIGHTS_AUTO && tw_hw_thp_enabled();
+    tw_status st = tw_weights_placement(mode, thp, (uint64_t)sb.st_size, avail, huge, err);
+    if (!st && thp && !*huge)
         tw_info("weights of %s stay mapped from the file: %.1f MiB against %.1f MiB of "
                 "available memory",
                 path, (double)sb.st_size / 1048576.0, (double)avail / 1048576.0);

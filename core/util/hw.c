@@ -158,20 +158,26 @@ static void detect_cpu_model(tw_hw_info *hw)
     fclose(f);
 }
 
+void tw_hw_meminfo(uint64_t *total, uint64_t *available)
+{
+    *total = *available = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long kb;
+        if (sscanf(line, "MemTotal: %llu kB", &kb) == 1)
+            *total = (uint64_t)kb << 10;
+        else if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            *available = (uint64_t)kb << 10;
+    }
+    fclose(f);
+}
+
 static void detect_memory(tw_hw_info *hw)
 {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (f) {
-        char line[256];
-        while (fgets(line, sizeof line, f)) {
-            unsigned long long kb;
-            if (sscanf(line, "MemTotal: %llu kB", &kb) == 1)
-                hw->mem_total_bytes = (uint64_t)kb << 10;
-            else if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-                hw->mem_available_bytes = (uint64_t)kb << 10;
-        }
-        fclose(f);
-    }
+    tw_hw_meminfo(&hw->mem_total_bytes, &hw->mem_available_bytes);
     struct rlimit rl;
     if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0)
         hw->memlock_limit_bytes = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;

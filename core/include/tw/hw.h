@@ -67,6 +67,10 @@ void tw_hw_log_choices(const tw_hw_info *hw, const tw_hw_choice *c, bool overrid
 tw_status tw_hw_read_bandwidth(size_t bytes, uint32_t threads, double seconds, double *out,
                                tw_err *err);
 
+/* Total and available memory in bytes from /proc/meminfo (0 when it does
+ * not say). Cheap: one small file read. */
+void tw_hw_meminfo(uint64_t *total, uint64_t *available);
+
 /* The kernel's transparent-huge-page mode into out ("always", "madvise",
  * "never"; "" when /sys does not say, e.g. a kernel without THP). */
 void tw_hw_thp_mode(char *out, size_t cap);
