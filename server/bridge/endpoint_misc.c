@@ -193,6 +193,20 @@ void tw_bridge_ep_metrics(tw_bridge *b, tw_bridge_http_resp *resp)
     resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
 }
 
+/* Ends a tokenize/detokenize call: the JSON answer o (NULL: an error
+ * response from ae instead), then frees what the endpoint held. */
+static void tok_finish(tw_bridge_http_resp *resp, json_t *o, const tw_bridge_apierr *ae,
+                       Tokenwire__V1__Reply *rep, json_t *root, tw_bridge_arena *arena)
+{
+    if (ae)
+        tw_bridge_resp_error(resp, ae);
+    else
+        tw_bridge_resp_json(resp, 200, o);
+    tw_wire_free_reply(rep);
+    json_decref(root);
+    tw_bridge_arena_fini(arena);
+}
+
 void tw_bridge_ep_tokenize(tw_bridge *b, const tw_bridge_http_req *rq,
                            tw_bridge_http_resp *resp)
 {
@@ -271,15 +285,10 @@ void tw_bridge_ep_tokenize(tw_bridge *b, const tw_bridge_http_req *rq,
         json_decref(o);
         o = NULL;
     }
-    tw_bridge_resp_json(resp, 200, o);
-    tw_wire_free_reply(rep);
-    json_decref(root);
-    tw_bridge_arena_fini(&arena);
+    tok_finish(resp, o, NULL, rep, root, &arena);
     return;
 bad:
-    tw_bridge_resp_error(resp, &ae);
-    json_decref(root);
-    tw_bridge_arena_fini(&arena);
+    tok_finish(resp, NULL, &ae, NULL, root, &arena);
 }
 
 void tw_bridge_ep_detokenize(tw_bridge *b, const tw_bridge_http_req *rq,
@@ -325,13 +334,8 @@ void tw_bridge_ep_detokenize(tw_bridge *b, const tw_bridge_http_req *rq,
         json_decref(o);
         o = NULL;
     }
-    tw_bridge_resp_json(resp, 200, o);
-    tw_wire_free_reply(rep);
-    json_decref(root);
-    tw_bridge_arena_fini(&arena);
+    tok_finish(resp, o, NULL, rep, root, &arena);
     return;
 bad:
-    tw_bridge_resp_error(resp, &ae);
-    json_decref(root);
-    tw_bridge_arena_fini(&arena);
+    tok_finish(resp, NULL, &ae, NULL, root, &arena);
 }
