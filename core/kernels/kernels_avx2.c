@@ -17,6 +17,15 @@
  * constants and their loops unroll. */
 #define TW_TILE static inline __attribute__((always_inline))
 
+/* F16 / BF16 batch tiles: 3 rows x 2 activations (12 accumulators, two per
+ * output), over column chunks of H16_KC, for up to H16_GROUPS groups at a
+ * time. Measured on a 2-core EPYC against 1 x 4 tiles with the groups
+ * outermost: 1.8x the GFLOP/s of the batched matmul. */
+#define H16_RB 3
+#define H16_TB 2
+#define H16_KC 1024
+#define H16_GROUPS 16
+
 static void rows1_f32(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
                      const tw_act *act, float *y)
 {
@@ -35,64 +44,140 @@ TW_AVX2 static inline __m256 load_bf16x8(const uint16_t *p)
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
 
-/* F16 / BF16 rows against TB (1..4) activations: each group of 8 weights
- * is widened once for all TB. Every output sees the same operations whatever TB is: two
- * accumulators taking alternate groups of 8, one more group of 8 into the
- * first, their sum reduced, then the scalar tail. */
-TW_AVX2 TW_TILE void tile_h16(const uint16_t *h, size_t cols, const tw_act *acts, float *y,
-                              size_t y_stride, const int TB, const int is_bf16)
+/* F16 / BF16: RB rows against TB activations over columns [i0, i1), each
+ * group of 8 weights widened once for all TB. Every output sees the same
+ * operations whatever RB, TB and the column ranges are: two accumulators
+ * taking alternate groups of 8, one more group of 8 into the first, their
+ * sum reduced, then the scalar tail. A range that does not reach cols ends
+ * on a multiple of 16 and leaves its accumulators in st for the next. With
+ * pf, the same columns of the next RB rows are fetched ahead: the hardware
+ * prefetchers fall behind RB interleaved rows (1.4x on a 2-core EPYC with
+ * the weights in memory; past the last row this is a hint that cannot
+ * fault). */
+TW_AVX2 TW_TILE void tile_h16(const uint16_t *h, size_t row_elems, size_t i0, size_t i1,
+                              size_t cols, const tw_act *acts, __m256 *st, float *y,
+                              size_t y_stride, bool pf, const int RB, const int TB,
+                              const int is_bf16)
 {
-    __m256 s0[4], s1[4];
+    __m256 s0[H16_RB][H16_TB], s1[H16_RB][H16_TB];
 #pragma GCC unroll 4
-    for (int t = 0; t < TB; t++) {
-        s0[t] = _mm256_setzero_ps();
-        s1[t] = _mm256_setzero_ps();
-    }
-    size_t i = 0;
-    for (; i + 16 <= cols; i += 16) {
-        const __m256 w0 = is_bf16 ? load_bf16x8(h + i) : load_f16x8(h + i);
-        const __m256 w1 = is_bf16 ? load_bf16x8(h + i + 8) : load_f16x8(h + i + 8);
+    for (int r = 0; r < RB; r++)
 #pragma GCC unroll 4
         for (int t = 0; t < TB; t++) {
-            s0[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(acts[t].x + i), s0[t]);
-            s1[t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(acts[t].x + i + 8), s1[t]);
+            s0[r][t] = i0 ? st[2 * (r * TB + t)] : _mm256_setzero_ps();
+            s1[r][t] = i0 ? st[2 * (r * TB + t) + 1] : _mm256_setzero_ps();
+        }
+    size_t i = i0;
+    for (; i + 16 <= i1; i += 16) {
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++) {
+            const uint16_t *hr = h + (size_t)r * row_elems;
+            if (pf && (i & 16))
+                _mm_prefetch((const char *)(hr + i + (size_t)RB * row_elems), _MM_HINT_T0);
+            const __m256 w0 = is_bf16 ? load_bf16x8(hr + i) : load_f16x8(hr + i);
+#pragma GCC unroll 4
+            for (int t = 0; t < TB; t++)
+                s0[r][t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(acts[t].x + i), s0[r][t]);
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++) {
+            const uint16_t *hr = h + (size_t)r * row_elems;
+            const __m256 w1 = is_bf16 ? load_bf16x8(hr + i + 8) : load_f16x8(hr + i + 8);
+#pragma GCC unroll 4
+            for (int t = 0; t < TB; t++)
+                s1[r][t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(acts[t].x + i + 8), s1[r][t]);
         }
     }
-    for (; i + 8 <= cols; i += 8) {
-        const __m256 w0 = is_bf16 ? load_bf16x8(h + i) : load_f16x8(h + i);
+    if (i1 < cols) {
 #pragma GCC unroll 4
-        for (int t = 0; t < TB; t++)
-            s0[t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(acts[t].x + i), s0[t]);
+        for (int r = 0; r < RB; r++)
+#pragma GCC unroll 4
+            for (int t = 0; t < TB; t++) {
+                st[2 * (r * TB + t)] = s0[r][t];
+                st[2 * (r * TB + t) + 1] = s1[r][t];
+            }
+        return;
+    }
+    for (; i + 8 <= cols; i += 8) {
+#pragma GCC unroll 4
+        for (int r = 0; r < RB; r++) {
+            const uint16_t *hr = h + (size_t)r * row_elems;
+            const __m256 w0 = is_bf16 ? load_bf16x8(hr + i) : load_f16x8(hr + i);
+#pragma GCC unroll 4
+            for (int t = 0; t < TB; t++)
+                s0[r][t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(acts[t].x + i), s0[r][t]);
+        }
     }
 #pragma GCC unroll 4
-    for (int t = 0; t < TB; t++) {
-        float s = tw_hsum256(_mm256_add_ps(s0[t], s1[t]));
-        for (size_t j = i; j < cols; j++)
-            s += (is_bf16 ? tw_bf16_to_f32(h[j]) : tw_h2f(h[j])) * acts[t].x[j];
-        y[(size_t)t * y_stride] = s;
+    for (int r = 0; r < RB; r++) {
+        const uint16_t *hr = h + (size_t)r * row_elems;
+#pragma GCC unroll 4
+        for (int t = 0; t < TB; t++) {
+            float s = tw_hsum256(_mm256_add_ps(s0[r][t], s1[r][t]));
+            for (size_t j = i; j < cols; j++)
+                s += (is_bf16 ? tw_bf16_to_f32(hr[j]) : tw_h2f(hr[j])) * acts[t].x[j];
+            y[(size_t)t * y_stride + r] = s;
+        }
     }
 }
 
-/* F16 / BF16 batches in groups of 4 activations, then the rest as one
- * group; every row is read once per group. */
+#define H16_TILE(RB, TB)                                                                        \
+    tile_h16(h + r * re, re, i0, i1, cols, acts + t, st + g * 2 * H16_RB * H16_TB,             \
+             y + t * y_stride + r, y_stride, RB > 1, RB, TB, bf16)
+
+/* One group of the batch against RB rows, over the columns [i0, i1). */
+#define H16_GROUP(RB)                                                                           \
+    if (tb == 2)                                                                                \
+        H16_TILE(RB, 2);                                                                        \
+    else                                                                                        \
+        H16_TILE(RB, 1)
+
+/* Every group of up to H16_GROUPS (near-equal groups of at most H16_TB
+ * activations, from acts + t0) against RB rows from r on: column chunk
+ * by column chunk, so the rows' chunk stays in L1 across the groups. */
+#define H16_ROW_TILE(RB)                                                                        \
+    for (size_t i0 = 0; i0 < cols; i0 += H16_KC) {                                              \
+        const size_t i1 = cols - i0 > H16_KC ? i0 + H16_KC : cols;                              \
+        for (size_t g = 0, t = t0; g < groups; g++) {                                           \
+            const size_t tb = g < n_big ? tb_big : tb_big - 1;                                  \
+            H16_GROUP(RB);                                                                      \
+            t += tb;                                                                            \
+        }                                                                                       \
+    }
+
+/* F16 / BF16 batches: H16_RB rows at a time against every group of the
+ * batch before the next rows, so each weight comes from memory once per
+ * batch, not once per group. */
 #define H16_DRIVER(name, is_bf16)                                                               \
     TW_AVX2 static void rows_##name(const uint8_t *w, size_t row_bytes, size_t rows,             \
                                     size_t cols, const tw_act *acts, size_t n_act, float *y,     \
                                     size_t y_stride)                                             \
     {                                                                                           \
-        for (size_t t = 0; t < n_act;) {                                                        \
-            size_t tb = n_act - t < 4 ? n_act - t : 4;                                          \
-            for (size_t r = 0; r < rows; r++) {                                                 \
-                const uint16_t *h = (const uint16_t *)(const void *)(w + r * row_bytes);        \
-                float *yr = y + t * y_stride + r;                                               \
-                switch (tb) {                                                                   \
-                case 4: tile_h16(h, cols, acts + t, yr, y_stride, 4, is_bf16); break;           \
-                case 3: tile_h16(h, cols, acts + t, yr, y_stride, 3, is_bf16); break;           \
-                case 2: tile_h16(h, cols, acts + t, yr, y_stride, 2, is_bf16); break;           \
-                default: tile_h16(h, cols, acts + t, yr, y_stride, 1, is_bf16); break;          \
-                }                                                                               \
-            }                                                                                   \
-            t += tb;                                                                            \
+        const uint16_t *h = (const uint16_t *)(const void *)w;                                  \
+        const size_t re = row_bytes / 2;                                                        \
+        const int bf16 = is_bf16;                                                               \
+        __m256 st[H16_GROUPS * 2 * H16_RB * H16_TB];                                            \
+        if (n_act == 1) {                                                                       \
+            /* decode: row after row, each read start to end */                                 \
+            for (size_t r = 0; r < rows; r++)                                                   \
+                tile_h16(h + r * re, re, 0, cols, cols, acts, st, y + r, y_stride, false, 1, 1, \
+                         bf16);                                                                 \
+            return;                                                                             \
+        }                                                                                       \
+        for (size_t t0 = 0; t0 < n_act;) {                                                      \
+            size_t n = n_act - t0;                                                              \
+            if (n > H16_GROUPS * H16_TB)                                                        \
+                n = H16_GROUPS * H16_TB;                                                        \
+            const size_t groups = (n + H16_TB - 1) / H16_TB;                                    \
+            const size_t tb_big = (n + groups - 1) / groups;                                    \
+            /* the first n_big groups take tb_big activations, the rest one less */             \
+            const size_t n_big = n - groups * (tb_big - 1);                                     \
+            size_t r = 0;                                                                       \
+            for (; r + H16_RB <= rows; r += H16_RB)                                             \
+                H16_ROW_TILE(H16_RB);                                                           \
+            for (; r < rows; r++)                                                               \
+                H16_ROW_TILE(1);                                                                \
+            t0 += n;                                                                            \
         }                                                                                       \
     }
 H16_DRIVER(f16, 0)

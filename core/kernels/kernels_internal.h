@@ -49,6 +49,10 @@ typedef struct tw_act {
  * TW_TILE_MAX_NB blocks (2 x 16 KiB). */
 #define TW_TILE_MAX_NB 512
 
+/* Batch drivers get whole multiples of this many rows per call where the
+ * rows allow, so tiles of 2 or 3 rows have no remainder. */
+#define TW_ROW_TILE 6
+
 /* Size of the next group for `left` (>= 2) activations: as few groups as
  * there can be, of near-equal size (9 = 5 + 4, not 8 + 1, as a group of
  * one would read all the weights again for a single output row). */

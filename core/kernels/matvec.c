@@ -171,8 +171,15 @@ static bool matmul_rows(tw_pool *pool, const tw_isa_table *t, tw_type type, cons
         .n = n,
         .y = y,
     };
-    /* Keep a chunk of W within ~16 KiB of L1 while the batch reads it. */
-    j.chunk_rows = n == 1 ? rows : row_bytes >= 16384 ? 1 : 16384 / row_bytes;
+    /* Keep a chunk of W within ~16 KiB of L1 while the batch reads it, but
+     * give the kernels whole row tiles (of 2 or 3 rows) even when rows are
+     * long: those block their columns themselves. */
+    if (n == 1) {
+        j.chunk_rows = rows;
+    } else {
+        size_t c = row_bytes >= 16384 ? 1 : 16384 / row_bytes;
+        j.chunk_rows = (c + TW_ROW_TILE - 1) / TW_ROW_TILE * TW_ROW_TILE;
+    }
     int n_tasks = plan_tasks(pool, rows, row_bytes, &j.rows_per_task);
     tw_pool_run_threads(pool, mv_task, &j, n_tasks);
     return true;
