@@ -309,6 +309,15 @@ TW_AVX512 TW_TILE void tiled_q32(const uint8_t *w, size_t row_bytes, size_t nb,
 TILE_DRIVER(q8_0, 0)
 TILE_DRIVER(q4_0, 1)
 
+/* tw_act.qu for tileu_q32. */
+static void batch_copy_qu(size_t cols, tw_act *act, void *buf)
+{
+    uint8_t *qu = buf;
+    for (size_t c = 0; c < cols; c++)
+        qu[c] = (uint8_t)(act->qs[c] + 128);
+    act->qu = qu;
+}
+
 void tw_isa_fill_avx512(tw_isa_table *t)
 {
     t->name = "avx512";
@@ -321,6 +330,10 @@ void tw_isa_fill_avx512(tw_isa_table *t)
      * 100-135 on the unsigned tiles, against sgemm's 75-90, and Q4_0 to at
      * least a tie; both then stay bit-identical to decode. */
     t->prefill_int8 |= 1u << tw_ktype_index(TW_TYPE_Q8_0) | 1u << tw_ktype_index(TW_TYPE_Q4_0);
+    t->batch_copy = batch_copy_qu;
+    t->batch_copy_bytes = 1;
+    t->batch_copy_max_cols = SIZE_MAX;
+    t->batch_copy_types = 1u << tw_ktype_index(TW_TYPE_Q8_0) | 1u << tw_ktype_index(TW_TYPE_Q4_0);
 }
 
 #else

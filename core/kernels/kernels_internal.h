@@ -35,11 +35,16 @@ typedef struct tw_act {
      * unsigned levels 0..15 and take off8 off each lane instead of
      * centring the levels (the same lanes either way); NULL for Q8K rows. */
     int32_t *off8;
-    /* qs[i] + 128 as unsigned bytes (cols), or NULL. Filled for batches of
-     * at least TW_ACT_QU_MIN_N Q8-layout rows, for tiles that feed the
+    /* Batch copies of qs, filled (by the ISA's batch_copy) for batches of
+     * at least TW_ACT_QU_MIN_N Q8-layout rows, else NULL:
+     * qu: qs[i] + 128 as unsigned bytes (cols), for tiles that feed the
      * activations as the unsigned operand of a u8 x s8 dot product and so
-     * expand each weight block once for all of them. */
+     * expand each weight block once for all of them;
+     * qw: qs widened to int16, per 32-value block its 16 even-indexed
+     * values then its 16 odd-indexed ones (cols), for tiles that multiply
+     * int16 words, each weight block split the same way once for all. */
     uint8_t *qu;
+    int16_t *qw;
 } tw_act;
 
 #define TW_ACT_QU_MIN_N 2
@@ -154,6 +159,14 @@ typedef struct tw_isa_table {
     /* Bit tw_ktype_index(type) set: large batches of this type run faster on
      * the integer tile kernels than on dequantized tiles + sgemm. */
     unsigned prefill_int8;
+    /* Fills a Q8 row's batch copy (tw_act.qu or .qw) into buf, which holds
+     * batch_copy_bytes per column; NULL when the ISA's tiles use none.
+     * Bit tw_ktype_index(type) of batch_copy_types set: that type's batch
+     * tiles read the copy when there is one. */
+    void (*batch_copy)(size_t cols, tw_act *act, void *buf);
+    size_t batch_copy_bytes;
+    unsigned batch_copy_types;
+    size_t batch_copy_max_cols; /* wider rows go without */
 } tw_isa_table;
 
 /* Fills t with the functions of one ISA; entries an ISA lacks are left as

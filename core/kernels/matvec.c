@@ -119,15 +119,19 @@ static int plan_tasks(const tw_pool *pool, size_t rows, size_t row_work, size_t 
 /* Quantizes n activation rows into the shared scratch; false when the
  * scratch cannot be had. F32-kind types need no scratch. */
 static tw_act *prepare_acts(tw_pool *pool, const tw_isa_table *t, tw_act_kind kind,
-                            const float *x, size_t cols, size_t n)
+                            unsigned types, const float *x, size_t cols, size_t n)
 {
     /* layout: n tw_act structs (rounded to 64 bytes), then the rows, each
-     * followed by its biased copy when the batch is wide enough to use it */
-    bool biased = kind == TW_ACT_Q8 && n >= TW_ACT_QU_MIN_N;
+     * followed by its batch copy when the batch is wide enough to use one */
+    bool copy = kind == TW_ACT_Q8 && n >= TW_ACT_QU_MIN_N && t->batch_copy &&
+                (types & t->batch_copy_types) && cols <= t->batch_copy_max_cols;
     size_t per = tw_act_bytes(kind, cols);
-    size_t qu_at = per;
-    if (biased)
-        per += (cols + 63) & ~(size_t)63;
+    size_t copy_at = per;
+    if (copy) {
+        if (cols > SIZE_MAX / 2 / t->batch_copy_bytes)
+            return NULL;
+        per += (cols * t->batch_copy_bytes + 63) & ~(size_t)63;
+    }
     if (n > SIZE_MAX / (per + sizeof(tw_act)) - 1)
         return NULL;
     size_t head = (n * sizeof(tw_act) + 63) & ~(size_t)63;
@@ -142,14 +146,22 @@ static tw_act *prepare_acts(tw_pool *pool, const tw_isa_table *t, tw_act_kind ki
             tw_act_layout(kind, cols, buf + i * per, &acts[i]);
             t->quant_act[kind](cols, &acts[i]);
         }
-        if (biased) {
-            uint8_t *qu = buf + i * per + qu_at;
-            for (size_t c = 0; c < cols; c++)
-                qu[c] = (uint8_t)(acts[i].qs[c] + 128);
-            acts[i].qu = qu;
-        }
+        if (copy)
+            t->batch_copy(cols, &acts[i], buf + i * per + copy_at);
     }
     return acts;
+}
+
+/* Rows of W per kernel call in a batch: a chunk within ~16 KiB of L1 while
+ * the batch reads it, but whole row tiles (of 2 or 3 rows) even when rows
+ * are long, as those kernels block their columns themselves. A single
+ * activation takes every row at once. */
+static size_t batch_chunk_rows(size_t n, size_t rows, size_t row_bytes)
+{
+    if (n == 1)
+        return rows;
+    size_t c = row_bytes >= 16384 ? 1 : 16384 / row_bytes;
+    return (c + TW_ROW_TILE - 1) / TW_ROW_TILE * TW_ROW_TILE;
 }
 
 /* Integer (or f32-direct) path for n activation rows sharing each weight
@@ -158,7 +170,8 @@ static bool matmul_rows(tw_pool *pool, const tw_isa_table *t, tw_type type, cons
                         size_t row_bytes, size_t rows, size_t cols, const float *x, size_t n,
                         float *y)
 {
-    tw_act *acts = prepare_acts(pool, t, tw_act_kind_for(type), x, cols, n);
+    tw_act *acts = prepare_acts(pool, t, tw_act_kind_for(type), 1u << tw_ktype_index(type), x,
+                                cols, n);
     if (!acts)
         return false;
     mv_job j = {
@@ -171,15 +184,7 @@ static bool matmul_rows(tw_pool *pool, const tw_isa_table *t, tw_type type, cons
         .n = n,
         .y = y,
     };
-    /* Keep a chunk of W within ~16 KiB of L1 while the batch reads it, but
-     * give the kernels whole row tiles (of 2 or 3 rows) even when rows are
-     * long: those block their columns themselves. */
-    if (n == 1) {
-        j.chunk_rows = rows;
-    } else {
-        size_t c = row_bytes >= 16384 ? 1 : 16384 / row_bytes;
-        j.chunk_rows = (c + TW_ROW_TILE - 1) / TW_ROW_TILE * TW_ROW_TILE;
-    }
+    j.chunk_rows = batch_chunk_rows(n, rows, row_bytes);
     int n_tasks = plan_tasks(pool, rows, row_bytes, &j.rows_per_task);
     tw_pool_run_threads(pool, mv_task, &j, n_tasks);
     return true;
@@ -212,7 +217,7 @@ static void multi_task(void *ctx, int task, int n_tasks, int thread)
 
 static int plan_tasks(const tw_pool *pool, size_t rows, size_t row_work, size_t *rows_per_task);
 static tw_act *prepare_acts(tw_pool *pool, const tw_isa_table *t, tw_act_kind kind,
-                            const float *x, size_t cols, size_t n);
+                            unsigned types, const float *x, size_t cols, size_t n);
 static bool prefill_int8(const tw_isa_table *t, tw_type type);
 
 /* The fused path of tw_matmul_multi; false when the parts cannot share one
@@ -224,14 +229,16 @@ static bool multi_rows(tw_pool *pool, const tw_matmul_part *parts, size_t n_part
     if (!pool || n_parts > TW_MATMUL_MAX_PARTS)
         return false;
     tw_act_kind kind = tw_act_kind_for(parts[0].type);
+    unsigned types = 0;
     for (size_t k = 0; k < n_parts; k++) {
         const tw_matmul_part *p = &parts[k];
         if (!valid_shape(p->type, p->row_bytes, p->rows, cols) || tw_act_kind_for(p->type) != kind)
             return false;
+        types |= 1u << tw_ktype_index(p->type);
         if (n >= BLAS_MIN_N && !prefill_int8(t, p->type))
             return false;
     }
-    tw_act *acts = prepare_acts(pool, t, kind, x, cols, n);
+    tw_act *acts = prepare_acts(pool, t, kind, types, x, cols, n);
     if (!acts)
         return false;
     multi_job j = {.n_parts = n_parts};
@@ -249,9 +256,7 @@ static bool multi_rows(tw_pool *pool, const tw_matmul_part *parts, size_t n_part
             .n = n,
             .y = p->y,
         };
-        m->chunk_rows = n == 1                 ? p->rows
-                        : p->row_bytes >= 16384 ? 1
-                                                : 16384 / p->row_bytes;
+        m->chunk_rows = batch_chunk_rows(n, p->rows, p->row_bytes);
         j.first_task[k] = tasks;
         tasks += plan_tasks(pool, p->rows, p->row_bytes, &m->rows_per_task);
     }
