@@ -17,14 +17,17 @@
  * constants and their loops unroll. */
 #define TW_TILE static inline __attribute__((always_inline))
 
-/* F16 / BF16 batch tiles: 3 rows x 2 activations (12 accumulators, two per
- * output), over column chunks of H16_KC, for up to H16_GROUPS groups at a
- * time. Measured on a 2-core EPYC against 1 x 4 tiles with the groups
- * outermost: 1.8x the GFLOP/s of the batched matmul. */
+/* F16 / BF16 batch tiles (see TW_H16_DRIVER): 3 rows x 2 activations, 12
+ * accumulators, two per output. Measured on a 2-core EPYC against 1 x 4
+ * tiles with the groups outermost: 1.8x the GFLOP/s of the batched
+ * matmul. */
 #define H16_RB 3
 #define H16_TB 2
-#define H16_KC 1024
-#define H16_GROUPS 16
+#define H16_GROUP(TILE, RB)                                                                     \
+    if (tb == 2)                                                                                \
+        TW_H16_TILE(TILE, RB, 2);                                                               \
+    else                                                                                        \
+        TW_H16_TILE(TILE, RB, 1)
 
 static void rows1_f32(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
                      const tw_act *act, float *y)
@@ -121,67 +124,8 @@ TW_AVX2 TW_TILE void tile_h16(const uint16_t *h, size_t row_elems, size_t i0, si
     }
 }
 
-#define H16_TILE(RB, TB)                                                                        \
-    tile_h16(h + r * re, re, i0, i1, cols, acts + t, st + g * 2 * H16_RB * H16_TB,             \
-             y + t * y_stride + r, y_stride, RB > 1, RB, TB, bf16)
-
-/* One group of the batch against RB rows, over the columns [i0, i1). */
-#define H16_GROUP(RB)                                                                           \
-    if (tb == 2)                                                                                \
-        H16_TILE(RB, 2);                                                                        \
-    else                                                                                        \
-        H16_TILE(RB, 1)
-
-/* Every group of up to H16_GROUPS (near-equal groups of at most H16_TB
- * activations, from acts + t0) against RB rows from r on: column chunk
- * by column chunk, so the rows' chunk stays in L1 across the groups. */
-#define H16_ROW_TILE(RB)                                                                        \
-    for (size_t i0 = 0; i0 < cols; i0 += H16_KC) {                                              \
-        const size_t i1 = cols - i0 > H16_KC ? i0 + H16_KC : cols;                              \
-        for (size_t g = 0, t = t0; g < groups; g++) {                                           \
-            const size_t tb = g < n_big ? tb_big : tb_big - 1;                                  \
-            H16_GROUP(RB);                                                                      \
-            t += tb;                                                                            \
-        }                                                                                       \
-    }
-
-/* F16 / BF16 batches: H16_RB rows at a time against every group of the
- * batch before the next rows, so each weight comes from memory once per
- * batch, not once per group. */
-#define H16_DRIVER(name, is_bf16)                                                               \
-    TW_AVX2 static void rows_##name(const uint8_t *w, size_t row_bytes, size_t rows,             \
-                                    size_t cols, const tw_act *acts, size_t n_act, float *y,     \
-                                    size_t y_stride)                                             \
-    {                                                                                           \
-        const uint16_t *h = (const uint16_t *)(const void *)w;                                  \
-        const size_t re = row_bytes / 2;                                                        \
-        const int bf16 = is_bf16;                                                               \
-        __m256 st[H16_GROUPS * 2 * H16_RB * H16_TB];                                            \
-        if (n_act == 1) {                                                                       \
-            /* decode: row after row, each read start to end */                                 \
-            for (size_t r = 0; r < rows; r++)                                                   \
-                tile_h16(h + r * re, re, 0, cols, cols, acts, st, y + r, y_stride, false, 1, 1, \
-                         bf16);                                                                 \
-            return;                                                                             \
-        }                                                                                       \
-        for (size_t t0 = 0; t0 < n_act;) {                                                      \
-            size_t n = n_act - t0;                                                              \
-            if (n > H16_GROUPS * H16_TB)                                                        \
-                n = H16_GROUPS * H16_TB;                                                        \
-            const size_t groups = (n + H16_TB - 1) / H16_TB;                                    \
-            const size_t tb_big = (n + groups - 1) / groups;                                    \
-            /* the first n_big groups take tb_big activations, the rest one less */             \
-            const size_t n_big = n - groups * (tb_big - 1);                                     \
-            size_t r = 0;                                                                       \
-            for (; r + H16_RB <= rows; r += H16_RB)                                             \
-                H16_ROW_TILE(H16_RB);                                                           \
-            for (; r < rows; r++)                                                               \
-                H16_ROW_TILE(1);                                                                \
-            t0 += n;                                                                            \
-        }                                                                                       \
-    }
-H16_DRIVER(f16, 0)
-H16_DRIVER(bf16, 1)
+TW_H16_DRIVER(TW_AVX2, f16, tile_h16, __m256, 0)
+TW_H16_DRIVER(TW_AVX2, bf16, tile_h16, __m256, 1)
 
 /* f32 weights: one activation row at a time (batches of 17 and more go
  * through sgemm). */
@@ -721,6 +665,7 @@ void tw_isa_fill_avx2(tw_isa_table *t)
     t->rows[tw_ktype_index(TW_TYPE_Q6_K)] = rows_q6_k;
     t->quant_act[TW_ACT_Q8] = quant_act_q8;
     t->quant_act[TW_ACT_Q8K] = quant_act_q8k;
+    t->self_blocked_types = 1u << tw_ktype_index(TW_TYPE_F16) | 1u << tw_ktype_index(TW_TYPE_BF16);
     t->batch_copy = batch_copy_qw;
     t->batch_copy_bytes = 2;
     t->batch_copy_types = 1u << tw_ktype_index(TW_TYPE_Q8_0);

@@ -54,9 +54,6 @@ typedef struct tw_act {
  * TW_TILE_MAX_NB blocks (2 x 16 KiB). */
 #define TW_TILE_MAX_NB 512
 
-/* Batch drivers get whole multiples of this many rows per call where the
- * rows allow, so tiles of 2 or 3 rows have no remainder. */
-#define TW_ROW_TILE 6
 
 /* Size of the next group for `left` (>= 2) activations: as few groups as
  * there can be, of near-equal size (9 = 5 + 4, not 8 + 1, as a group of
@@ -96,6 +93,65 @@ static inline void tw_gather_scales(const tw_act *acts, size_t nb, int TB, float
         default: ROWS(2, arg); break;                                                          \
         }                                                                                      \
         t += tb;                                                                               \
+    }
+
+/* F16 / BF16 batch drivers. H16_RB rows at a time go against every group
+ * of the batch (near-equal groups of at most H16_TB activations, up to
+ * TW_H16_GROUPS groups at once) before the next rows, so each weight comes
+ * from memory once per batch, not once per group; and column chunk by
+ * column chunk (TW_H16_KC), so the rows' chunk stays in L1 across the
+ * groups. TILE(h, row_elems, i0, i1, cols, acts, st, y, y_stride, pf, RB,
+ * TB, is_bf16) runs RB rows against TB activations over [i0, i1),
+ * carrying its accumulators (VEC vectors) across chunks in st; the
+ * including file defines H16_RB, H16_TB and H16_GROUP(TILE, RB), which
+ * runs the group of tb activations at acts + t through TW_H16_TILE. A
+ * single activation (decode) reads row after row, start to end. */
+#define TW_H16_KC 1024
+#define TW_H16_GROUPS 16
+
+#define TW_H16_TILE(TILE, RB, TB)                                                               \
+    TILE(h + r * re, re, i0, i1, cols, acts + t, st + g * 2 * H16_RB * H16_TB,                  \
+         y + t * y_stride + r, y_stride, RB > 1, RB, TB, bf16)
+
+#define TW_H16_ROW_TILE(TILE, RB)                                                               \
+    for (size_t i0 = 0; i0 < cols; i0 += TW_H16_KC) {                                           \
+        const size_t i1 = cols - i0 > TW_H16_KC ? i0 + TW_H16_KC : cols;                        \
+        for (size_t g = 0, t = t0; g < groups; g++) {                                           \
+            const size_t tb = g < n_big ? tb_big : tb_big - 1;                                  \
+            H16_GROUP(TILE, RB);                                                                \
+            t += tb;                                                                            \
+        }                                                                                       \
+    }
+
+#define TW_H16_DRIVER(ATTR, name, TILE, VEC, is_bf16)                                           \
+    ATTR static void rows_##name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,  \
+                                 const tw_act *acts, size_t n_act, float *y, size_t y_stride)   \
+    {                                                                                           \
+        const uint16_t *h = (const uint16_t *)(const void *)w;                                  \
+        const size_t re = row_bytes / 2;                                                        \
+        const int bf16 = is_bf16;                                                               \
+        VEC st[TW_H16_GROUPS * 2 * H16_RB * H16_TB];                                            \
+        if (n_act == 1) {                                                                       \
+            for (size_t r = 0; r < rows; r++)                                                   \
+                TILE(h + r * re, re, 0, cols, cols, acts, st, y + r, y_stride, false, 1, 1,     \
+                     bf16);                                                                     \
+            return;                                                                             \
+        }                                                                                       \
+        for (size_t t0 = 0; t0 < n_act;) {                                                      \
+            size_t n = n_act - t0;                                                              \
+            if (n > TW_H16_GROUPS * H16_TB)                                                     \
+                n = TW_H16_GROUPS * H16_TB;                                                     \
+            const size_t groups = (n + H16_TB - 1) / H16_TB;                                    \
+            const size_t tb_big = (n + groups - 1) / groups;                                    \
+            /* the first n_big groups take tb_big activations, the rest one less */             \
+            const size_t n_big = n - groups * (tb_big - 1);                                     \
+            size_t r = 0;                                                                       \
+            for (; r + H16_RB <= rows; r += H16_RB)                                             \
+                TW_H16_ROW_TILE(TILE, H16_RB);                                                  \
+            for (; r < rows; r++)                                                               \
+                TW_H16_ROW_TILE(TILE, 1);                                                       \
+            t0 += n;                                                                            \
+        }                                                                                       \
     }
 
 /* Bytes of quantized-activation scratch for one row of cols values
@@ -167,6 +223,10 @@ typedef struct tw_isa_table {
     size_t batch_copy_bytes;
     unsigned batch_copy_types;
     size_t batch_copy_max_cols; /* wider rows go without */
+    /* Bit tw_ktype_index(type) set: that type's batch kernel blocks rows
+     * and columns for the caches itself (TW_H16_DRIVER) and takes every
+     * row of a task in one call. */
+    unsigned self_blocked_types;
 } tw_isa_table;
 
 /* Fills t with the functions of one ISA; entries an ISA lacks are left as

@@ -153,15 +153,14 @@ static tw_act *prepare_acts(tw_pool *pool, const tw_isa_table *t, tw_act_kind ki
 }
 
 /* Rows of W per kernel call in a batch: a chunk within ~16 KiB of L1 while
- * the batch reads it, but whole row tiles (of 2 or 3 rows) even when rows
- * are long, as those kernels block their columns themselves. A single
- * activation takes every row at once. */
-static size_t batch_chunk_rows(size_t n, size_t rows, size_t row_bytes)
+ * the batch reads it, or for kernels that block for the caches themselves
+ * every row of the task. A single activation takes every row at once. */
+static size_t batch_chunk_rows(const tw_isa_table *t, tw_type type, size_t n, size_t rows,
+                               size_t row_bytes)
 {
-    if (n == 1)
+    if (n == 1 || (t->self_blocked_types >> tw_ktype_index(type)) & 1u)
         return rows;
-    size_t c = row_bytes >= 16384 ? 1 : 16384 / row_bytes;
-    return (c + TW_ROW_TILE - 1) / TW_ROW_TILE * TW_ROW_TILE;
+    return row_bytes >= 16384 ? 1 : 16384 / row_bytes;
 }
 
 /* Integer (or f32-direct) path for n activation rows sharing each weight
@@ -184,7 +183,7 @@ static bool matmul_rows(tw_pool *pool, const tw_isa_table *t, tw_type type, cons
         .n = n,
         .y = y,
     };
-    j.chunk_rows = batch_chunk_rows(n, rows, row_bytes);
+    j.chunk_rows = batch_chunk_rows(t, type, n, rows, row_bytes);
     int n_tasks = plan_tasks(pool, rows, row_bytes, &j.rows_per_task);
     tw_pool_run_threads(pool, mv_task, &j, n_tasks);
     return true;
@@ -256,7 +255,7 @@ static bool multi_rows(tw_pool *pool, const tw_matmul_part *parts, size_t n_part
             .n = n,
             .y = p->y,
         };
-        m->chunk_rows = batch_chunk_rows(n, p->rows, p->row_bytes);
+        m->chunk_rows = batch_chunk_rows(t, p->type, n, p->rows, p->row_bytes);
         j.first_task[k] = tasks;
         tasks += plan_tasks(pool, p->rows, p->row_bytes, &m->rows_per_task);
     }
