@@ -47,6 +47,22 @@ TW_AVX2 static inline __m256 load_bf16x8(const uint16_t *p)
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
 
+/* One group of 8 columns from i of RB rows into the accumulators s, for
+ * TB activations. */
+TW_AVX2 TW_TILE void h16_step(const uint16_t *h, size_t row_elems, size_t i, const tw_act *acts,
+                              __m256 s[H16_RB][H16_TB], const int RB, const int TB,
+                              const int is_bf16)
+{
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++) {
+        const uint16_t *hr = h + (size_t)r * row_elems;
+        const __m256 w = is_bf16 ? load_bf16x8(hr + i) : load_f16x8(hr + i);
+#pragma GCC unroll 4
+        for (int t = 0; t < TB; t++)
+            s[r][t] = _mm256_fmadd_ps(w, _mm256_loadu_ps(acts[t].x + i), s[r][t]);
+    }
+}
+
 /* F16 / BF16: RB rows against TB activations over columns [i0, i1), each
  * group of 8 weights widened once for all TB. Every output sees the same
  * operations whatever RB, TB and the column ranges are: two accumulators
@@ -63,54 +79,22 @@ TW_AVX2 TW_TILE void tile_h16(const uint16_t *h, size_t row_elems, size_t i0, si
                               const int is_bf16)
 {
     __m256 s0[H16_RB][H16_TB], s1[H16_RB][H16_TB];
-#pragma GCC unroll 4
-    for (int r = 0; r < RB; r++)
-#pragma GCC unroll 4
-        for (int t = 0; t < TB; t++) {
-            s0[r][t] = i0 ? st[2 * (r * TB + t)] : _mm256_setzero_ps();
-            s1[r][t] = i0 ? st[2 * (r * TB + t) + 1] : _mm256_setzero_ps();
-        }
+    TW_H16_STATE_IN(s0, s1, st, i0, _mm256_setzero_ps());
     size_t i = i0;
     for (; i + 16 <= i1; i += 16) {
+        if (pf && (i & 16))
 #pragma GCC unroll 4
-        for (int r = 0; r < RB; r++) {
-            const uint16_t *hr = h + (size_t)r * row_elems;
-            if (pf && (i & 16))
-                _mm_prefetch((const char *)(hr + i + (size_t)RB * row_elems), _MM_HINT_T0);
-            const __m256 w0 = is_bf16 ? load_bf16x8(hr + i) : load_f16x8(hr + i);
-#pragma GCC unroll 4
-            for (int t = 0; t < TB; t++)
-                s0[r][t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(acts[t].x + i), s0[r][t]);
-        }
-#pragma GCC unroll 4
-        for (int r = 0; r < RB; r++) {
-            const uint16_t *hr = h + (size_t)r * row_elems;
-            const __m256 w1 = is_bf16 ? load_bf16x8(hr + i + 8) : load_f16x8(hr + i + 8);
-#pragma GCC unroll 4
-            for (int t = 0; t < TB; t++)
-                s1[r][t] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(acts[t].x + i + 8), s1[r][t]);
-        }
+            for (int r = 0; r < RB; r++)
+                _mm_prefetch((const char *)(h + (size_t)(r + RB) * row_elems + i), _MM_HINT_T0);
+        h16_step(h, row_elems, i, acts, s0, RB, TB, is_bf16);
+        h16_step(h, row_elems, i + 8, acts, s1, RB, TB, is_bf16);
     }
     if (i1 < cols) {
-#pragma GCC unroll 4
-        for (int r = 0; r < RB; r++)
-#pragma GCC unroll 4
-            for (int t = 0; t < TB; t++) {
-                st[2 * (r * TB + t)] = s0[r][t];
-                st[2 * (r * TB + t) + 1] = s1[r][t];
-            }
+        TW_H16_STATE_OUT(s0, s1, st);
         return;
     }
-    for (; i + 8 <= cols; i += 8) {
-#pragma GCC unroll 4
-        for (int r = 0; r < RB; r++) {
-            const uint16_t *hr = h + (size_t)r * row_elems;
-            const __m256 w0 = is_bf16 ? load_bf16x8(hr + i) : load_f16x8(hr + i);
-#pragma GCC unroll 4
-            for (int t = 0; t < TB; t++)
-                s0[r][t] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(acts[t].x + i), s0[r][t]);
-        }
-    }
+    for (; i + 8 <= cols; i += 8)
+        h16_step(h, row_elems, i, acts, s0, RB, TB, is_bf16);
 #pragma GCC unroll 4
     for (int r = 0; r < RB; r++) {
         const uint16_t *hr = h + (size_t)r * row_elems;

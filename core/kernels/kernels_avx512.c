@@ -67,6 +67,22 @@ TW_AVX512 static inline __m512 load_h16x16(const uint16_t *h, size_t n, const in
     default: TW_H16_TILE(TILE, RB, 1); break;                                                   \
     }
 
+/* One group of 16 columns from i (the first n of them, zeros after) of RB
+ * rows into the accumulators s, for TB activations. */
+TW_AVX512 TW_TILE void h16x_step(const uint16_t *h, size_t row_elems, size_t i, size_t n,
+                                 const tw_act *acts, __m512 s[H16_RB][H16_TB], const int RB,
+                                 const int TB, const int is_bf16)
+{
+    const __mmask16 m = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
+#pragma GCC unroll 4
+    for (int r = 0; r < RB; r++) {
+        const __m512 w = load_h16x16(h + (size_t)r * row_elems + i, n, is_bf16);
+#pragma GCC unroll 4
+        for (int t = 0; t < TB; t++)
+            s[r][t] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(m, acts[t].x + i), s[r][t]);
+    }
+}
+
 /* F16 / BF16: RB rows against TB activations over columns [i0, i1), 16
  * weights a vector, each group of 16 widened once for all TB. Per output
  * the same operations whatever RB, TB and the column ranges are: two
@@ -81,66 +97,26 @@ TW_AVX512 TW_TILE void tile_h16x(const uint16_t *h, size_t row_elems, size_t i0,
                                  const int is_bf16)
 {
     __m512 s0[H16_RB][H16_TB], s1[H16_RB][H16_TB];
-#pragma GCC unroll 4
-    for (int r = 0; r < RB; r++)
-#pragma GCC unroll 4
-        for (int t = 0; t < TB; t++) {
-            s0[r][t] = i0 ? st[2 * (r * TB + t)] : _mm512_setzero_ps();
-            s1[r][t] = i0 ? st[2 * (r * TB + t) + 1] : _mm512_setzero_ps();
-        }
+    TW_H16_STATE_IN(s0, s1, st, i0, _mm512_setzero_ps());
     size_t i = i0;
     for (; i + 32 <= i1; i += 32) {
+        if (pf)
 #pragma GCC unroll 4
-        for (int r = 0; r < RB; r++) {
-            const uint16_t *hr = h + (size_t)r * row_elems;
-            if (pf)
-                _mm_prefetch((const char *)(hr + i + (size_t)RB * row_elems), _MM_HINT_T0);
-            const __m512 w0 = load_h16x16(hr + i, 16, is_bf16);
-#pragma GCC unroll 4
-            for (int t = 0; t < TB; t++)
-                s0[r][t] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(acts[t].x + i), s0[r][t]);
-        }
-#pragma GCC unroll 4
-        for (int r = 0; r < RB; r++) {
-            const uint16_t *hr = h + (size_t)r * row_elems;
-            const __m512 w1 = load_h16x16(hr + i + 16, 16, is_bf16);
-#pragma GCC unroll 4
-            for (int t = 0; t < TB; t++)
-                s1[r][t] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(acts[t].x + i + 16), s1[r][t]);
-        }
+            for (int r = 0; r < RB; r++)
+                _mm_prefetch((const char *)(h + (size_t)(r + RB) * row_elems + i), _MM_HINT_T0);
+        h16x_step(h, row_elems, i, 16, acts, s0, RB, TB, is_bf16);
+        h16x_step(h, row_elems, i + 16, 16, acts, s1, RB, TB, is_bf16);
     }
     if (i1 < cols) {
-#pragma GCC unroll 4
-        for (int r = 0; r < RB; r++)
-#pragma GCC unroll 4
-            for (int t = 0; t < TB; t++) {
-                st[2 * (r * TB + t)] = s0[r][t];
-                st[2 * (r * TB + t) + 1] = s1[r][t];
-            }
+        TW_H16_STATE_OUT(s0, s1, st);
         return;
     }
     if (i + 16 <= cols) {
-#pragma GCC unroll 4
-        for (int r = 0; r < RB; r++) {
-            const __m512 w0 = load_h16x16(h + (size_t)r * row_elems + i, 16, is_bf16);
-#pragma GCC unroll 4
-            for (int t = 0; t < TB; t++)
-                s0[r][t] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(acts[t].x + i), s0[r][t]);
-        }
+        h16x_step(h, row_elems, i, 16, acts, s0, RB, TB, is_bf16);
         i += 16;
     }
-    if (i < cols) {
-        const size_t n = cols - i;
-        const __mmask16 m = (__mmask16)((1u << n) - 1u);
-#pragma GCC unroll 4
-        for (int r = 0; r < RB; r++) {
-            const __m512 w1 = load_h16x16(h + (size_t)r * row_elems + i, n, is_bf16);
-#pragma GCC unroll 4
-            for (int t = 0; t < TB; t++)
-                s1[r][t] =
-                    _mm512_fmadd_ps(w1, _mm512_maskz_loadu_ps(m, acts[t].x + i), s1[r][t]);
-        }
-    }
+    if (i < cols)
+        h16x_step(h, row_elems, i, cols - i, acts, s1, RB, TB, is_bf16);
 #pragma GCC unroll 4
     for (int r = 0; r < RB; r++)
 #pragma GCC unroll 4

@@ -109,6 +109,24 @@ static inline void tw_gather_scales(const tw_act *acts, size_t nb, int TB, float
 #define TW_H16_KC 1024
 #define TW_H16_GROUPS 16
 
+/* Inside a tile: the RB x TB accumulator pairs s0/s1 start from zero (a
+ * first column chunk) or from where the previous chunk left them in st,
+ * and go back to st for the next. */
+#define TW_H16_STATE_IN(s0, s1, st, i0, zero)                                                   \
+    _Pragma("GCC unroll 4") for (int r = 0; r < RB; r++)                                        \
+        _Pragma("GCC unroll 4") for (int t = 0; t < TB; t++)                                    \
+    {                                                                                           \
+        s0[r][t] = i0 ? st[2 * (r * TB + t)] : zero;                                            \
+        s1[r][t] = i0 ? st[2 * (r * TB + t) + 1] : zero;                                        \
+    }
+#define TW_H16_STATE_OUT(s0, s1, st)                                                            \
+    _Pragma("GCC unroll 4") for (int r = 0; r < RB; r++)                                        \
+        _Pragma("GCC unroll 4") for (int t = 0; t < TB; t++)                                    \
+    {                                                                                           \
+        st[2 * (r * TB + t)] = s0[r][t];                                                        \
+        st[2 * (r * TB + t) + 1] = s1[r][t];                                                    \
+    }
+
 #define TW_H16_TILE(TILE, RB, TB)                                                               \
     TILE(h + r * re, re, i0, i1, cols, acts + t, st + g * 2 * H16_RB * H16_TB,                  \
          y + t * y_stride + r, y_stride, RB > 1, RB, TB, bf16)
