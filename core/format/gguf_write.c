@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "format/gguf_internal.h"
+
 #define GGUF_VERSION 3
 /* llama.cpp refuses tensor names of GGML_MAX_NAME (64) bytes or more. */
 #define MAX_TENSOR_NAME 63
@@ -54,29 +56,6 @@ struct tw_gguf_writer {
     size_t n_tensors, cap_tensors;
 };
 
-static size_t elem_size(uint32_t t)
-{
-    switch (t) {
-    case TW_GGUF_U8:
-    case TW_GGUF_I8:
-    case TW_GGUF_BOOL:
-        return 1;
-    case TW_GGUF_U16:
-    case TW_GGUF_I16:
-        return 2;
-    case TW_GGUF_U32:
-    case TW_GGUF_I32:
-    case TW_GGUF_F32:
-        return 4;
-    case TW_GGUF_U64:
-    case TW_GGUF_I64:
-    case TW_GGUF_F64:
-        return 8;
-    default:
-        return 0;
-    }
-}
-
 static bool grow(void **p, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap)
@@ -109,7 +88,7 @@ static char *dupn(const char *s, size_t n)
 tw_status tw_gguf_warr_new(tw_gguf_vtype elem_type, tw_gguf_warr **out, tw_err *err)
 {
     *out = NULL;
-    if (elem_type != TW_GGUF_STRING && elem_type != TW_GGUF_ARRAY && elem_size(elem_type) == 0)
+    if (elem_type != TW_GGUF_STRING && elem_type != TW_GGUF_ARRAY && twf_gguf_scalar_size(elem_type) == 0)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "gguf writer: bad array element type %d",
                          (int)elem_type);
     tw_gguf_warr *a = calloc(1, sizeof *a);
@@ -142,12 +121,12 @@ static void pack_scalar(uint32_t type, const void *value, uint8_t *dst)
     if (type == TW_GGUF_BOOL)
         dst[0] = *(const bool *)value ? 1 : 0;
     else
-        memcpy(dst, value, elem_size(type));
+        memcpy(dst, value, twf_gguf_scalar_size(type));
 }
 
 tw_status tw_gguf_warr_push_num(tw_gguf_warr *a, const void *value, tw_err *err)
 {
-    size_t sz = elem_size(a->elem_type);
+    size_t sz = twf_gguf_scalar_size(a->elem_type);
     if (sz == 0)
         return tw_errorf(err, TW_INVALID_ARGUMENT,
                          "gguf writer: numeric element pushed to a %s array",
@@ -350,7 +329,7 @@ tw_status tw_gguf_writer_set_arr(tw_gguf_writer *w, const char *key, tw_gguf_war
 tw_status tw_gguf_writer_set_arr_data(tw_gguf_writer *w, const char *key, tw_gguf_vtype elem_type,
                                       const void *data, size_t n, tw_err *err)
 {
-    size_t sz = elem_size(elem_type);
+    size_t sz = twf_gguf_scalar_size(elem_type);
     if (sz == 0)
         return tw_errorf(err, TW_INVALID_ARGUMENT,
                          "gguf writer: key '%s': element type %s is not numeric", key,
@@ -513,7 +492,7 @@ static void put_arr(out *o, const tw_gguf_warr *a)
         for (size_t i = 0; i < a->n; i++)
             put_arr(o, a->subs[i]);
     } else {
-        put(o, a->num, a->n * elem_size(a->elem_type));
+        put(o, a->num, a->n * twf_gguf_scalar_size(a->elem_type));
     }
 }
 
@@ -559,7 +538,7 @@ static tw_status write_all(tw_gguf_writer *w, FILE *f, const char *path, tw_err 
         else if (kv->type == TW_GGUF_ARRAY)
             put_arr(&o, kv->arr);
         else
-            put(&o, kv->scalar, elem_size(kv->type));
+            put(&o, kv->scalar, twf_gguf_scalar_size(kv->type));
     }
     uint64_t off = 0;
     for (size_t i = 0; i < w->n_tensors; i++) {
