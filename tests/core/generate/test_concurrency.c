@@ -80,6 +80,8 @@ static void on_chunk(void *user, const tw_gen_chunk *ch)
         c->ids[c->n++] = ch->token_ids[i];
     if (ch->finish_reason != TW_FINISH_NONE)
         c->finish = ch->finish_reason;
+    /* once the final chunk is signalled the waiter may free c */
+    long slow_ns = ch->final ? 0 : c->slow_ns;
     if (ch->final) {
         c->final = true;
         c->error = ch->error;
@@ -87,8 +89,8 @@ static void on_chunk(void *user, const tw_gen_chunk *ch)
         pthread_cond_broadcast(&c->cv);
     }
     pthread_mutex_unlock(&c->mu);
-    if (c->slow_ns && !ch->final)
-        nanosleep(&(struct timespec){0, c->slow_ns}, NULL);
+    if (slow_ns)
+        nanosleep(&(struct timespec){0, slow_ns}, NULL);
 }
 
 static void wait_final(collect *c)

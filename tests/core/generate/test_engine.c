@@ -78,17 +78,22 @@ static void on_chunk(void *user, const tw_gen_chunk *ch)
         }
     }
     bool cancel = c->cancel_after && c->n[0] >= c->cancel_after;
-    if (ch->final) {
+    /* Once the final chunk is signalled the waiter may free c: what the
+     * rest of the callback needs is read before that. */
+    long slow_ns = c->slow_ns;
+    tw_engine *e = c->e;
+    bool final = ch->final;
+    if (final) {
         c->final = true;
         c->usage = *ch->usage;
         c->error = ch->error;
         pthread_cond_broadcast(&c->cv);
     }
     pthread_mutex_unlock(&c->mu);
-    if (cancel && !ch->final)
-        tw_engine_cancel(c->e, ch->req_id); /* allowed from the callback */
-    if (c->slow_ns && !ch->final)
-        nanosleep(&(struct timespec){0, c->slow_ns}, NULL);
+    if (cancel && !final)
+        tw_engine_cancel(e, ch->req_id); /* allowed from the callback */
+    if (slow_ns && !final)
+        nanosleep(&(struct timespec){0, slow_ns}, NULL);
 }
 
 static void wait_final(collect *c)
