@@ -212,6 +212,13 @@ typedef void (*tw_dot_rows_fn)(const float *q, const float *K, size_t n, size_t 
  * = 0, 1, ...: the value half of attention. */
 typedef void (*tw_axpy_rows_fn)(const float *p, const float *V, size_t n, size_t d, float *acc);
 
+/* The same for nq queries at once (see tw_dot_rows_multi_f32 and
+ * tw_axpy_rows_multi_f32): the bits of nq single calls. */
+typedef void (*tw_dot_rows_multi_fn)(const float *q, size_t q_stride, size_t nq, const float *K,
+                                     size_t n, size_t d, float *out, size_t out_stride);
+typedef void (*tw_axpy_rows_multi_fn)(const float *p, size_t p_stride, size_t nq, const float *V,
+                                      size_t n, size_t d, float *acc, size_t acc_stride);
+
 typedef struct tw_isa_table {
     const char *name;
     tw_rows_fn rows[TW_KTYPE_COUNT];
@@ -220,6 +227,8 @@ typedef struct tw_isa_table {
     tw_dot_fn dot_f32;
     tw_dot_rows_fn dot_rows_f32;
     tw_axpy_rows_fn axpy_rows_f32;
+    tw_dot_rows_multi_fn dot_rows_multi_f32;
+    tw_axpy_rows_multi_fn axpy_rows_multi_f32;
     /* x[i] = exp(x[i] - mx), returning the sum (tw_exp_shift_f32) */
     float (*exp_shift_f32)(float *x, size_t n, float mx);
     /* g[i] = silu(g[i]) * u[i] (tw_silu_mul_f32) */

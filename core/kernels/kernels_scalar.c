@@ -152,6 +152,20 @@ static void axpy_rows_f32(const float *p, const float *V, size_t n, size_t d, fl
             acc[j] += p[i] * V[i * d + j];
 }
 
+static void dot_rows_multi_f32(const float *q, size_t q_stride, size_t nq, const float *K,
+                               size_t n, size_t d, float *out, size_t out_stride)
+{
+    for (size_t k = 0; k < nq; k++)
+        dot_rows_f32(q + k * q_stride, K, n, d, out + k * out_stride);
+}
+
+static void axpy_rows_multi_f32(const float *p, size_t p_stride, size_t nq, const float *V,
+                                size_t n, size_t d, float *acc, size_t acc_stride)
+{
+    for (size_t k = 0; k < nq; k++)
+        axpy_rows_f32(p + k * p_stride, V, n, d, acc + k * acc_stride);
+}
+
 static float exp_shift_f32(float *x, size_t n, float mx)
 {
     float sum = 0.0f;
@@ -461,6 +475,8 @@ void tw_isa_fill_scalar(tw_isa_table *t)
     t->dot_f32 = dot_f32;
     t->dot_rows_f32 = dot_rows_f32;
     t->axpy_rows_f32 = axpy_rows_f32;
+    t->dot_rows_multi_f32 = dot_rows_multi_f32;
+    t->axpy_rows_multi_f32 = axpy_rows_multi_f32;
     t->exp_shift_f32 = exp_shift_f32;
     t->silu_mul_f32 = silu_mul_f32;
     t->silu_f32 = silu_f32;

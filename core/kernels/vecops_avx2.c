@@ -250,11 +250,142 @@ TW_AVX2 static void axpy_rows_f32(const float *p, const float *V, size_t n, size
     }
 }
 
+/* QN queries (1..4) against KN keys (1..2): each score one accumulator
+ * over 8-wide chunks, then the scalar tail, as dot_key. */
+TW_AVX2 static inline __attribute__((always_inline)) void
+dot_tile(const float *q, size_t q_stride, const float *k, size_t d, float *out,
+         size_t out_stride, const int QN, const int KN)
+{
+    __m256 s[4][2];
+#pragma GCC unroll 4
+    for (int a = 0; a < QN; a++)
+#pragma GCC unroll 4
+        for (int b = 0; b < KN; b++)
+            s[a][b] = _mm256_setzero_ps();
+    size_t j = 0;
+    for (; j + 8 <= d; j += 8) {
+        __m256 kv[2];
+#pragma GCC unroll 4
+        for (int b = 0; b < KN; b++)
+            kv[b] = _mm256_loadu_ps(k + (size_t)b * d + j);
+#pragma GCC unroll 4
+        for (int a = 0; a < QN; a++) {
+            const __m256 qv = _mm256_loadu_ps(q + (size_t)a * q_stride + j);
+#pragma GCC unroll 4
+            for (int b = 0; b < KN; b++)
+                s[a][b] = _mm256_fmadd_ps(qv, kv[b], s[a][b]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int a = 0; a < QN; a++)
+#pragma GCC unroll 4
+        for (int b = 0; b < KN; b++) {
+            const float *qa = q + (size_t)a * q_stride, *kb = k + (size_t)b * d;
+            float r = tw_hsum256(s[a][b]);
+            for (size_t t = j; t < d; t++)
+                r += qa[t] * kb[t];
+            out[(size_t)a * out_stride + (size_t)b] = r;
+        }
+}
+
+#define DOT_KEYS(QN)                                                                            \
+    do {                                                                                        \
+        size_t i = 0;                                                                           \
+        for (; i + 2 <= n; i += 2)                                                              \
+            dot_tile(qk, q_stride, K + i * d, d, ok + i, out_stride, QN, 2);                    \
+        if (i < n)                                                                              \
+            dot_tile(qk, q_stride, K + i * d, d, ok + i, out_stride, QN, 1);                    \
+    } while (0)
+
+TW_AVX2 static void dot_rows_multi_f32(const float *q, size_t q_stride, size_t nq,
+                                       const float *K, size_t n, size_t d, float *out,
+                                       size_t out_stride)
+{
+    for (size_t k = 0; k < nq; k += 4) {
+        const float *qk = q + k * q_stride;
+        float *ok = out + k * out_stride;
+        switch (nq - k) {
+        case 1: DOT_KEYS(1); break;
+        case 2: DOT_KEYS(2); break;
+        case 3: DOT_KEYS(3); break;
+        default: DOT_KEYS(4); break;
+        }
+    }
+}
+
+/* QN accumulators (1..4) over 8 * CW columns from j: per output one fma
+ * chain over the rows in order, as axpy_rows_f32. */
+TW_AVX2 static inline __attribute__((always_inline)) void
+axpy_tile(const float *p, size_t p_stride, const float *V, size_t n, size_t d, size_t j,
+          float *acc, size_t acc_stride, const int QN, const int CW)
+{
+    __m256 a[4][2];
+#pragma GCC unroll 4
+    for (int q = 0; q < QN; q++)
+#pragma GCC unroll 4
+        for (int c = 0; c < CW; c++)
+            a[q][c] = _mm256_loadu_ps(acc + (size_t)q * acc_stride + j + 8 * (size_t)c);
+    for (size_t i = 0; i < n; i++) {
+        __m256 v[2];
+#pragma GCC unroll 4
+        for (int c = 0; c < CW; c++)
+            v[c] = _mm256_loadu_ps(V + i * d + j + 8 * (size_t)c);
+#pragma GCC unroll 4
+        for (int q = 0; q < QN; q++) {
+            const __m256 pv = _mm256_broadcast_ss(p + (size_t)q * p_stride + i);
+#pragma GCC unroll 4
+            for (int c = 0; c < CW; c++)
+                a[q][c] = _mm256_fmadd_ps(pv, v[c], a[q][c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < QN; q++)
+#pragma GCC unroll 4
+        for (int c = 0; c < CW; c++)
+            _mm256_storeu_ps(acc + (size_t)q * acc_stride + j + 8 * (size_t)c, a[q][c]);
+}
+
+#define AXPY_COLS(QN)                                                                           \
+    do {                                                                                        \
+        size_t j = 0;                                                                           \
+        for (; j + 16 <= d; j += 16)                                                            \
+            axpy_tile(pk, p_stride, V, n, d, j, ak, acc_stride, QN, 2);                         \
+        if (j + 8 <= d) {                                                                       \
+            axpy_tile(pk, p_stride, V, n, d, j, ak, acc_stride, QN, 1);                         \
+            j += 8;                                                                             \
+        }                                                                                       \
+        for (int q = 0; q < QN; q++)                                                            \
+            for (size_t t = j; t < d; t++) {                                                    \
+                float s = ak[(size_t)q * acc_stride + t];                                       \
+                for (size_t i = 0; i < n; i++)                                                  \
+                    s = fmaf(pk[(size_t)q * p_stride + i], V[i * d + t], s);                    \
+                ak[(size_t)q * acc_stride + t] = s;                                             \
+            }                                                                                   \
+    } while (0)
+
+TW_AVX2 static void axpy_rows_multi_f32(const float *p, size_t p_stride, size_t nq,
+                                        const float *V, size_t n, size_t d, float *acc,
+                                        size_t acc_stride)
+{
+    for (size_t k = 0; k < nq; k += 4) {
+        const float *pk = p + k * p_stride;
+        float *ak = acc + k * acc_stride;
+        switch (nq - k) {
+        case 1: AXPY_COLS(1); break;
+        case 2: AXPY_COLS(2); break;
+        case 3: AXPY_COLS(3); break;
+        default: AXPY_COLS(4); break;
+        }
+    }
+}
+
 void tw_isa_fill_vecops_avx2(tw_isa_table *t)
 {
     t->dot_f32 = tw_dot_f32_avx2;
     t->dot_rows_f32 = dot_rows_f32;
     t->axpy_rows_f32 = axpy_rows_f32;
+    t->dot_rows_multi_f32 = dot_rows_multi_f32;
+    t->axpy_rows_multi_f32 = axpy_rows_multi_f32;
     t->exp_shift_f32 = exp_shift_f32;
     t->silu_mul_f32 = silu_mul_f32;
     t->silu_f32 = silu_f32;
@@ -262,6 +393,121 @@ void tw_isa_fill_vecops_avx2(tw_isa_table *t)
 }
 
 #else
+
+/* QN queries (1..4) against KN keys (1..2): each score one accumulator
+ * over 8-wide chunks, then the scalar tail, as dot_key. */
+TW_AVX2 static inline __attribute__((always_inline)) void
+dot_tile(const float *q, size_t q_stride, const float *k, size_t d, float *out,
+         size_t out_stride, const int QN, const int KN)
+{
+    __m256 s[4][2];
+    for (int a = 0; a < QN; a++)
+        for (int b = 0; b < KN; b++)
+            s[a][b] = _mm256_setzero_ps();
+    size_t j = 0;
+    for (; j + 8 <= d; j += 8) {
+        __m256 kv[2];
+        for (int b = 0; b < KN; b++)
+            kv[b] = _mm256_loadu_ps(k + (size_t)b * d + j);
+        for (int a = 0; a < QN; a++) {
+            const __m256 qv = _mm256_loadu_ps(q + (size_t)a * q_stride + j);
+            for (int b = 0; b < KN; b++)
+                s[a][b] = _mm256_fmadd_ps(qv, kv[b], s[a][b]);
+        }
+    }
+    for (int a = 0; a < QN; a++)
+        for (int b = 0; b < KN; b++) {
+            const float *qa = q + (size_t)a * q_stride, *kb = k + (size_t)b * d;
+            float r = tw_hsum256(s[a][b]);
+            for (size_t t = j; t < d; t++)
+                r += qa[t] * kb[t];
+            out[(size_t)a * out_stride + (size_t)b] = r;
+        }
+}
+
+#define DOT_KEYS(QN)                                                                            \
+    do {                                                                                        \
+        size_t i = 0;                                                                           \
+        for (; i + 2 <= n; i += 2)                                                              \
+            dot_tile(qk, q_stride, K + i * d, d, ok + i, out_stride, QN, 2);                    \
+        if (i < n)                                                                              \
+            dot_tile(qk, q_stride, K + i * d, d, ok + i, out_stride, QN, 1);                    \
+    } while (0)
+
+TW_AVX2 static void dot_rows_multi_f32(const float *q, size_t q_stride, size_t nq,
+                                       const float *K, size_t n, size_t d, float *out,
+                                       size_t out_stride)
+{
+    for (size_t k = 0; k < nq; k += 4) {
+        const float *qk = q + k * q_stride;
+        float *ok = out + k * out_stride;
+        switch (nq - k) {
+        case 1: DOT_KEYS(1); break;
+        case 2: DOT_KEYS(2); break;
+        case 3: DOT_KEYS(3); break;
+        default: DOT_KEYS(4); break;
+        }
+    }
+}
+
+/* QN accumulators (1..4) over 8 * CW columns from j: per output one fma
+ * chain over the rows in order, as axpy_rows_f32. */
+TW_AVX2 static inline __attribute__((always_inline)) void
+axpy_tile(const float *p, size_t p_stride, const float *V, size_t n, size_t d, size_t j,
+          float *acc, size_t acc_stride, const int QN, const int CW)
+{
+    __m256 a[4][2];
+    for (int q = 0; q < QN; q++)
+        for (int c = 0; c < CW; c++)
+            a[q][c] = _mm256_loadu_ps(acc + (size_t)q * acc_stride + j + 8 * (size_t)c);
+    for (size_t i = 0; i < n; i++) {
+        __m256 v[2];
+        for (int c = 0; c < CW; c++)
+            v[c] = _mm256_loadu_ps(V + i * d + j + 8 * (size_t)c);
+        for (int q = 0; q < QN; q++) {
+            const __m256 pv = _mm256_broadcast_ss(p + (size_t)q * p_stride + i);
+            for (int c = 0; c < CW; c++)
+                a[q][c] = _mm256_fmadd_ps(pv, v[c], a[q][c]);
+        }
+    }
+    for (int q = 0; q < QN; q++)
+        for (int c = 0; c < CW; c++)
+            _mm256_storeu_ps(acc + (size_t)q * acc_stride + j + 8 * (size_t)c, a[q][c]);
+}
+
+#define AXPY_COLS(QN)                                                                           \
+    do {                                                                                        \
+        size_t j = 0;                                                                           \
+        for (; j + 16 <= d; j += 16)                                                            \
+            axpy_tile(pk, p_stride, V, n, d, j, ak, acc_stride, QN, 2);                         \
+        if (j + 8 <= d) {                                                                       \
+            axpy_tile(pk, p_stride, V, n, d, j, ak, acc_stride, QN, 1);                         \
+            j += 8;                                                                             \
+        }                                                                                       \
+        for (int q = 0; q < QN; q++)                                                            \
+            for (size_t t = j; t < d; t++) {                                                    \
+                float s = ak[(size_t)q * acc_stride + t];                                       \
+                for (size_t i = 0; i < n; i++)                                                  \
+                    s = fmaf(pk[(size_t)q * p_stride + i], V[i * d + t], s);                    \
+                ak[(size_t)q * acc_stride + t] = s;                                             \
+            }                                                                                   \
+    } while (0)
+
+TW_AVX2 static void axpy_rows_multi_f32(const float *p, size_t p_stride, size_t nq,
+                                        const float *V, size_t n, size_t d, float *acc,
+                                        size_t acc_stride)
+{
+    for (size_t k = 0; k < nq; k += 4) {
+        const float *pk = p + k * p_stride;
+        float *ak = acc + k * acc_stride;
+        switch (nq - k) {
+        case 1: AXPY_COLS(1); break;
+        case 2: AXPY_COLS(2); break;
+        case 3: AXPY_COLS(3); break;
+        default: AXPY_COLS(4); break;
+        }
+    }
+}
 
 void tw_isa_fill_vecops_avx2(tw_isa_table *t)
 {

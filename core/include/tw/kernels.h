@@ -108,6 +108,19 @@ void tw_dot_rows_f32(const float *q, const float *K, size_t n, size_t d, float *
  * written); thread-safe; allocates nothing. */
 void tw_axpy_rows_f32(const float *p, const float *V, size_t n, size_t d, float *acc);
 
+/* tw_dot_rows_f32 for nq queries (query k at q + k * q_stride, its scores
+ * at out + k * out_stride) against the same n keys, each key read once for
+ * all of them. Every score has exactly tw_dot_rows_f32's bits. */
+void tw_dot_rows_multi_f32(const float *q, size_t q_stride, size_t nq, const float *K, size_t n,
+                           size_t d, float *out, size_t out_stride);
+
+/* tw_axpy_rows_f32 for nq weight vectors (p + k * p_stride) into nq
+ * accumulators (acc + k * acc_stride) over the same n value rows, each row
+ * read once for all of them. Every output has exactly tw_axpy_rows_f32's
+ * bits. */
+void tw_axpy_rows_multi_f32(const float *p, size_t p_stride, size_t nq, const float *V, size_t n,
+                            size_t d, float *acc, size_t acc_stride);
+
 /* Softmax numerators: x[i] = exp(x[i] - mx) for i < n, returning their sum.
  * SIMD ISAs use a polynomial exp within 2 ulp of expf. The result depends
  * only on x, n and mx. Thread-safe; allocates nothing. */

@@ -99,6 +99,58 @@ static void test_axpy_rows(void **state)
     tw_kernels_force_isa(NULL, NULL);
 }
 
+/* Several queries at once give each query exactly the bits of its own
+ * single call, for query counts around the groups of four, head sizes with
+ * 8- and 16-wide remainders and odd key counts. */
+static void test_rows_multi(void **state)
+{
+    (void)state;
+    tw_test_rng rng = {6};
+    enum { QS = 140, MAXQ = 9, MAXN = 37 };
+    static const size_t ds[] = {1, 8, 13, 24, 64, 80, 128};
+    static const size_t ns[] = {0, 1, 2, 5, MAXN};
+    static const size_t nqs[] = {1, 2, 3, 4, 5, MAXQ};
+    static float q[MAXQ * QS], K[MAXN * 128], out[MAXQ * 40], one[40];
+    static float acc[MAXQ * QS], acc1[QS], p[MAXQ * 40];
+    for (int ii = 0; ii < N_ISAS; ii++) {
+        if (!tw_kernels_isa_available(isas[ii]))
+            continue;
+        assert_int_equal(tw_kernels_force_isa(isas[ii], NULL), TW_OK);
+        for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++) {
+            size_t d = ds[di];
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                size_t n = ns[ni];
+                for (size_t qi = 0; qi < sizeof nqs / sizeof nqs[0]; qi++) {
+                    size_t nq = nqs[qi];
+                    fill(q, MAXQ * QS, 1.0f, &rng);
+                    fill(K, n * d, 2.0f, &rng);
+                    fill(p, MAXQ * 40, 1.0f, &rng);
+                    fill(acc, MAXQ * QS, 3.0f, &rng);
+                    tw_dot_rows_multi_f32(q, QS, nq, K, n, d, out, 40);
+                    for (size_t k = 0; k < nq; k++) {
+                        tw_dot_rows_f32(q + k * QS, K, n, d, one);
+                        if (n && memcmp(one, out + k * 40, n * sizeof(float)) != 0)
+                            fail_msg("[%s] d=%zu n=%zu nq=%zu: query %zu's scores differ",
+                                     isas[ii], d, n, nq, k);
+                    }
+                    memcpy(acc1, acc, sizeof acc1);
+                    float acc_k[QS];
+                    memcpy(acc_k, acc + (nq - 1) * QS, sizeof acc_k);
+                    tw_axpy_rows_multi_f32(p, 40, nq, K, n, d, acc, QS);
+                    /* the first and the last query against their own calls */
+                    tw_axpy_rows_f32(p, K, n, d, acc1);
+                    tw_axpy_rows_f32(p + (nq - 1) * 40, K, n, d, acc_k);
+                    if (memcmp(acc1, acc, d * sizeof(float)) != 0 ||
+                        memcmp(acc_k, acc + (nq - 1) * QS, d * sizeof(float)) != 0)
+                        fail_msg("[%s] d=%zu n=%zu nq=%zu: weighted sums differ", isas[ii], d,
+                                 n, nq);
+                }
+            }
+        }
+    }
+    tw_kernels_force_isa(NULL, NULL);
+}
+
 /* exp over the whole range a softmax feeds it (down to far below the
  * point where expf underflows), and the returned sum. */
 static void test_exp_shift(void **state)
@@ -266,6 +318,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dot_rows),
         cmocka_unit_test(test_axpy_rows),
+        cmocka_unit_test(test_rows_multi),
         cmocka_unit_test(test_exp_shift),
         cmocka_unit_test(test_silu_mul),
         cmocka_unit_test(test_silu),
