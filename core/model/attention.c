@@ -14,9 +14,9 @@
 #include "model/model_internal.h"
 
 #define SCORE_BLOCK 128
-/* Queries of one sequence at consecutive positions attend together, up to
- * this many: each key and value row is then read once for all of them. */
-#define QUERY_GROUP 4
+/* The query heads that share a K/V head attend together, up to this many
+ * at a time: each key and value row is then read once for all of them. */
+#define HEAD_GROUP 8
 
 typedef struct attn_job {
     const tw_model *m;
@@ -59,110 +59,65 @@ static void softmax_block(const tw_mconfig *c, float *sc, uint32_t nb, attn_stat
     st->sum += tw_exp_shift_f32(sc, nb, st->mx);
 }
 
-/* The query of row r, head h: softmax(q K^T * scale) V over the row's
- * visible positions [start, pos], into the attention output. Rows attending
- * together give each row exactly these bits. */
-static void attend_row(const attn_job *j, size_t r, uint32_t h, attn_state *st, uint32_t from)
+/* Row r, query heads h0 .. h0 + nh - 1 (nh <= HEAD_GROUP, one K/V head):
+ * softmax(q K^T * scale) V over the row's visible positions [start, pos]
+ * for each head. The multi-query kernels give every head the bits it would
+ * get alone, so the grouping never changes a result. */
+static void attend_heads(const attn_job *j, size_t r, uint32_t h0, uint32_t nh)
 {
     const tw_mconfig *c = &j->m->cfg;
     uint32_t hd = c->head_dim;
-    uint32_t g = h / (c->n_heads / c->n_kv_heads);
+    uint32_t g = h0 / (c->n_heads / c->n_kv_heads);
     const tw_seq *seq = j->b->seq[r];
     uint32_t pos = j->b->pos[r];
-    const float *q = j->q + r * j->q_stride + (size_t)h * hd * (j->gate_off ? 2 : 1);
+    size_t hq = (size_t)hd * (j->gate_off ? 2 : 1); /* from one head's query to the next */
+    const float *q = j->q + r * j->q_stride + h0 * hq;
     const float *K = tw_seq_kv(seq, j->L->attn_index, 0, g);
     const float *V = tw_seq_kv(seq, j->L->attn_index, 1, g);
-    float sc[SCORE_BLOCK];
-    for (uint32_t t0 = from; t0 <= pos; t0 += SCORE_BLOCK) {
+    uint32_t start = 0;
+    if (j->L->sliding && pos + 1 > c->sliding_window)
+        start = pos + 1 - c->sliding_window;
+
+    attn_state st[HEAD_GROUP];
+    float sc[HEAD_GROUP][SCORE_BLOCK];
+    for (uint32_t k = 0; k < nh; k++) {
+        memset(st[k].acc, 0, hd * sizeof(float));
+        st[k].mx = -INFINITY;
+        st[k].sum = 0.0f;
+    }
+    for (uint32_t t0 = start; t0 <= pos; t0 += SCORE_BLOCK) {
         uint32_t nb = pos + 1 - t0 < SCORE_BLOCK ? pos + 1 - t0 : SCORE_BLOCK;
-        tw_dot_rows_f32(q, K + (size_t)t0 * hd, nb, hd, sc);
-        softmax_block(c, sc, nb, st);
-        tw_axpy_rows_f32(sc, V + (size_t)t0 * hd, nb, hd, st->acc);
+        tw_dot_rows_multi_f32(q, hq, nh, K + (size_t)t0 * hd, nb, hd, sc[0], SCORE_BLOCK);
+        for (uint32_t k = 0; k < nh; k++)
+            softmax_block(c, sc[k], nb, &st[k]);
+        tw_axpy_rows_multi_f32(sc[0], SCORE_BLOCK, nh, V + (size_t)t0 * hd, nb, hd, st[0].acc,
+                               sizeof st[0] / sizeof(float));
     }
-    float *out = j->att + r * (size_t)c->n_heads * hd + (size_t)h * hd;
-    float inv = 1.0f / st->sum;
-    if (j->gate_off) {
-        const float *gate = q + j->gate_off;
-        for (uint32_t d = 0; d < hd; d++)
-            out[d] = st->acc[d] * inv * tw_sigmoid(gate[d]);
-    } else {
-        for (uint32_t d = 0; d < hd; d++)
-            out[d] = st->acc[d] * inv;
+    for (uint32_t k = 0; k < nh; k++) {
+        float *out = j->att + r * (size_t)c->n_heads * hd + (size_t)(h0 + k) * hd;
+        float inv = 1.0f / st[k].sum;
+        if (j->gate_off) {
+            const float *gate = q + k * hq + j->gate_off;
+            for (uint32_t d = 0; d < hd; d++)
+                out[d] = st[k].acc[d] * inv * tw_sigmoid(gate[d]);
+        } else {
+            for (uint32_t d = 0; d < hd; d++)
+                out[d] = st[k].acc[d] * inv;
+        }
     }
 }
 
-static void state_init(attn_state *st, uint32_t hd)
-{
-    memset(st->acc, 0, hd * sizeof(float));
-    st->mx = -INFINITY;
-    st->sum = 0.0f;
-}
-
-/* nq rows from r of one sequence at consecutive positions, head h, from
- * position 0: the key blocks every one of them sees whole go through the
- * multi-query kernels, the rest row by row. */
-static void attend_run(const attn_job *j, size_t r, size_t nq, uint32_t h)
-{
-    const tw_mconfig *c = &j->m->cfg;
-    uint32_t hd = c->head_dim;
-    uint32_t g = h / (c->n_heads / c->n_kv_heads);
-    const tw_seq *seq = j->b->seq[r];
-    uint32_t pos0 = j->b->pos[r];
-    const float *q = j->q + r * j->q_stride + (size_t)h * hd * (j->gate_off ? 2 : 1);
-    const float *K = tw_seq_kv(seq, j->L->attn_index, 0, g);
-    const float *V = tw_seq_kv(seq, j->L->attn_index, 1, g);
-    attn_state st[QUERY_GROUP];
-    float sc[QUERY_GROUP][SCORE_BLOCK];
-    for (size_t k = 0; k < nq; k++)
-        state_init(&st[k], hd);
-    uint32_t t0 = 0;
-    for (; t0 + SCORE_BLOCK <= pos0 + 1; t0 += SCORE_BLOCK) {
-        tw_dot_rows_multi_f32(q, j->q_stride, nq, K + (size_t)t0 * hd, SCORE_BLOCK, hd, sc[0],
-                              SCORE_BLOCK);
-        for (size_t k = 0; k < nq; k++)
-            softmax_block(c, sc[k], SCORE_BLOCK, &st[k]);
-        tw_axpy_rows_multi_f32(sc[0], SCORE_BLOCK, nq, V + (size_t)t0 * hd, SCORE_BLOCK, hd,
-                               st[0].acc, sizeof st[0] / sizeof(float));
-    }
-    for (size_t k = 0; k < nq; k++)
-        attend_row(j, r + k, h, &st[k], t0);
-}
-
-/* Whether row r + 1 continues row r's sequence at the next position. */
-static bool continues(const tw_batch *b, size_t r)
-{
-    return b->seq[r + 1] == b->seq[r] && b->pos[r + 1] == b->pos[r] + 1;
-}
-
-/* One group of up to QUERY_GROUP rows and one head: runs of rows that
- * continue each other attend together, other rows alone. */
-static void attend_group(void *ctx, int task, int n_tasks)
+/* One (row, K/V head): the query heads sharing it, HEAD_GROUP at a time. */
+static void attend_kv_head(void *ctx, int task, int n_tasks)
 {
     (void)n_tasks;
     const attn_job *j = ctx;
     const tw_mconfig *c = &j->m->cfg;
-    size_t r0 = (size_t)task / c->n_heads * QUERY_GROUP;
-    uint32_t h = (uint32_t)((size_t)task % c->n_heads);
-    size_t r1 = r0 + QUERY_GROUP < j->b->n ? r0 + QUERY_GROUP : j->b->n;
-    for (size_t r = r0; r < r1;) {
-        size_t e = r + 1;
-        while (e < r1 && continues(j->b, e - 1))
-            e++;
-        /* a sliding window starts each row somewhere else */
-        if (e - r > 1 && !j->L->sliding) {
-            attend_run(j, r, e - r, h);
-        } else {
-            for (size_t k = r; k < e; k++) {
-                attn_state st;
-                state_init(&st, c->head_dim);
-                uint32_t start = 0, pos = j->b->pos[k];
-                if (j->L->sliding && pos + 1 > c->sliding_window)
-                    start = pos + 1 - c->sliding_window;
-                attend_row(j, k, h, &st, start);
-            }
-        }
-        r = e;
-    }
+    uint32_t per = c->n_heads / c->n_kv_heads;
+    size_t r = (size_t)task / c->n_kv_heads;
+    uint32_t g = (uint32_t)((size_t)task % c->n_kv_heads);
+    for (uint32_t h = g * per; h < (g + 1) * per; h += HEAD_GROUP)
+        attend_heads(j, r, h, (g + 1) * per - h < HEAD_GROUP ? (g + 1) * per - h : HEAD_GROUP);
 }
 
 static void add_bias(float *x, const float *bias, size_t rows, size_t n)
@@ -215,8 +170,7 @@ void tw_attention_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_
 
     attn_job j = {.m = m, .L = L, .b = b, .q = s->q, .q_stride = q_stride,
                   .gate_off = gated ? hd : 0, .att = s->att};
-    size_t groups = (n + QUERY_GROUP - 1) / QUERY_GROUP;
-    tw_pool_run(pool, attend_group, &j, (int)(groups * c->n_heads));
+    tw_pool_run(pool, attend_kv_head, &j, (int)(n * c->n_kv_heads));
 
     tw_mat_mul(pool, &L->wo, s->att, n, y);
     add_bias(y, L->bo, n, c->hidden);
