@@ -308,11 +308,16 @@ TW_AVX512 TW_TILE void tiled_q32(const uint8_t *w, size_t row_bytes, size_t nb,
 TILE_DRIVER(q8_0, 0)
 TILE_DRIVER(q4_0, 1)
 
-/* tw_act.qu for tileu_q32. */
-static void batch_copy_qu(size_t cols, tw_act *act, void *buf)
+/* tw_act.qu for tileu_q32: a + 128 is a with its top bit flipped. */
+TW_AVX512 static void batch_copy_qu(size_t cols, tw_act *act, void *buf)
 {
     uint8_t *qu = buf;
-    for (size_t c = 0; c < cols; c++)
+    size_t c = 0;
+    const __m256i top = _mm256_set1_epi8((char)0x80);
+    for (; c + 32 <= cols; c += 32)
+        _mm256_storeu_si256((__m256i *)(void *)(qu + c),
+                            _mm256_xor_si256(tw_load256(act->qs + c), top));
+    for (; c < cols; c++)
         qu[c] = (uint8_t)(act->qs[c] + 128);
     act->qu = qu;
 }
