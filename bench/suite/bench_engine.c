@@ -77,6 +77,10 @@ static uint32_t argmax(const float *v, uint32_t n)
 
 /* ---- model API ---------------------------------------------------------- */
 
+/* The prompt before the long-context decode (and the largest prefill's
+ * source of tokens). */
+#define LONG_PROMPT 3584
+
 static double run_prefill(tw_model *m, tw_pool *pool, tw_seq *seq, const uint32_t *ids, size_t n,
                           float *logits, int reps)
 {
@@ -131,7 +135,8 @@ static int bench_model_api(const args *a, double bw, model_results *res)
         return 1;
     }
     uint64_t rss0 = bench_rss_bytes();
-    tw_model_opts mo = {.max_context = 2048 + 64, .max_batch = a->max_batch, .max_chunk = a->chunk};
+    tw_model_opts mo = {.max_context = LONG_PROMPT + 64, .max_batch = a->max_batch,
+                        .max_chunk = a->chunk};
     tw_model *m = NULL;
     double t0 = bench_now();
     if (tw_model_load(a->model, &mo, &m, &err) != TW_OK) {
@@ -170,7 +175,7 @@ static int bench_model_api(const args *a, double bw, model_results *res)
         return 1;
     }
     float *logits = malloc((size_t)vocab * sizeof *logits);
-    uint32_t *ids = malloc(2048 * sizeof *ids);
+    uint32_t *ids = malloc(LONG_PROMPT * sizeof *ids);
     if (!logits || !ids) {
         free(logits);
         free(ids);
@@ -179,7 +184,7 @@ static int bench_model_api(const args *a, double bw, model_results *res)
         tw_pool_destroy(pool);
         return 1;
     }
-    make_prompt(ids, 2048, vocab, 7);
+    make_prompt(ids, LONG_PROMPT, vocab, 7);
     char extra[512];
     snprintf(extra, sizeof extra,
              "\"threads\":%u,\"chunk\":%u,\"params\":%llu,\"weight_type\":\"%s\","
@@ -220,6 +225,16 @@ static int bench_model_api(const args *a, double bw, model_results *res)
                        a->label, decode_n[k], dec[k], dec[k] * (double)bpt / 1e9,
                        bw_near[k] > 0 ? 100.0 * dec[k] * (double)bpt / bw_near[k] : 0,
                        bw_near[k] / 1e9);
+    }
+    /* decode deep into a long context, where attention reads every earlier
+     * position's K and V per token next to the weights */
+    if (!a->quick) {
+        double dec_long = run_decode(m, pool, seq, ids, LONG_PROMPT, 64, logits, vocab);
+        bench_progress("%s: decode 64 after a %d-token prompt: %.1f tok/s (%.0f%% of decode "
+                       "128 after 8)",
+                       a->label, LONG_PROMPT, dec_long, dec[0] > 0 ? 100.0 * dec_long / dec[0] : 0);
+        bench_row("model", "decode_64_after_long_prompt", a->label, dec_long, "tok/s", dec[0],
+                  "decode_128", extra);
     }
     /* decode rows: against the bandwidth bound (bytes per token / bandwidth) */
     for (size_t k = 0; k < 2; k++) {
