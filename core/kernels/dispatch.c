@@ -100,12 +100,12 @@ float tw_dot_f32(const float *a, const float *b, size_t n)
 
 void tw_dot_rows_f32(const float *q, const float *K, size_t n, size_t d, float *out)
 {
-    tw_isa_current()->dot_rows_f32(q, K, n, d, out);
+    tw_isa_current()->dot_rows_multi_f32(q, 0, 1, K, n, d, out, 0);
 }
 
 void tw_axpy_rows_f32(const float *p, const float *V, size_t n, size_t d, float *acc)
 {
-    tw_isa_current()->axpy_rows_f32(p, V, n, d, acc);
+    tw_isa_current()->axpy_rows_multi_f32(p, 0, 1, V, n, d, acc, 0);
 }
 
 void tw_dot_rows_multi_f32(const float *q, size_t q_stride, size_t nq, const float *K, size_t n,

@@ -202,18 +202,11 @@ typedef void (*tw_dequant_fn)(const void *src, float *dst, size_t n);
 
 typedef float (*tw_dot_fn)(const float *a, const float *b, size_t n);
 
-/* out[i] = dot(q, K + i * d) for i < n: the attention scores of one query
- * against n consecutive keys. Each score is computed by the same sequence of
- * operations whatever n is, so a key's score does not depend on how the
- * keys around it are grouped. */
-typedef void (*tw_dot_rows_fn)(const float *q, const float *K, size_t n, size_t d, float *out);
-
-/* acc[j] += sum_i p[i] * V[i * d + j] for j < d, adding the rows in order i
- * = 0, 1, ...: the value half of attention. */
-typedef void (*tw_axpy_rows_fn)(const float *p, const float *V, size_t n, size_t d, float *acc);
-
-/* The same for nq queries at once (see tw_dot_rows_multi_f32 and
- * tw_axpy_rows_multi_f32): the bits of nq single calls. */
+/* Attention scores and weighted sums of values for nq queries at once
+ * (see tw_dot_rows_multi_f32 and tw_axpy_rows_multi_f32). A score is
+ * computed by the same operations whatever the key and query grouping,
+ * and each output adds the value rows in order, so nq = 1 is the
+ * single-query case (tw_dot_rows_f32, tw_axpy_rows_f32) bit for bit. */
 typedef void (*tw_dot_rows_multi_fn)(const float *q, size_t q_stride, size_t nq, const float *K,
                                      size_t n, size_t d, float *out, size_t out_stride);
 typedef void (*tw_axpy_rows_multi_fn)(const float *p, size_t p_stride, size_t nq, const float *V,
@@ -225,8 +218,6 @@ typedef struct tw_isa_table {
     tw_dequant_fn dequant[TW_KTYPE_COUNT];
     tw_actq_fn quant_act[3]; /* indexed by tw_act_kind; [TW_ACT_F32] unused */
     tw_dot_fn dot_f32;
-    tw_dot_rows_fn dot_rows_f32;
-    tw_axpy_rows_fn axpy_rows_f32;
     tw_dot_rows_multi_fn dot_rows_multi_f32;
     tw_axpy_rows_multi_fn axpy_rows_multi_f32;
     /* x[i] = exp(x[i] - mx), returning the sum (tw_exp_shift_f32) */

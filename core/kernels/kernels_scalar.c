@@ -473,8 +473,6 @@ void tw_isa_fill_scalar(tw_isa_table *t)
     t->quant_act[TW_ACT_Q8] = tw_quant_act_q8_scalar;
     t->quant_act[TW_ACT_Q8K] = tw_quant_act_q8k_scalar;
     t->dot_f32 = dot_f32;
-    t->dot_rows_f32 = dot_rows_f32;
-    t->axpy_rows_f32 = axpy_rows_f32;
     t->dot_rows_multi_f32 = dot_rows_multi_f32;
     t->axpy_rows_multi_f32 = axpy_rows_multi_f32;
     t->exp_shift_f32 = exp_shift_f32;

@@ -173,85 +173,9 @@ TW_AVX2 static void delta_rule_f32(float *S, const float *src, const float *q, c
     }
 }
 
-/* One key's score: a single accumulator over 8-wide chunks, then the
- * scalar tail, the same steps for every key (see tw_dot_rows_fn). */
-TW_AVX2 static inline float dot_key(const float *q, const float *k, size_t d)
-{
-    __m256 s = _mm256_setzero_ps();
-    size_t j = 0;
-    for (; j + 8 <= d; j += 8)
-        s = _mm256_fmadd_ps(_mm256_loadu_ps(q + j), _mm256_loadu_ps(k + j), s);
-    float r = tw_hsum256(s);
-    for (; j < d; j++)
-        r += q[j] * k[j];
-    return r;
-}
-
-TW_AVX2 static void dot_rows_f32(const float *q, const float *K, size_t n, size_t d, float *out)
-{
-    size_t i = 0;
-    /* four keys side by side hide the FMA latency of each key's chain */
-    for (; i + 4 <= n; i += 4) {
-        const float *k0 = K + i * d, *k1 = k0 + d, *k2 = k1 + d, *k3 = k2 + d;
-        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-        __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
-        size_t j = 0;
-        for (; j + 8 <= d; j += 8) {
-            const __m256 qv = _mm256_loadu_ps(q + j);
-            s0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + j), s0);
-            s1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + j), s1);
-            s2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2 + j), s2);
-            s3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3 + j), s3);
-        }
-        float r0 = tw_hsum256(s0), r1 = tw_hsum256(s1), r2 = tw_hsum256(s2), r3 = tw_hsum256(s3);
-        for (; j < d; j++) {
-            r0 += q[j] * k0[j];
-            r1 += q[j] * k1[j];
-            r2 += q[j] * k2[j];
-            r3 += q[j] * k3[j];
-        }
-        out[i] = r0;
-        out[i + 1] = r1;
-        out[i + 2] = r2;
-        out[i + 3] = r3;
-    }
-    for (; i < n; i++)
-        out[i] = dot_key(q, K + i * d, d);
-}
-
-TW_AVX2 static void axpy_rows_f32(const float *p, const float *V, size_t n, size_t d, float *acc)
-{
-    size_t j = 0;
-    /* 64 outputs in registers while every row streams past */
-    for (; j + 64 <= d; j += 64) {
-        __m256 a[8];
-        for (int k = 0; k < 8; k++)
-            a[k] = _mm256_loadu_ps(acc + j + 8 * k);
-        for (size_t i = 0; i < n; i++) {
-            const __m256 pv = _mm256_set1_ps(p[i]);
-            const float *v = V + i * d + j;
-            for (int k = 0; k < 8; k++)
-                a[k] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + 8 * k), a[k]);
-        }
-        for (int k = 0; k < 8; k++)
-            _mm256_storeu_ps(acc + j + 8 * k, a[k]);
-    }
-    for (; j + 8 <= d; j += 8) {
-        __m256 a = _mm256_loadu_ps(acc + j);
-        for (size_t i = 0; i < n; i++)
-            a = _mm256_fmadd_ps(_mm256_set1_ps(p[i]), _mm256_loadu_ps(V + i * d + j), a);
-        _mm256_storeu_ps(acc + j, a);
-    }
-    for (; j < d; j++) {
-        float a = acc[j];
-        for (size_t i = 0; i < n; i++)
-            a = fmaf(p[i], V[i * d + j], a);
-        acc[j] = a;
-    }
-}
-
 /* QN queries (1..4) against KN keys (1..2): each score one accumulator
- * over 8-wide chunks, then the scalar tail, as dot_key. */
+ * over 8-wide chunks, then the scalar tail, the same steps for every key
+ * and query whatever the grouping (see tw_dot_rows_multi_fn). */
 TW_AVX2 static inline __attribute__((always_inline)) void
 dot_tile(const float *q, size_t q_stride, const float *k, size_t d, float *out,
          size_t out_stride, const int QN, const int KN)
@@ -288,33 +212,41 @@ dot_tile(const float *q, size_t q_stride, const float *k, size_t d, float *out,
         }
 }
 
-#define DOT_KEYS(QN)                                                                            \
-    do {                                                                                        \
-        size_t i = 0;                                                                           \
-        for (; i + 2 <= n; i += 2)                                                              \
-            dot_tile(qk, q_stride, K + i * d, d, ok + i, out_stride, QN, 2);                    \
-        if (i < n)                                                                              \
-            dot_tile(qk, q_stride, K + i * d, d, ok + i, out_stride, QN, 1);                    \
-    } while (0)
+/* QN queries against n keys, two keys at a time. */
+TW_AVX2 static inline __attribute__((always_inline)) void
+dot_keys(const float *q, size_t q_stride, const float *K, size_t n, size_t d, float *out,
+         size_t out_stride, const int QN)
+{
+    size_t i = 0;
+    for (; i + 2 <= n; i += 2)
+        dot_tile(q, q_stride, K + i * d, d, out + i, out_stride, QN, 2);
+    if (i < n)
+        dot_tile(q, q_stride, K + i * d, d, out + i, out_stride, QN, 1);
+}
+
+/* Runs TILE(k, QN) over the queries in tiles of four from k = 0, the last
+ * tile taking the 1..4 left. */
+#define BY_FOURS(nq, TILE)                                                                      \
+    for (size_t k = 0; k < (nq); k += 4)                                                        \
+        switch ((nq) - k) {                                                                     \
+        case 1: TILE(k, 1); break;                                                              \
+        case 2: TILE(k, 2); break;                                                              \
+        case 3: TILE(k, 3); break;                                                              \
+        default: TILE(k, 4); break;                                                             \
+        }
 
 TW_AVX2 static void dot_rows_multi_f32(const float *q, size_t q_stride, size_t nq,
                                        const float *K, size_t n, size_t d, float *out,
                                        size_t out_stride)
 {
-    for (size_t k = 0; k < nq; k += 4) {
-        const float *qk = q + k * q_stride;
-        float *ok = out + k * out_stride;
-        switch (nq - k) {
-        case 1: DOT_KEYS(1); break;
-        case 2: DOT_KEYS(2); break;
-        case 3: DOT_KEYS(3); break;
-        default: DOT_KEYS(4); break;
-        }
-    }
+#define DOT_TILE(k, QN) dot_keys(q + (k) * q_stride, q_stride, K, n, d, out + (k) * out_stride, \
+                                 out_stride, QN)
+    BY_FOURS(nq, DOT_TILE);
+#undef DOT_TILE
 }
 
 /* QN accumulators (1..4) over 8 * CW columns from j: per output one fma
- * chain over the rows in order, as axpy_rows_f32. */
+ * chain over the rows in order, whatever the grouping. */
 TW_AVX2 static inline __attribute__((always_inline)) void
 axpy_tile(const float *p, size_t p_stride, const float *V, size_t n, size_t d, size_t j,
           float *acc, size_t acc_stride, const int QN, const int CW)
@@ -345,45 +277,41 @@ axpy_tile(const float *p, size_t p_stride, const float *V, size_t n, size_t d, s
             _mm256_storeu_ps(acc + (size_t)q * acc_stride + j + 8 * (size_t)c, a[q][c]);
 }
 
-#define AXPY_COLS(QN)                                                                           \
-    do {                                                                                        \
-        size_t j = 0;                                                                           \
-        for (; j + 16 <= d; j += 16)                                                            \
-            axpy_tile(pk, p_stride, V, n, d, j, ak, acc_stride, QN, 2);                         \
-        if (j + 8 <= d) {                                                                       \
-            axpy_tile(pk, p_stride, V, n, d, j, ak, acc_stride, QN, 1);                         \
-            j += 8;                                                                             \
-        }                                                                                       \
-        for (int q = 0; q < QN; q++)                                                            \
-            for (size_t t = j; t < d; t++) {                                                    \
-                float s = ak[(size_t)q * acc_stride + t];                                       \
-                for (size_t i = 0; i < n; i++)                                                  \
-                    s = fmaf(pk[(size_t)q * p_stride + i], V[i * d + t], s);                    \
-                ak[(size_t)q * acc_stride + t] = s;                                             \
-            }                                                                                   \
-    } while (0)
+/* QN accumulators over all d columns: 16 at a time, then 8, then one by
+ * one with the same fused multiply-adds. */
+TW_AVX2 static inline __attribute__((always_inline)) void
+axpy_cols(const float *p, size_t p_stride, const float *V, size_t n, size_t d, float *acc,
+          size_t acc_stride, const int QN)
+{
+    size_t j = 0;
+    for (; j + 16 <= d; j += 16)
+        axpy_tile(p, p_stride, V, n, d, j, acc, acc_stride, QN, 2);
+    if (j + 8 <= d) {
+        axpy_tile(p, p_stride, V, n, d, j, acc, acc_stride, QN, 1);
+        j += 8;
+    }
+    for (int q = 0; q < QN; q++)
+        for (size_t t = j; t < d; t++) {
+            float s = acc[(size_t)q * acc_stride + t];
+            for (size_t i = 0; i < n; i++)
+                s = fmaf(p[(size_t)q * p_stride + i], V[i * d + t], s);
+            acc[(size_t)q * acc_stride + t] = s;
+        }
+}
 
 TW_AVX2 static void axpy_rows_multi_f32(const float *p, size_t p_stride, size_t nq,
                                         const float *V, size_t n, size_t d, float *acc,
                                         size_t acc_stride)
 {
-    for (size_t k = 0; k < nq; k += 4) {
-        const float *pk = p + k * p_stride;
-        float *ak = acc + k * acc_stride;
-        switch (nq - k) {
-        case 1: AXPY_COLS(1); break;
-        case 2: AXPY_COLS(2); break;
-        case 3: AXPY_COLS(3); break;
-        default: AXPY_COLS(4); break;
-        }
-    }
+#define AXPY_TILE(k, QN) axpy_cols(p + (k) * p_stride, p_stride, V, n, d, acc + (k) * acc_stride, \
+                                   acc_stride, QN)
+    BY_FOURS(nq, AXPY_TILE);
+#undef AXPY_TILE
 }
 
 void tw_isa_fill_vecops_avx2(tw_isa_table *t)
 {
     t->dot_f32 = tw_dot_f32_avx2;
-    t->dot_rows_f32 = dot_rows_f32;
-    t->axpy_rows_f32 = axpy_rows_f32;
     t->dot_rows_multi_f32 = dot_rows_multi_f32;
     t->axpy_rows_multi_f32 = axpy_rows_multi_f32;
     t->exp_shift_f32 = exp_shift_f32;
