@@ -292,20 +292,17 @@ static void emit(tw_engine *e, slot *sl)
             c.error_msg = r->failed ? r->error_msg : "";
         }
     }
-    /* Retired before its end is sent, so whoever sees the end and then
-     * asks for the engine's stats finds it counted and no longer running. */
-    bool last = c.final;
-    if (last)
-        retire(e, r, &delta);
     r->cb.on_chunk(r->user, &c);
     sl->n_ids = 0;
     sl->text.len = 0;
     sl->reasoning.len = 0;
     if (!done)
         return;
+    bool last = c.final;
     model_entry *m = sl->m;
     slot_clear(e, sl);
     if (last) {
+        retire(e, r, &delta);
         request_free(r);
         engine_model_unref(e, m);
     } else if (delta.budget_closes || delta.loop_closes) {
