@@ -25,13 +25,15 @@ typedef struct args {
     double bandwidth; /* B/s; 0: measure */
     bool quick;
     bool skip_engine;
+    tw_kv_type kv_type;
 } args;
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: tw-bench-engine --model FILE.gguf [--label NAME] [--threads N|auto]\n"
                "                       [--chunk N] [--max-batch N] [--bandwidth GBPS]\n"
-               "                       [--quick] [--no-engine] [--isa scalar|avx2|avx512]\n");
+               "                       [--quick] [--no-engine] [--isa scalar|avx2|avx512]\n"
+               "                       [--kv-type f32|f16]\n");
 }
 
 /* Weight bytes one decode step reads: every tensor once, except an untied
@@ -136,7 +138,7 @@ static int bench_model_api(const args *a, double bw, model_results *res)
     }
     uint64_t rss0 = bench_rss_bytes();
     tw_model_opts mo = {.max_context = LONG_PROMPT + 64, .max_batch = a->max_batch,
-                        .max_chunk = a->chunk};
+                        .max_chunk = a->chunk, .kv_type = a->kv_type};
     tw_model *m = NULL;
     double t0 = bench_now();
     if (tw_model_load(a->model, &mo, &m, &err) != TW_OK) {
@@ -389,6 +391,7 @@ static int bench_engine_api(const args *a, const model_results *mr)
     eo.max_batch = a->max_batch;
     eo.prefill_chunk = a->chunk;
     eo.max_queue = 256;
+    eo.kv_type = a->kv_type;
     tw_engine *e = NULL;
     if (tw_engine_create(&eo, &e, &err) != TW_OK) {
         bench_progress("engine: %s", err.msg);
@@ -530,6 +533,12 @@ int main(int argc, char **argv)
             a.quick = true;
         } else if (!strcmp(s, "--no-engine")) {
             a.skip_engine = true;
+        } else if (!strcmp(s, "--kv-type") && has && !strcmp(argv[i + 1], "f32")) {
+            a.kv_type = TW_KV_F32;
+            i++;
+        } else if (!strcmp(s, "--kv-type") && has && !strcmp(argv[i + 1], "f16")) {
+            a.kv_type = TW_KV_F16;
+            i++;
         } else if (!strcmp(s, "--isa") && has) {
             /* Measure a lower kernel level than the CPU offers, e.g. the AVX2
              * paths that machines without AVX-512 run. */

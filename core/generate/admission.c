@@ -104,21 +104,21 @@ static uint64_t budget_locked(tw_engine *e)
 void admission_model_loaded(tw_engine *e, model_entry *m)
 {
     uint64_t b = budget_locked(e);
-    size_t kvf = tw_seq_kv_floats_per_token(m->model);
+    size_t kvb = tw_seq_kv_bytes_per_token(m->model);
     size_t rec = tw_seq_recurrent_floats(m->model);
-    uint64_t full = (uint64_t)m->max_context * (kvf * sizeof(float) + sizeof(uint64_t)) +
-                    rec * sizeof(float);
-    tw_info("model %s: %.3f MiB of KV per token, %.3f MiB of recurrent state per sequence, "
+    uint64_t full = (uint64_t)m->max_context * (kvb + sizeof(uint64_t)) + rec * sizeof(float);
+    tw_info("model %s: %.3f MiB of %s KV per token, %.3f MiB of recurrent state per sequence, "
             "%.1f MiB for a whole %u-token context; the budget for sequences is %.1f MiB",
-            m->name, MIB(kvf * sizeof(float)), MIB(rec * sizeof(float)), MIB(full),
-            m->max_context, MIB(b));
+            m->name, MIB(kvb),
+            tw_model_get_info(m->model)->kv_type == TW_KV_F16 ? "f16" : "f32",
+            MIB(rec * sizeof(float)), MIB(full), m->max_context, MIB(b));
 }
 
 /* ------------------------------------------------------- what a slot holds */
 
 static uint64_t seq_bytes(const tw_model *model, size_t tokens)
 {
-    uint64_t per = tw_seq_kv_floats_per_token(model) * sizeof(float) + sizeof(uint64_t);
+    uint64_t per = tw_seq_kv_bytes_per_token(model) + sizeof(uint64_t);
     return (uint64_t)tokens * per + tw_seq_recurrent_floats(model) * sizeof(float) + 256;
 }
 

@@ -17,6 +17,11 @@
 /* The query heads that share a K/V head attend together, up to this many
  * at a time: each key and value row is then read once for all of them. */
 #define HEAD_GROUP 8
+/* f32 values of half-precision K or V rows converted at a time (16 KiB,
+ * within L1 next to the rows it came from: 64 rows of head_dim 64, 4 of the
+ * largest head_dim). */
+#define KV_CONV_FLOATS 4096
+_Static_assert(KV_CONV_FLOATS >= TW_MAX_HEAD_DIM, "a K/V row must fit the conversion buffer");
 
 typedef struct attn_job {
     const tw_model *m;
@@ -72,14 +77,18 @@ static void attend_heads(const attn_job *j, size_t r, uint32_t h0, uint32_t nh)
     uint32_t pos = j->b->pos[r];
     size_t hq = (size_t)hd * (j->gate_off ? 2 : 1); /* from one head's query to the next */
     const float *q = j->q + r * j->q_stride + h0 * hq;
-    const float *K = tw_seq_kv(seq, j->L->attn_index, 0, g);
-    const float *V = tw_seq_kv(seq, j->L->attn_index, 1, g);
+    const unsigned char *K = tw_seq_kv(seq, j->L->attn_index, 0, g);
+    const unsigned char *V = tw_seq_kv(seq, j->L->attn_index, 1, g);
+    const bool f16 = j->m->info.kv_type == TW_KV_F16;
     uint32_t start = 0;
     if (j->L->sliding && pos + 1 > c->sliding_window)
         start = pos + 1 - c->sliding_window;
 
     attn_state st[HEAD_GROUP];
     float sc[HEAD_GROUP][SCORE_BLOCK];
+    /* half-precision rows converted for the kernels, as many as fit */
+    float conv[KV_CONV_FLOATS];
+    const uint32_t conv_rows = KV_CONV_FLOATS / hd;
     for (uint32_t k = 0; k < nh; k++) {
         memset(st[k].acc, 0, hd * sizeof(float));
         st[k].mx = -INFINITY;
@@ -87,11 +96,35 @@ static void attend_heads(const attn_job *j, size_t r, uint32_t h0, uint32_t nh)
     }
     for (uint32_t t0 = start; t0 <= pos; t0 += SCORE_BLOCK) {
         uint32_t nb = pos + 1 - t0 < SCORE_BLOCK ? pos + 1 - t0 : SCORE_BLOCK;
-        tw_dot_rows_multi_f32(q, hq, nh, K + (size_t)t0 * hd, nb, hd, sc[0], SCORE_BLOCK);
+        if (f16) {
+            /* the kernels see exactly the f32 values of the stored halves,
+             * so every path reading the cache agrees bit for bit */
+            for (uint32_t i = 0; i < nb; i += conv_rows) {
+                uint32_t nr = nb - i < conv_rows ? nb - i : conv_rows;
+                tw_dequant_row(TW_TYPE_F16, K + ((size_t)t0 + i) * hd * sizeof(uint16_t), conv,
+                               (size_t)nr * hd);
+                tw_dot_rows_multi_f32(q, hq, nh, conv, nr, hd, sc[0] + i, SCORE_BLOCK);
+            }
+        } else {
+            tw_dot_rows_multi_f32(q, hq, nh, (const float *)K + (size_t)t0 * hd, nb, hd, sc[0],
+                                  SCORE_BLOCK);
+        }
         for (uint32_t k = 0; k < nh; k++)
             softmax_block(c, sc[k], nb, &st[k]);
-        tw_axpy_rows_multi_f32(sc[0], SCORE_BLOCK, nh, V + (size_t)t0 * hd, nb, hd, st[0].acc,
-                               sizeof st[0] / sizeof(float));
+        if (f16) {
+            /* a pass split by rows runs each output's fma chain in the same
+             * order as one pass */
+            for (uint32_t i = 0; i < nb; i += conv_rows) {
+                uint32_t nr = nb - i < conv_rows ? nb - i : conv_rows;
+                tw_dequant_row(TW_TYPE_F16, V + ((size_t)t0 + i) * hd * sizeof(uint16_t), conv,
+                               (size_t)nr * hd);
+                tw_axpy_rows_multi_f32(sc[0] + i, SCORE_BLOCK, nh, conv, nr, hd, st[0].acc,
+                                       sizeof st[0] / sizeof(float));
+            }
+        } else {
+            tw_axpy_rows_multi_f32(sc[0], SCORE_BLOCK, nh, (const float *)V + (size_t)t0 * hd, nb,
+                                   hd, st[0].acc, sizeof st[0] / sizeof(float));
+        }
     }
     for (uint32_t k = 0; k < nh; k++) {
         float *out = j->att + r * (size_t)c->n_heads * hd + (size_t)(h0 + k) * hd;
@@ -161,10 +194,9 @@ void tw_attention_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_
             if (L->k_norm)
                 tw_rmsnorm(kh, kh, L->k_norm, hd, c->norm_eps);
             tw_rope_apply(L->rope, kh, pos);
-            memcpy(tw_seq_kv(seq, L->attn_index, 0, g) + (size_t)pos * hd, kh,
-                   hd * sizeof(float));
-            memcpy(tw_seq_kv(seq, L->attn_index, 1, g) + (size_t)pos * hd,
-                   s->v + r * kv_stride + (size_t)g * hd, hd * sizeof(float));
+            tw_seq_kv_store(seq, L->attn_index, 0, g, (size_t)pos * hd, hd, kh);
+            tw_seq_kv_store(seq, L->attn_index, 1, g, (size_t)pos * hd, hd,
+                            s->v + r * kv_stride + (size_t)g * hd);
         }
     }
 

@@ -57,6 +57,8 @@ tw_status tw_model_fingerprint(tw_model *m, char out[65], tw_err *err)
     tw_wtensor t;
     for (size_t i = 0; tw_wsource_at(m->src, i, &t); i++)
         hash_tensor(ctx, &t);
+    if (m->info.kv_type == TW_KV_F16)
+        EVP_DigestUpdate(ctx, "kv:f16\n", 7);
     unsigned char md[32];
     unsigned int len = 0;
     int ok = EVP_DigestFinal_ex(ctx, md, &len);

@@ -119,7 +119,9 @@ struct tw_model {
     uint32_t n_dn_layers;
     tw_rope_table ropes[TW_ROPE_KINDS];
 
-    /* per-sequence state geometry, in floats */
+    /* per-sequence state geometry, in floats (K/V: in kv_elem-byte values
+     * of info.kv_type) */
+    size_t kv_elem;
     size_t kv_head_stride;  /* cap * head_dim, filled per seq */
     size_t dn_state_floats; /* n_v_heads * k_dim * v_dim */
     size_t dn_conv_floats;  /* (conv_kernel - 1) * conv_dim */
@@ -139,21 +141,34 @@ struct tw_seq {
     uint64_t id;
     size_t cap;
     size_t len;
-    float *kv;       /* [n_attn][2][n_kv_heads][cap][head_dim] */
+    unsigned char *kv; /* [n_attn][2][n_kv_heads][cap][head_dim] of info.kv_type */
     float *state;    /* [n_dn][dn_state + dn_conv] */
     uint64_t *stamp; /* [cap]: clock value when the position was written */
     uint64_t clock;
 };
 
-/* K (which = 0) or V (which = 1) of one attention layer / kv head. */
-static inline float *tw_seq_kv(const tw_seq *s, uint32_t attn_index, int which, uint32_t head)
+/* K (which = 0) or V (which = 1) of one attention layer / kv head: cap
+ * rows of head_dim values of the model's K/V type. */
+static inline unsigned char *tw_seq_kv(const tw_seq *s, uint32_t attn_index, int which,
+                                       uint32_t head)
 {
     const tw_mconfig *c = &s->model->cfg;
     size_t per_head = s->cap * c->head_dim;
     size_t per_layer = 2 * (size_t)c->n_kv_heads * per_head;
-    return s->kv + attn_index * per_layer + (size_t)which * c->n_kv_heads * per_head +
-           head * per_head;
+    return s->kv + (attn_index * per_layer + (size_t)which * c->n_kv_heads * per_head +
+                    head * per_head) *
+                       s->model->kv_elem;
 }
+
+/* Values [v, v + n) of one K/V run (row r starts at value r * head_dim) as
+ * f32; exact for either type (kv_rows.c). */
+void tw_seq_kv_load(const tw_seq *s, uint32_t attn_index, int which, uint32_t head, size_t v,
+                    size_t n, float *dst);
+
+/* Stores n f32 values at value v of one K/V run, rounded to the model's K/V
+ * type (exact for values tw_seq_kv_load() gave). */
+void tw_seq_kv_store(tw_seq *s, uint32_t attn_index, int which, uint32_t head, size_t v,
+                     size_t n, const float *src);
 
 static inline float *tw_seq_dn_state(const tw_seq *s, uint32_t dn_index)
 {

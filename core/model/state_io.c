@@ -95,32 +95,66 @@ static uint64_t get_u64(const uint8_t *p)
     return v;
 }
 
-static void quantize_run(const float *x, size_t n, uint8_t *out)
+/* Where one K/V run of a sequence is: its (layer, K|V, head) values,
+ * whatever type the sequence stores them in, move through f32 a piece at a
+ * time. */
+typedef struct kv_run {
+    uint32_t layer, head;
+    int which;
+} kv_run;
+
+#define COPY_CHUNK 1024u
+
+static void run_export_f32(const tw_seq *seq, const kv_run *r, size_t n, uint8_t *out)
 {
+    float x[COPY_CHUNK];
+    for (size_t i = 0; i < n; i += COPY_CHUNK) {
+        size_t len = n - i < COPY_CHUNK ? n - i : COPY_CHUNK;
+        tw_seq_kv_load(seq, r->layer, r->which, r->head, i, len, x);
+        memcpy(out + i * sizeof(float), x, len * sizeof(float));
+    }
+}
+
+static void run_import_f32(tw_seq *seq, const kv_run *r, size_t n, const uint8_t *in)
+{
+    float x[COPY_CHUNK];
+    for (size_t i = 0; i < n; i += COPY_CHUNK) {
+        size_t len = n - i < COPY_CHUNK ? n - i : COPY_CHUNK;
+        memcpy(x, in + i * sizeof(float), len * sizeof(float));
+        tw_seq_kv_store(seq, r->layer, r->which, r->head, i, len, x);
+    }
+}
+
+static void run_export_q8(const tw_seq *seq, const kv_run *r, size_t n, uint8_t *out)
+{
+    float x[Q8_GROUP];
     for (size_t i = 0; i < n; i += Q8_GROUP) {
         size_t len = n - i < Q8_GROUP ? n - i : Q8_GROUP;
+        tw_seq_kv_load(seq, r->layer, r->which, r->head, i, len, x);
         float amax = 0.0f;
         for (size_t j = 0; j < len; j++)
-            amax = fmaxf(amax, fabsf(x[i + j]));
+            amax = fmaxf(amax, fabsf(x[j]));
         float scale = amax / 127.0f;
         float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
         memcpy(out, &scale, sizeof scale);
         int8_t *q = (int8_t *)(out + sizeof scale);
         for (size_t j = 0; j < Q8_GROUP; j++)
-            q[j] = j < len ? (int8_t)lrintf(x[i + j] * inv) : 0;
+            q[j] = j < len ? (int8_t)lrintf(x[j] * inv) : 0;
         out += Q8_GROUP_BYTES;
     }
 }
 
-static void dequantize_run(const uint8_t *in, size_t n, float *x)
+static void run_import_q8(tw_seq *seq, const kv_run *r, size_t n, const uint8_t *in)
 {
+    float x[Q8_GROUP];
     for (size_t i = 0; i < n; i += Q8_GROUP) {
         size_t len = n - i < Q8_GROUP ? n - i : Q8_GROUP;
         float scale;
         memcpy(&scale, in, sizeof scale);
         const int8_t *q = (const int8_t *)(in + sizeof scale);
         for (size_t j = 0; j < len; j++)
-            x[i + j] = scale * (float)q[j];
+            x[j] = scale * (float)q[j];
+        tw_seq_kv_store(seq, r->layer, r->which, r->head, i, len, x);
         in += Q8_GROUP_BYTES;
     }
 }
@@ -167,11 +201,11 @@ tw_status tw_seq_state_export(const tw_seq *seq, size_t n, tw_seq_state_format f
     for (uint32_t l = 0; l < g.n_attn; l++)
         for (int which = 0; which < 2; which++)
             for (uint32_t h = 0; h < g.n_kv; h++) {
-                const float *src = tw_seq_kv(seq, l, which, h);
+                const kv_run r = {l, h, which};
                 if (fmt == TW_SEQ_STATE_F32)
-                    memcpy(p, src, run);
+                    run_export_f32(seq, &r, n * g.head_dim, p);
                 else
-                    quantize_run(src, n * g.head_dim, p);
+                    run_export_q8(seq, &r, n * g.head_dim, p);
                 p += run;
             }
     size_t rec = (size_t)g.n_dn * g.dn_floats * sizeof(float);
@@ -251,11 +285,11 @@ tw_status tw_seq_state_import(tw_seq *seq, const void *blob, size_t len, size_t 
     for (uint32_t l = 0; l < g.n_attn; l++)
         for (int which = 0; which < 2; which++)
             for (uint32_t h = 0; h < g.n_kv; h++) {
-                float *dst = tw_seq_kv(seq, l, which, h);
+                const kv_run r = {l, h, which};
                 if (fmt == TW_SEQ_STATE_F32)
-                    memcpy(dst, p, run);
+                    run_import_f32(seq, &r, n * g.head_dim, p);
                 else
-                    dequantize_run(p, n * g.head_dim, dst);
+                    run_import_q8(seq, &r, n * g.head_dim, p);
                 p += run;
             }
     size_t rec = (size_t)g.n_dn * g.dn_floats * sizeof(float);
@@ -278,6 +312,11 @@ size_t tw_seq_kv_floats_per_token(const tw_model *model)
     return (size_t)model->n_attn_layers * 2 * model->cfg.n_kv_heads * model->cfg.head_dim;
 }
 
+size_t tw_seq_kv_bytes_per_token(const tw_model *model)
+{
+    return model ? tw_seq_kv_floats_per_token(model) * model->kv_elem : 0;
+}
+
 size_t tw_seq_recurrent_floats(const tw_model *model)
 {
     if (!model)
@@ -297,7 +336,7 @@ tw_status tw_seq_kv_read(const tw_seq *seq, size_t pos, size_t n, float *dst, tw
     for (uint32_t l = 0; l < m->n_attn_layers; l++)
         for (int which = 0; which < 2; which++)
             for (uint32_t h = 0; h < m->cfg.n_kv_heads; h++) {
-                memcpy(dst, tw_seq_kv(seq, l, which, h) + pos * hd, n * hd * sizeof(float));
+                tw_seq_kv_load(seq, l, which, h, pos * hd, n * hd, dst);
                 dst += n * hd;
             }
     return TW_OK;
@@ -315,7 +354,7 @@ tw_status tw_seq_kv_write(tw_seq *seq, size_t pos, size_t n, const float *src, t
     for (uint32_t l = 0; l < m->n_attn_layers; l++)
         for (int which = 0; which < 2; which++)
             for (uint32_t h = 0; h < m->cfg.n_kv_heads; h++) {
-                memcpy(tw_seq_kv(seq, l, which, h) + pos * hd, src, n * hd * sizeof(float));
+                tw_seq_kv_store(seq, l, which, h, pos * hd, n * hd, src);
                 src += n * hd;
             }
     /* Snapshots taken before this rely on the old rows; the stamps tell

@@ -34,6 +34,8 @@ static const opt_def OPTS[] = {
     {"weight-pages", K_STR, "auto|map|huge  GGUF weights in a private huge-page copy (huge), "
                             "the file mapping (map), or huge when the kernel has transparent "
                             "huge pages (auto, default)"},
+    {"kv-type", K_STR, "f32|f16      how sequences store attention K/V: f32 (default) or f16 "
+                       "(half the memory per token and half the reads of a long context)"},
     {"cache-bytes", K_SIZE, "N  in-memory prompt prefix cache per model (default 1 GiB)"},
     {"state-dir", K_STR, "DIR    persistent prompt state store (default "
                          "$XDG_CACHE_HOME/tokenwire/state)"},
@@ -316,6 +318,15 @@ static tw_status apply(loader *l, const opt_def *o, const char *v)
             cfg->weight_pages = TW_WEIGHTS_HUGE;
         else
             return tw_errorf(err, TW_INVALID_ARGUMENT, "weight-pages must be auto, map or huge");
+        return TW_OK;
+    }
+    if (!strcmp(n, "kv-type")) {
+        if (v && !strcmp(v, "f32"))
+            cfg->kv_type = TW_KV_F32;
+        else if (v && !strcmp(v, "f16"))
+            cfg->kv_type = TW_KV_F16;
+        else
+            return tw_errorf(err, TW_INVALID_ARGUMENT, "kv-type must be f32 or f16");
         return TW_OK;
     }
     if (!strcmp(n, "long-context-thinking")) {

@@ -43,6 +43,7 @@ typedef struct twd_config {
     uint64_t kv_budget_bytes;      /* sequence memory budget; 0: derived by the engine */
     bool no_long_context_thinking; /* --long-context-thinking off */
     tw_weight_pages weight_pages;  /* --weight-pages */
+    tw_kv_type kv_type;            /* --kv-type */
     uint32_t long_context_chars;   /* 0: engine default (3000) */
     uint32_t short_question_chars; /* 0: engine default (200) */
     char *api_keys[TWD_MAX_API_KEYS];

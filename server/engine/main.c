@@ -37,6 +37,7 @@ static int run(const twd_config *cfg)
     eo.mem_budget_bytes = cfg->kv_budget_bytes;
     eo.no_long_context_thinking = cfg->no_long_context_thinking;
     eo.weight_pages = cfg->weight_pages;
+    eo.kv_type = cfg->kv_type;
     eo.long_context_chars = cfg->long_context_chars;
     eo.short_question_chars = cfg->short_question_chars;
     tw_hw_choice used = {eo.threads, eo.max_batch, eo.prefill_chunk};

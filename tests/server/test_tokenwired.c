@@ -409,6 +409,43 @@ static void test_generate_golden(void **state)
     daemon_stop(&d);
 }
 
+/* --kv-type f16 reaches the engine: the sequences hold half-precision K/V
+ * (the daemon says so when the model loads), and greedy decoding through
+ * them still gives the reference tokens, whose margins are far above the
+ * rounding of K and V. */
+static void test_generate_kv_f16(void **state)
+{
+    (void)state;
+    TW_REQUIRE_SHARED(shared);
+    golden gd;
+    char model_dir[1024];
+    load_golden(shared, &gd, model_dir, sizeof model_dir);
+    twt_daemon d;
+    const char *extra[] = {"--model", model_dir, "--model-name", "qwen2", "--threads", "2",
+                           "--kv-type", "f16", NULL};
+    daemon_start(&d, extra, NULL);
+    tw_client *c = connect_to(&d, NULL);
+    Tokenwire__V1__Reply *rep = NULL;
+    tw_err err;
+    Tokenwire__V1__GenerateRequest g;
+    Tokenwire__V1__TokenIds t;
+    Tokenwire__V1__SamplingParams sp;
+    Tokenwire__V1__StopRules stop;
+    greedy_request(&gd, &g, &t, &sp, &stop);
+    assert_int_equal(tw_client_generate(c, &g, &rep, &err), TW_OK);
+    const Tokenwire__V1__Choice *ch = rep->generate->choices[0];
+    assert_int_equal(ch->n_token_ids, gd.n_greedy);
+    assert_memory_equal(ch->token_ids, gd.greedy, gd.n_greedy * sizeof(uint32_t));
+    tw_wire_free_reply(rep);
+    tw_client_close(c);
+    char *text = tw_test_read_file(d.log, NULL);
+    assert_non_null(text);
+    if (!strstr(text, "f16 KV per token"))
+        fail_msg("the load log does not mention the f16 cache: %s", text);
+    free(text);
+    daemon_stop(&d);
+}
+
 /* Settings with a fixed set of values refuse anything else at start, with
  * the setting named and a non-zero exit, before serving anything. */
 static void test_bad_setting_values(void **state)
@@ -419,8 +456,10 @@ static void test_bad_setting_values(void **state)
     char *dir = tw_test_mkdtemp();
     char log[4200];
     snprintf(log, sizeof log, "%s/out.log", dir);
-    const char *cases[][2] = {{"--weight-pages", "tiny"}, {"--long-context-thinking", "maybe"}};
-    for (size_t i = 0; i < 2; i++) {
+    const char *cases[][2] = {{"--weight-pages", "tiny"},
+                              {"--long-context-thinking", "maybe"},
+                              {"--kv-type", "f8"}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const char *argv[] = {prog, cases[i][0], cases[i][1], NULL};
         tw_test_spawn_opts o = {.log_path = log, .stdin_null = true};
         int rc = tw_test_run(argv, &o, 10000);
@@ -443,6 +482,7 @@ int main(void)
         cmocka_unit_test_teardown(test_auth, twt_daemon_teardown),
         cmocka_unit_test_teardown(test_oversized_request, twt_daemon_teardown),
         cmocka_unit_test_teardown(test_concurrent_callers, twt_daemon_teardown),
+        cmocka_unit_test_teardown(test_generate_kv_f16, twt_daemon_teardown),
         cmocka_unit_test_teardown(test_generate_golden, twt_daemon_teardown),
         cmocka_unit_test(test_bad_setting_values),
     };

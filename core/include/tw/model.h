@@ -52,6 +52,15 @@ typedef enum tw_weight_pages {
     TW_WEIGHTS_HUGE,
 } tw_weight_pages;
 
+/* How sequences store attention K/V. */
+typedef enum tw_kv_type {
+    /* The projections' f32 values as computed. */
+    TW_KV_F32 = 0,
+    /* IEEE half, rounded to nearest even: half the memory per token, and
+     * half the bytes a long context's attention reads per step. */
+    TW_KV_F16,
+} tw_kv_type;
+
 /* The placement rule, exposed for tests: with TW_WEIGHTS_HUGE a copy that
  * does not fit in mem_available is RESOURCE_EXHAUSTED; with
  * TW_WEIGHTS_AUTO weights go to huge pages when thp is true and the file
@@ -71,6 +80,8 @@ typedef struct tw_model_opts {
     size_t max_chunk;
     /* Where the weights live [TW_WEIGHTS_AUTO]. */
     tw_weight_pages weight_pages;
+    /* How sequences store K/V [TW_KV_F32]. */
+    tw_kv_type kv_type;
 } tw_model_opts;
 
 #define TW_MODEL_MAX_EOS 8
@@ -90,6 +101,7 @@ typedef struct tw_model_info {
     tw_type weight_type; /* the type holding most parameters */
     bool huge_pages;     /* the weights were read into huge-page memory */
     bool recurrent;      /* has DeltaNet layers: see tw_seq_truncate() */
+    tw_kv_type kv_type;  /* how its sequences store K/V */
 } tw_model_info;
 
 /* Loads a model from `path`: a directory holding config.json and
@@ -109,9 +121,10 @@ void tw_model_free(tw_model *model);
 const tw_model_info *tw_model_get_info(const tw_model *model);
 
 /* Writes the model's fingerprint, 64 lowercase hex digits and a NUL, into
- * out: SHA-256 over the architecture metadata and, per tensor, its name,
- * type, shape and a sample of its bytes, so cached state is never reused
- * with another model. Computed on first call and remembered; the first call
+ * out: SHA-256 over the architecture metadata, per tensor its name, type,
+ * shape and a sample of its bytes, and the K/V type when it is not f32
+ * (state computed through half-precision K/V is not what an f32 cache
+ * would hold), so cached state is never reused with another model. Computed on first call and remembered; the first call
  * reads weight pages and is not safe to race with another first call. */
 tw_status tw_model_fingerprint(tw_model *model, char out[65], tw_err *err);
 

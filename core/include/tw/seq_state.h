@@ -64,6 +64,10 @@ tw_status tw_seq_state_peek(const void *blob, size_t len, size_t *n_tokens, tw_e
  * (0 on a model without attention layers). */
 size_t tw_seq_kv_floats_per_token(const tw_model *model);
 
+/* Bytes of K/V one token position takes in a sequence: the floats above at
+ * the model's K/V type (tw_model_opts.kv_type). */
+size_t tw_seq_kv_bytes_per_token(const tw_model *model);
+
 /* Floats of the recurrent state (DeltaNet state + conv window of every
  * DeltaNet layer); 0 on a pure-attention model. */
 size_t tw_seq_recurrent_floats(const tw_model *model);
