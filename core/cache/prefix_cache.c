@@ -22,13 +22,13 @@ typedef struct node {
     size_t bytes; /* what this node counts against the budget */
     float *snap;  /* recurrent state at the node's end, or NULL */
     uint32_t tokens[B];
-    float kv[]; /* [B tokens] in tw_seq_kv_read()'s layout */
+    unsigned char kv[]; /* [B tokens] in tw_seq_kv_read()'s layout and type */
 } node;
 
 struct tw_prefix_cache {
     pthread_mutex_t mu;
     tw_model *model;
-    size_t kv_floats; /* per block */
+    size_t kv_bytes; /* per block */
     size_t rec_floats;
     uint64_t max_bytes;
     uint32_t every;
@@ -85,11 +85,11 @@ tw_status tw_prefix_cache_create(tw_model *model, const tw_prefix_cache_opts *op
     if (!c)
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "prefix cache: out of memory");
     c->model = model;
-    c->kv_floats = tw_seq_kv_floats_per_token(model) * B;
+    c->kv_bytes = tw_seq_kv_bytes_per_token(model) * B;
     c->rec_floats = tw_seq_recurrent_floats(model);
     c->max_bytes = opts && opts->max_bytes ? opts->max_bytes : (uint64_t)1 << 30;
     c->every = opts && opts->snapshot_every ? opts->snapshot_every : 32;
-    uint64_t per = sizeof(node) + c->kv_floats * sizeof(float);
+    uint64_t per = sizeof(node) + c->kv_bytes;
     uint64_t want = c->max_bytes / per;
     c->n_buckets = 256;
     while (c->n_buckets < want && c->n_buckets < ((size_t)1 << 20))
@@ -230,7 +230,7 @@ tw_status tw_prefix_cache_insert(tw_prefix_cache *c, const tw_seq *seq, const ui
     if (!c || !seq || (!tokens && tw_seq_len(seq)))
         return tw_errorf(err, TW_INVALID_ARGUMENT, "prefix cache insert: NULL argument");
     size_t len = tw_seq_len(seq), nblocks = len / B;
-    size_t node_bytes = sizeof(node) + c->kv_floats * sizeof(float);
+    size_t node_bytes = sizeof(node) + c->kv_bytes;
     tw_status st = TW_OK;
     pthread_mutex_lock(&c->mu);
     node *cur = NULL;

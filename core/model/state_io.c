@@ -324,7 +324,7 @@ size_t tw_seq_recurrent_floats(const tw_model *model)
     return (size_t)model->n_dn_layers * (model->dn_state_floats + model->dn_conv_floats);
 }
 
-tw_status tw_seq_kv_read(const tw_seq *seq, size_t pos, size_t n, float *dst, tw_err *err)
+tw_status tw_seq_kv_read(const tw_seq *seq, size_t pos, size_t n, void *dst, tw_err *err)
 {
     if (!seq || (!dst && n))
         return tw_errorf(err, TW_INVALID_ARGUMENT, "kv read: NULL argument");
@@ -332,17 +332,18 @@ tw_status tw_seq_kv_read(const tw_seq *seq, size_t pos, size_t n, float *dst, tw
         return tw_errorf(err, TW_OUT_OF_RANGE, "kv read: [%zu, +%zu) beyond the length %zu", pos,
                          n, seq->len);
     const tw_model *m = seq->model;
-    uint32_t hd = m->cfg.head_dim;
+    size_t row = (size_t)m->cfg.head_dim * m->kv_elem;
+    unsigned char *out = dst;
     for (uint32_t l = 0; l < m->n_attn_layers; l++)
         for (int which = 0; which < 2; which++)
             for (uint32_t h = 0; h < m->cfg.n_kv_heads; h++) {
-                tw_seq_kv_load(seq, l, which, h, pos * hd, n * hd, dst);
-                dst += n * hd;
+                memcpy(out, tw_seq_kv(seq, l, which, h) + pos * row, n * row);
+                out += n * row;
             }
     return TW_OK;
 }
 
-tw_status tw_seq_kv_write(tw_seq *seq, size_t pos, size_t n, const float *src, tw_err *err)
+tw_status tw_seq_kv_write(tw_seq *seq, size_t pos, size_t n, const void *src, tw_err *err)
 {
     if (!seq || (!src && n))
         return tw_errorf(err, TW_INVALID_ARGUMENT, "kv write: NULL argument");
@@ -350,12 +351,13 @@ tw_status tw_seq_kv_write(tw_seq *seq, size_t pos, size_t n, const float *src, t
         return tw_errorf(err, TW_OUT_OF_RANGE, "kv write: [%zu, +%zu) beyond the capacity %zu",
                          pos, n, seq->cap);
     const tw_model *m = seq->model;
-    uint32_t hd = m->cfg.head_dim;
+    size_t row = (size_t)m->cfg.head_dim * m->kv_elem;
+    const unsigned char *in = src;
     for (uint32_t l = 0; l < m->n_attn_layers; l++)
         for (int which = 0; which < 2; which++)
             for (uint32_t h = 0; h < m->cfg.n_kv_heads; h++) {
-                tw_seq_kv_store(seq, l, which, h, pos * hd, n * hd, src);
-                src += n * hd;
+                memcpy(tw_seq_kv(seq, l, which, h) + pos * row, in, n * row);
+                in += n * row;
             }
     /* Snapshots taken before this rely on the old rows; the stamps tell
      * tw_seq_restore() they are gone. */

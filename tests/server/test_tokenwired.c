@@ -322,16 +322,17 @@ static int collect(void *user, const Tokenwire__V1__StreamChunk *ch)
     return 0;
 }
 
-static void test_generate_golden(void **state)
+/* The reference greedy tokens, non-streamed, streamed and resumed, with
+ * the sequences' K/V stored as kv_type ("f32" or "f16": the reference
+ * margins are far above the rounding of K and V to half). */
+static void generate_golden(const char *shared, const char *kv_type)
 {
-    (void)state;
-    TW_REQUIRE_SHARED(shared);
     golden gd;
     char model_dir[1024];
     load_golden(shared, &gd, model_dir, sizeof model_dir);
     twt_daemon d;
-    const char *extra[] = {"--model", model_dir, "--model-name", "qwen2", "--threads", "2",
-                           NULL};
+    const char *extra[] = {"--model",   model_dir, "--model-name", "qwen2", "--threads", "2",
+                           "--kv-type", kv_type,   NULL};
     daemon_start(&d, extra, NULL);
     tw_client *c = connect_to(&d, NULL);
     Tokenwire__V1__Reply *rep = NULL;
@@ -406,44 +407,29 @@ static void test_generate_golden(void **state)
     tw_wire_free_reply(rep);
 
     tw_client_close(c);
+    /* the engine says how it stores K/V when the model loads */
+    char *text = tw_test_read_file(d.log, NULL);
+    char want[64];
+    snprintf(want, sizeof want, "%s KV per token", kv_type);
+    assert_non_null(text);
+    if (!strstr(text, want))
+        fail_msg("the load log does not mention \"%s\": %s", want, text);
+    free(text);
     daemon_stop(&d);
 }
 
-/* --kv-type f16 reaches the engine: the sequences hold half-precision K/V
- * (the daemon says so when the model loads), and greedy decoding through
- * them still gives the reference tokens, whose margins are far above the
- * rounding of K and V. */
+static void test_generate_golden(void **state)
+{
+    (void)state;
+    TW_REQUIRE_SHARED(shared);
+    generate_golden(shared, "f32");
+}
+
 static void test_generate_kv_f16(void **state)
 {
     (void)state;
     TW_REQUIRE_SHARED(shared);
-    golden gd;
-    char model_dir[1024];
-    load_golden(shared, &gd, model_dir, sizeof model_dir);
-    twt_daemon d;
-    const char *extra[] = {"--model", model_dir, "--model-name", "qwen2", "--threads", "2",
-                           "--kv-type", "f16", NULL};
-    daemon_start(&d, extra, NULL);
-    tw_client *c = connect_to(&d, NULL);
-    Tokenwire__V1__Reply *rep = NULL;
-    tw_err err;
-    Tokenwire__V1__GenerateRequest g;
-    Tokenwire__V1__TokenIds t;
-    Tokenwire__V1__SamplingParams sp;
-    Tokenwire__V1__StopRules stop;
-    greedy_request(&gd, &g, &t, &sp, &stop);
-    assert_int_equal(tw_client_generate(c, &g, &rep, &err), TW_OK);
-    const Tokenwire__V1__Choice *ch = rep->generate->choices[0];
-    assert_int_equal(ch->n_token_ids, gd.n_greedy);
-    assert_memory_equal(ch->token_ids, gd.greedy, gd.n_greedy * sizeof(uint32_t));
-    tw_wire_free_reply(rep);
-    tw_client_close(c);
-    char *text = tw_test_read_file(d.log, NULL);
-    assert_non_null(text);
-    if (!strstr(text, "f16 KV per token"))
-        fail_msg("the load log does not mention the f16 cache: %s", text);
-    free(text);
-    daemon_stop(&d);
+    generate_golden(shared, "f16");
 }
 
 /* Settings with a fixed set of values refuse anything else at start, with

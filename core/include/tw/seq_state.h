@@ -72,17 +72,18 @@ size_t tw_seq_kv_bytes_per_token(const tw_model *model);
  * DeltaNet layer); 0 on a pure-attention model. */
 size_t tw_seq_recurrent_floats(const tw_model *model);
 
-/* Copies the K/V of positions [pos, pos + n) into dst, laid out
+/* Copies the K/V of positions [pos, pos + n) into dst as the sequence
+ * stores them (f32 or half, see tw_model_opts.kv_type), laid out
  * [attention layer][K, V][kv head][n][head_dim]
- * (n * tw_seq_kv_floats_per_token() floats). pos + n beyond the length is
+ * (n * tw_seq_kv_bytes_per_token() bytes). pos + n beyond the length is
  * OUT_OF_RANGE. */
-tw_status tw_seq_kv_read(const tw_seq *seq, size_t pos, size_t n, float *dst, tw_err *err);
+tw_status tw_seq_kv_read(const tw_seq *seq, size_t pos, size_t n, void *dst, tw_err *err);
 
-/* Writes K/V rows in tw_seq_kv_read()'s layout to positions [pos, pos + n),
+/* Writes K/V rows in tw_seq_kv_read()'s layout and type to positions [pos, pos + n),
  * anywhere below the capacity (pos + n beyond it is OUT_OF_RANGE). The
  * length is not changed here (see tw_seq_set_len()); snapshots that relied
  * on the overwritten rows can no longer be restored. */
-tw_status tw_seq_kv_write(tw_seq *seq, size_t pos, size_t n, const float *src, tw_err *err);
+tw_status tw_seq_kv_write(tw_seq *seq, size_t pos, size_t n, const void *src, tw_err *err);
 
 /* Copies the recurrent state (tw_seq_recurrent_floats() floats) into dst. */
 tw_status tw_seq_recurrent_read(const tw_seq *seq, float *dst, tw_err *err);

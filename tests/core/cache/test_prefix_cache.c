@@ -12,17 +12,19 @@
 #include "tw/prefix_cache.h"
 #include "tw/seq_state.h"
 
-static tw_model *load(const char *name)
+static tw_model *load_kv(const char *name, tw_kv_type kv)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", repo_golden_dir, name);
-    tw_model_opts opts = {.max_context = 640, .max_batch = 1, .max_chunk = 64};
+    tw_model_opts opts = {.max_context = 640, .max_batch = 1, .max_chunk = 64, .kv_type = kv};
     tw_model *m;
     tw_err err;
     if (tw_model_load(path, &opts, &m, &err) != TW_OK)
         fail_msg("load %s: %s", path, err.msg);
     return m;
 }
+
+static tw_model *load(const char *name) { return load_kv(name, TW_KV_F32); }
 
 static void prefill(tw_model *m, tw_seq *s, const uint32_t *t, size_t from, size_t to)
 {
@@ -173,12 +175,61 @@ static void test_hybrid_snapshots(void **state)
     tw_model_free(m);
 }
 
+/* With half-precision K/V a cached block holds the halves themselves: half
+ * the bytes of an f32 block's K/V, and a restore puts back exactly the rows
+ * the prompt computed. */
+static void test_f16_blocks(void **state)
+{
+    (void)state;
+    tw_model *m = load_kv("qwen3_deep", TW_KV_F16), *m32 = load("qwen3_deep");
+    tw_prefix_cache *c, *c32;
+    tw_err err;
+    assert_int_equal(tw_prefix_cache_create(m, NULL, &c, &err), TW_OK);
+    assert_int_equal(tw_prefix_cache_create(m32, NULL, &c32, &err), TW_OK);
+    uint32_t t[200];
+    tw_test_rng rng = {5};
+    random_tokens(&rng, t, 200, 256);
+    tw_seq *a, *b, *a32;
+    assert_int_equal(tw_seq_create(m, 0, &a, &err), TW_OK);
+    assert_int_equal(tw_seq_create(m, 0, &b, &err), TW_OK);
+    assert_int_equal(tw_seq_create(m32, 0, &a32, &err), TW_OK);
+    prefill(m, a, t, 0, 150);
+    prefill(m32, a32, t, 0, 150);
+    size_t cached, got;
+    assert_int_equal(tw_prefix_cache_insert(c, a, t, false, &cached, &err), TW_OK);
+    assert_int_equal(tw_prefix_cache_insert(c32, a32, t, false, &cached, &err), TW_OK);
+    tw_prefix_cache_stats s16, s32;
+    tw_prefix_cache_get_stats(c, &s16);
+    tw_prefix_cache_get_stats(c32, &s32);
+    assert_int_equal(s16.nodes, 2);
+    assert_int_equal(s32.nodes, 2);
+    assert_int_equal(s32.bytes - s16.bytes,
+                     s16.nodes * TW_PREFIX_BLOCK * tw_seq_kv_bytes_per_token(m));
+    assert_int_equal(tw_prefix_cache_restore(c, b, t, 200, 200, &got, &err), TW_OK);
+    assert_int_equal(got, 128);
+    size_t bytes = 128 * tw_seq_kv_bytes_per_token(m);
+    unsigned char *ka = malloc(bytes), *kb = malloc(bytes);
+    assert_int_equal(tw_seq_kv_read(a, 0, 128, ka, &err), TW_OK);
+    assert_int_equal(tw_seq_kv_read(b, 0, 128, kb, &err), TW_OK);
+    assert_memory_equal(ka, kb, bytes);
+    free(ka);
+    free(kb);
+    tw_seq_free(a);
+    tw_seq_free(b);
+    tw_seq_free(a32);
+    tw_prefix_cache_free(c);
+    tw_prefix_cache_free(c32);
+    tw_model_free(m);
+    tw_model_free(m32);
+}
+
 int main(int argc, char **argv)
 {
     repo_golden_dir = argc > 1 ? argv[1] : "tests/data/golden";
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attention_restore_and_evict),
         cmocka_unit_test(test_hybrid_snapshots),
+        cmocka_unit_test(test_f16_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
