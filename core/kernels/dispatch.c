@@ -120,6 +120,18 @@ void tw_axpy_rows_multi_f32(const float *p, size_t p_stride, size_t nq, const fl
     tw_isa_current()->axpy_rows_multi_f32(p, p_stride, nq, V, n, d, acc, acc_stride);
 }
 
+void tw_dot_rows_multi_h16(const float *q, size_t q_stride, size_t nq, const uint16_t *K, size_t n,
+                           size_t d, float *out, size_t out_stride)
+{
+    tw_isa_current()->dot_rows_multi_h16(q, q_stride, nq, K, n, d, out, out_stride);
+}
+
+void tw_axpy_rows_multi_h16(const float *p, size_t p_stride, size_t nq, const uint16_t *V,
+                            size_t n, size_t d, float *acc, size_t acc_stride)
+{
+    tw_isa_current()->axpy_rows_multi_h16(p, p_stride, nq, V, n, d, acc, acc_stride);
+}
+
 float tw_exp_shift_f32(float *x, size_t n, float mx)
 {
     return tw_isa_current()->exp_shift_f32(x, n, mx);

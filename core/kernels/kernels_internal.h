@@ -211,6 +211,13 @@ typedef void (*tw_dot_rows_multi_fn)(const float *q, size_t q_stride, size_t nq,
                                      size_t n, size_t d, float *out, size_t out_stride);
 typedef void (*tw_axpy_rows_multi_fn)(const float *p, size_t p_stride, size_t nq, const float *V,
                                       size_t n, size_t d, float *acc, size_t acc_stride);
+/* The same over IEEE-half keys / values, bit for bit the f32 kernels on
+ * the rows converted to f32 (tw_dot_rows_multi_h16). */
+typedef void (*tw_dot_rows_h16_fn)(const float *q, size_t q_stride, size_t nq, const uint16_t *K,
+                                   size_t n, size_t d, float *out, size_t out_stride);
+typedef void (*tw_axpy_rows_h16_fn)(const float *p, size_t p_stride, size_t nq,
+                                    const uint16_t *V, size_t n, size_t d, float *acc,
+                                    size_t acc_stride);
 
 typedef struct tw_isa_table {
     const char *name;
@@ -220,6 +227,8 @@ typedef struct tw_isa_table {
     tw_dot_fn dot_f32;
     tw_dot_rows_multi_fn dot_rows_multi_f32;
     tw_axpy_rows_multi_fn axpy_rows_multi_f32;
+    tw_dot_rows_h16_fn dot_rows_multi_h16;
+    tw_axpy_rows_h16_fn axpy_rows_multi_h16;
     /* x[i] = exp(x[i] - mx), returning the sum (tw_exp_shift_f32) */
     float (*exp_shift_f32)(float *x, size_t n, float mx);
     /* g[i] = silu(g[i]) * u[i] (tw_silu_mul_f32) */

@@ -166,6 +166,29 @@ static void axpy_rows_multi_f32(const float *p, size_t p_stride, size_t nq, cons
         axpy_rows_f32(p + k * p_stride, V, n, d, acc + k * acc_stride);
 }
 
+/* The half-precision rows: each value converted exactly, then the f32
+ * kernels' operations in their order. */
+static void dot_rows_multi_h16(const float *q, size_t q_stride, size_t nq, const uint16_t *K,
+                               size_t n, size_t d, float *out, size_t out_stride)
+{
+    for (size_t k = 0; k < nq; k++)
+        for (size_t i = 0; i < n; i++) {
+            float s = 0.0f;
+            for (size_t j = 0; j < d; j++)
+                s += q[k * q_stride + j] * tw_f16_to_f32(K[i * d + j]);
+            out[k * out_stride + i] = s;
+        }
+}
+
+static void axpy_rows_multi_h16(const float *p, size_t p_stride, size_t nq, const uint16_t *V,
+                                size_t n, size_t d, float *acc, size_t acc_stride)
+{
+    for (size_t k = 0; k < nq; k++)
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < d; j++)
+                acc[k * acc_stride + j] += p[k * p_stride + i] * tw_f16_to_f32(V[i * d + j]);
+}
+
 static float exp_shift_f32(float *x, size_t n, float mx)
 {
     float sum = 0.0f;
@@ -475,6 +498,8 @@ void tw_isa_fill_scalar(tw_isa_table *t)
     t->dot_f32 = dot_f32;
     t->dot_rows_multi_f32 = dot_rows_multi_f32;
     t->axpy_rows_multi_f32 = axpy_rows_multi_f32;
+    t->dot_rows_multi_h16 = dot_rows_multi_h16;
+    t->axpy_rows_multi_h16 = axpy_rows_multi_h16;
     t->exp_shift_f32 = exp_shift_f32;
     t->silu_mul_f32 = silu_mul_f32;
     t->silu_f32 = silu_f32;

@@ -173,12 +173,28 @@ TW_AVX2 static void delta_rule_f32(float *S, const float *src, const float *q, c
     }
 }
 
-/* QN queries (1..4) against KN keys (1..2): each score one accumulator
- * over 8-wide chunks, then the scalar tail, the same steps for every key
- * and query whatever the grouping (see tw_dot_rows_multi_fn). */
+/* Eight values of a row from element i, f32 or IEEE half (H16): the half
+ * conversion is exact, so either way the arithmetic after it sees the same
+ * f32 values a converted copy would hold. */
+TW_AVX2 static inline __attribute__((always_inline)) __m256 load8(const void *p, size_t i,
+                                                                  const int H16)
+{
+    if (H16)
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
+    return _mm256_loadu_ps((const float *)p + i);
+}
+
+static inline float load1(const void *p, size_t i, const int H16)
+{
+    return H16 ? tw_f16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
+/* QN queries (1..4) against KN keys (1..2), rows r0.. of K: each score one
+ * accumulator over 8-wide chunks, then the scalar tail, the same steps for
+ * every key and query whatever the grouping (see tw_dot_rows_multi_fn). */
 TW_AVX2 static inline __attribute__((always_inline)) void
-dot_tile(const float *q, size_t q_stride, const float *k, size_t d, float *out,
-         size_t out_stride, const int QN, const int KN)
+dot_tile(const float *q, size_t q_stride, const void *K, size_t r0, size_t d, float *out,
+         size_t out_stride, const int QN, const int KN, const int H16)
 {
     __m256 s[4][2];
 #pragma GCC unroll 4
@@ -191,7 +207,7 @@ dot_tile(const float *q, size_t q_stride, const float *k, size_t d, float *out,
         __m256 kv[2];
 #pragma GCC unroll 4
         for (int b = 0; b < KN; b++)
-            kv[b] = _mm256_loadu_ps(k + (size_t)b * d + j);
+            kv[b] = load8(K, (r0 + (size_t)b) * d + j, H16);
 #pragma GCC unroll 4
         for (int a = 0; a < QN; a++) {
             const __m256 qv = _mm256_loadu_ps(q + (size_t)a * q_stride + j);
@@ -204,24 +220,25 @@ dot_tile(const float *q, size_t q_stride, const float *k, size_t d, float *out,
     for (int a = 0; a < QN; a++)
 #pragma GCC unroll 4
         for (int b = 0; b < KN; b++) {
-            const float *qa = q + (size_t)a * q_stride, *kb = k + (size_t)b * d;
+            const float *qa = q + (size_t)a * q_stride;
+            const size_t kb = (r0 + (size_t)b) * d;
             float r = tw_hsum256(s[a][b]);
             for (size_t t = j; t < d; t++)
-                r += qa[t] * kb[t];
+                r += qa[t] * load1(K, kb + t, H16);
             out[(size_t)a * out_stride + (size_t)b] = r;
         }
 }
 
 /* QN queries against n keys, two keys at a time. */
 TW_AVX2 static inline __attribute__((always_inline)) void
-dot_keys(const float *q, size_t q_stride, const float *K, size_t n, size_t d, float *out,
-         size_t out_stride, const int QN)
+dot_keys(const float *q, size_t q_stride, const void *K, size_t n, size_t d, float *out,
+         size_t out_stride, const int QN, const int H16)
 {
     size_t i = 0;
     for (; i + 2 <= n; i += 2)
-        dot_tile(q, q_stride, K + i * d, d, out + i, out_stride, QN, 2);
+        dot_tile(q, q_stride, K, i, d, out + i, out_stride, QN, 2, H16);
     if (i < n)
-        dot_tile(q, q_stride, K + i * d, d, out + i, out_stride, QN, 1);
+        dot_tile(q, q_stride, K, i, d, out + i, out_stride, QN, 1, H16);
 }
 
 /* Runs TILE(k, QN) over the queries in tiles of four from k = 0, the last
@@ -235,21 +252,35 @@ dot_keys(const float *q, size_t q_stride, const float *K, size_t n, size_t d, fl
         default: TILE(k, 4); break;                                                             \
         }
 
+TW_AVX2 static inline __attribute__((always_inline)) void
+dot_rows_multi(const float *q, size_t q_stride, size_t nq, const void *K, size_t n, size_t d,
+               float *out, size_t out_stride, const int H16)
+{
+#define DOT_TILE(k, QN) dot_keys(q + (k) * q_stride, q_stride, K, n, d, out + (k) * out_stride, \
+                                 out_stride, QN, H16)
+    BY_FOURS(nq, DOT_TILE);
+#undef DOT_TILE
+}
+
 TW_AVX2 static void dot_rows_multi_f32(const float *q, size_t q_stride, size_t nq,
                                        const float *K, size_t n, size_t d, float *out,
                                        size_t out_stride)
 {
-#define DOT_TILE(k, QN) dot_keys(q + (k) * q_stride, q_stride, K, n, d, out + (k) * out_stride, \
-                                 out_stride, QN)
-    BY_FOURS(nq, DOT_TILE);
-#undef DOT_TILE
+    dot_rows_multi(q, q_stride, nq, K, n, d, out, out_stride, 0);
+}
+
+TW_AVX2 static void dot_rows_multi_h16(const float *q, size_t q_stride, size_t nq,
+                                       const uint16_t *K, size_t n, size_t d, float *out,
+                                       size_t out_stride)
+{
+    dot_rows_multi(q, q_stride, nq, K, n, d, out, out_stride, 1);
 }
 
 /* QN accumulators (1..4) over 8 * CW columns from j: per output one fma
  * chain over the rows in order, whatever the grouping. */
 TW_AVX2 static inline __attribute__((always_inline)) void
-axpy_tile(const float *p, size_t p_stride, const float *V, size_t n, size_t d, size_t j,
-          float *acc, size_t acc_stride, const int QN, const int CW)
+axpy_tile(const float *p, size_t p_stride, const void *V, size_t n, size_t d, size_t j,
+          float *acc, size_t acc_stride, const int QN, const int CW, const int H16)
 {
     __m256 a[4][2];
 #pragma GCC unroll 4
@@ -261,7 +292,7 @@ axpy_tile(const float *p, size_t p_stride, const float *V, size_t n, size_t d, s
         __m256 v[2];
 #pragma GCC unroll 4
         for (int c = 0; c < CW; c++)
-            v[c] = _mm256_loadu_ps(V + i * d + j + 8 * (size_t)c);
+            v[c] = load8(V, i * d + j + 8 * (size_t)c, H16);
 #pragma GCC unroll 4
         for (int q = 0; q < QN; q++) {
             const __m256 pv = _mm256_broadcast_ss(p + (size_t)q * p_stride + i);
@@ -280,33 +311,47 @@ axpy_tile(const float *p, size_t p_stride, const float *V, size_t n, size_t d, s
 /* QN accumulators over all d columns: 16 at a time, then 8, then one by
  * one with the same fused multiply-adds. */
 TW_AVX2 static inline __attribute__((always_inline)) void
-axpy_cols(const float *p, size_t p_stride, const float *V, size_t n, size_t d, float *acc,
-          size_t acc_stride, const int QN)
+axpy_cols(const float *p, size_t p_stride, const void *V, size_t n, size_t d, float *acc,
+          size_t acc_stride, const int QN, const int H16)
 {
     size_t j = 0;
     for (; j + 16 <= d; j += 16)
-        axpy_tile(p, p_stride, V, n, d, j, acc, acc_stride, QN, 2);
+        axpy_tile(p, p_stride, V, n, d, j, acc, acc_stride, QN, 2, H16);
     if (j + 8 <= d) {
-        axpy_tile(p, p_stride, V, n, d, j, acc, acc_stride, QN, 1);
+        axpy_tile(p, p_stride, V, n, d, j, acc, acc_stride, QN, 1, H16);
         j += 8;
     }
     for (int q = 0; q < QN; q++)
         for (size_t t = j; t < d; t++) {
             float s = acc[(size_t)q * acc_stride + t];
             for (size_t i = 0; i < n; i++)
-                s = fmaf(p[(size_t)q * p_stride + i], V[i * d + t], s);
+                s = fmaf(p[(size_t)q * p_stride + i], load1(V, i * d + t, H16), s);
             acc[(size_t)q * acc_stride + t] = s;
         }
+}
+
+TW_AVX2 static inline __attribute__((always_inline)) void
+axpy_rows_multi(const float *p, size_t p_stride, size_t nq, const void *V, size_t n, size_t d,
+                float *acc, size_t acc_stride, const int H16)
+{
+#define AXPY_TILE(k, QN) axpy_cols(p + (k) * p_stride, p_stride, V, n, d, acc + (k) * acc_stride, \
+                                   acc_stride, QN, H16)
+    BY_FOURS(nq, AXPY_TILE);
+#undef AXPY_TILE
 }
 
 TW_AVX2 static void axpy_rows_multi_f32(const float *p, size_t p_stride, size_t nq,
                                         const float *V, size_t n, size_t d, float *acc,
                                         size_t acc_stride)
 {
-#define AXPY_TILE(k, QN) axpy_cols(p + (k) * p_stride, p_stride, V, n, d, acc + (k) * acc_stride, \
-                                   acc_stride, QN)
-    BY_FOURS(nq, AXPY_TILE);
-#undef AXPY_TILE
+    axpy_rows_multi(p, p_stride, nq, V, n, d, acc, acc_stride, 0);
+}
+
+TW_AVX2 static void axpy_rows_multi_h16(const float *p, size_t p_stride, size_t nq,
+                                        const uint16_t *V, size_t n, size_t d, float *acc,
+                                        size_t acc_stride)
+{
+    axpy_rows_multi(p, p_stride, nq, V, n, d, acc, acc_stride, 1);
 }
 
 void tw_isa_fill_vecops_avx2(tw_isa_table *t)
@@ -314,6 +359,8 @@ void tw_isa_fill_vecops_avx2(tw_isa_table *t)
     t->dot_f32 = tw_dot_f32_avx2;
     t->dot_rows_multi_f32 = dot_rows_multi_f32;
     t->axpy_rows_multi_f32 = axpy_rows_multi_f32;
+    t->dot_rows_multi_h16 = dot_rows_multi_h16;
+    t->axpy_rows_multi_h16 = axpy_rows_multi_h16;
     t->exp_shift_f32 = exp_shift_f32;
     t->silu_mul_f32 = silu_mul_f32;
     t->silu_f32 = silu_f32;

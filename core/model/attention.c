@@ -17,11 +17,6 @@
 /* The query heads that share a K/V head attend together, up to this many
  * at a time: each key and value row is then read once for all of them. */
 #define HEAD_GROUP 8
-/* f32 values of half-precision K or V rows converted at a time (16 KiB,
- * within L1 next to the rows it came from: 64 rows of head_dim 64, 4 of the
- * largest head_dim). */
-#define KV_CONV_FLOATS 4096
-_Static_assert(KV_CONV_FLOATS >= TW_MAX_HEAD_DIM, "a K/V row must fit the conversion buffer");
 
 typedef struct attn_job {
     const tw_model *m;
@@ -86,9 +81,6 @@ static void attend_heads(const attn_job *j, size_t r, uint32_t h0, uint32_t nh)
 
     attn_state st[HEAD_GROUP];
     float sc[HEAD_GROUP][SCORE_BLOCK];
-    /* half-precision rows converted for the kernels, as many as fit */
-    float conv[KV_CONV_FLOATS];
-    const uint32_t conv_rows = KV_CONV_FLOATS / hd;
     for (uint32_t k = 0; k < nh; k++) {
         memset(st[k].acc, 0, hd * sizeof(float));
         st[k].mx = -INFINITY;
@@ -96,35 +88,22 @@ static void attend_heads(const attn_job *j, size_t r, uint32_t h0, uint32_t nh)
     }
     for (uint32_t t0 = start; t0 <= pos; t0 += SCORE_BLOCK) {
         uint32_t nb = pos + 1 - t0 < SCORE_BLOCK ? pos + 1 - t0 : SCORE_BLOCK;
-        if (f16) {
-            /* the kernels see exactly the f32 values of the stored halves,
-             * so every path reading the cache agrees bit for bit */
-            for (uint32_t i = 0; i < nb; i += conv_rows) {
-                uint32_t nr = nb - i < conv_rows ? nb - i : conv_rows;
-                tw_dequant_row(TW_TYPE_F16, K + ((size_t)t0 + i) * hd * sizeof(uint16_t), conv,
-                               (size_t)nr * hd);
-                tw_dot_rows_multi_f32(q, hq, nh, conv, nr, hd, sc[0] + i, SCORE_BLOCK);
-            }
-        } else {
+        /* the half-precision kernels give exactly the f32 kernels' bits on
+         * the stored values, so every path reading the cache agrees */
+        if (f16)
+            tw_dot_rows_multi_h16(q, hq, nh, (const uint16_t *)K + (size_t)t0 * hd, nb, hd, sc[0],
+                                  SCORE_BLOCK);
+        else
             tw_dot_rows_multi_f32(q, hq, nh, (const float *)K + (size_t)t0 * hd, nb, hd, sc[0],
                                   SCORE_BLOCK);
-        }
         for (uint32_t k = 0; k < nh; k++)
             softmax_block(c, sc[k], nb, &st[k]);
-        if (f16) {
-            /* a pass split by rows runs each output's fma chain in the same
-             * order as one pass */
-            for (uint32_t i = 0; i < nb; i += conv_rows) {
-                uint32_t nr = nb - i < conv_rows ? nb - i : conv_rows;
-                tw_dequant_row(TW_TYPE_F16, V + ((size_t)t0 + i) * hd * sizeof(uint16_t), conv,
-                               (size_t)nr * hd);
-                tw_axpy_rows_multi_f32(sc[0] + i, SCORE_BLOCK, nh, conv, nr, hd, st[0].acc,
-                                       sizeof st[0] / sizeof(float));
-            }
-        } else {
+        if (f16)
+            tw_axpy_rows_multi_h16(sc[0], SCORE_BLOCK, nh, (const uint16_t *)V + (size_t)t0 * hd,
+                                   nb, hd, st[0].acc, sizeof st[0] / sizeof(float));
+        else
             tw_axpy_rows_multi_f32(sc[0], SCORE_BLOCK, nh, (const float *)V + (size_t)t0 * hd, nb,
                                    hd, st[0].acc, sizeof st[0] / sizeof(float));
-        }
     }
     for (uint32_t k = 0; k < nh; k++) {
         float *out = j->att + r * (size_t)c->n_heads * hd + (size_t)(h0 + k) * hd;

@@ -121,6 +121,15 @@ void tw_dot_rows_multi_f32(const float *q, size_t q_stride, size_t nq, const flo
 void tw_axpy_rows_multi_f32(const float *p, size_t p_stride, size_t nq, const float *V, size_t n,
                             size_t d, float *acc, size_t acc_stride);
 
+/* tw_dot_rows_multi_f32 and tw_axpy_rows_multi_f32 over keys / values
+ * stored as IEEE half (a half-precision K/V cache): every result has
+ * exactly the bits the f32 kernels give on the rows converted to f32
+ * (tw_dequant_row), without a converted copy. */
+void tw_dot_rows_multi_h16(const float *q, size_t q_stride, size_t nq, const uint16_t *K, size_t n,
+                           size_t d, float *out, size_t out_stride);
+void tw_axpy_rows_multi_h16(const float *p, size_t p_stride, size_t nq, const uint16_t *V,
+                            size_t n, size_t d, float *acc, size_t acc_stride);
+
 /* Softmax numerators: x[i] = exp(x[i] - mx) for i < n, returning their sum.
  * SIMD ISAs use a polynomial exp within 2 ulp of expf. The result depends
  * only on x, n and mx. Thread-safe; allocates nothing. */
