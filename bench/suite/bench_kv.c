@@ -1,0 +1,178 @@
+/* tw-bench-kv: f32 against half-precision K/V on one model file.
+ *
+ *   tw-bench-kv --model FILE [--threads N] [--prompt N] [--tokens N]
+ *               [--isa scalar|avx2|avx512]
+ *
+ * The model is loaded twice in one process, once per K/V type, and both
+ * copies are prefilled with the same prompt. Decode then alternates between
+ * them a burst of 16 tokens at a time, so the two see the same bandwidth
+ * phases of a machine whose neighbours change it from minute to minute; the
+ * rows report each type's tokens/s with f32 as the baseline, and the K/V
+ * bytes one token takes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_common.h"
+#include "tw/kernels.h"
+#include "tw/model.h"
+#include "tw/pool.h"
+#include "tw/seq_state.h"
+
+#define BURST 16
+
+typedef struct side {
+    tw_model *m;
+    tw_seq *seq;
+    double prefill_s, decode_s;
+} side;
+
+static const char *kv_name(tw_kv_type t) { return t == TW_KV_F16 ? "f16" : "f32"; }
+
+static int load_side(const char *path, tw_kv_type kv, size_t prompt, size_t tokens, side *s)
+{
+    tw_err err;
+    tw_model_opts mo = {.max_context = prompt + tokens + 1, .max_batch = 16, .max_chunk = 512,
+                        .kv_type = kv};
+    if (tw_model_load(path, &mo, &s->m, &err) != TW_OK ||
+        tw_seq_create(s->m, 0, &s->seq, &err) != TW_OK) {
+        fprintf(stderr, "tw-bench-kv: %s (%s K/V): %s\n", path, kv_name(kv), err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int prefill_side(side *s, tw_pool *pool, const uint32_t *ids, size_t prompt,
+                        float *logits)
+{
+    tw_err err;
+    double t0 = bench_now();
+    if (tw_model_forward(s->m, pool, s->seq, ids, prompt, logits, TW_LOGITS_LAST, &err) != TW_OK) {
+        fprintf(stderr, "tw-bench-kv: prefill: %s\n", err.msg);
+        return -1;
+    }
+    s->prefill_s = bench_now() - t0;
+    bench_progress("%s K/V: prefill of %zu tokens %.1f tok/s",
+                   kv_name(tw_model_get_info(s->m)->kv_type), prompt,
+                   (double)prompt / s->prefill_s);
+    return 0;
+}
+
+static bool parse_size(const char *s, size_t lo, size_t hi, size_t *out)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi)
+        return false;
+    *out = (size_t)v;
+    return true;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: tw-bench-kv --model FILE [--threads N] [--prompt N] [--tokens N]\n"
+                    "                   [--isa scalar|avx2|avx512]\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *path = NULL;
+    size_t threads = 2, prompt = 3584, tokens = 128;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool has = i + 1 < argc;
+        if (!strcmp(a, "--model") && has) {
+            path = argv[++i];
+        } else if (!strcmp(a, "--threads") && has && parse_size(argv[i + 1], 1, 1024, &threads)) {
+            i++;
+        } else if (!strcmp(a, "--prompt") && has && parse_size(argv[i + 1], 1, 1 << 20, &prompt)) {
+            i++;
+        } else if (!strcmp(a, "--tokens") && has &&
+                   parse_size(argv[i + 1], BURST, 1 << 16, &tokens)) {
+            i++;
+        } else if (!strcmp(a, "--isa") && has) {
+            tw_err ierr;
+            if (tw_kernels_force_isa(argv[++i], &ierr) != TW_OK) {
+                fprintf(stderr, "tw-bench-kv: %s\n", ierr.msg);
+                return 2;
+            }
+        } else {
+            usage();
+            return 2;
+        }
+    }
+    if (!path) {
+        usage();
+        return 2;
+    }
+    tokens -= tokens % BURST;
+    bench_machine_row((uint32_t)threads, 1.0);
+    tw_err err;
+    tw_pool *pool = NULL;
+    if (tw_pool_create((int)threads, &pool, &err) != TW_OK) {
+        fprintf(stderr, "tw-bench-kv: pool: %s\n", err.msg);
+        return 1;
+    }
+    uint32_t *ids = malloc(prompt * sizeof *ids);
+    float *logits = NULL;
+    side sd[2] = {{0}};
+    int rc = ids ? 0 : 1;
+    for (size_t i = 0; rc == 0 && i < prompt; i++)
+        ids[i] = (uint32_t)(i * 2654435761u % 7919u) + 3;
+    for (int k = 0; rc == 0 && k < 2; k++)
+        rc = load_side(path, k ? TW_KV_F16 : TW_KV_F32, prompt, tokens, &sd[k]) ? 1 : 0;
+    if (rc == 0) {
+        logits = malloc(tw_model_get_info(sd[0].m)->vocab_size * sizeof *logits);
+        rc = logits ? 0 : 1;
+    }
+    for (int k = 0; rc == 0 && k < 2; k++)
+        rc = prefill_side(&sd[k], pool, ids, prompt, logits) ? 1 : 0;
+    uint32_t vocab = rc == 0 ? tw_model_get_info(sd[0].m)->vocab_size : 1;
+    uint32_t tok = 5;
+    for (size_t done = 0; rc == 0 && done < tokens; done += BURST)
+        for (int k = 0; rc == 0 && k < 2; k++) {
+            double t0 = bench_now();
+            for (int r = 0; r < BURST; r++) {
+                if (tw_model_decode_batch(sd[k].m, pool, &sd[k].seq, &tok, 1, logits, &err) !=
+                    TW_OK) {
+                    fprintf(stderr, "tw-bench-kv: decode: %s\n", err.msg);
+                    rc = 1;
+                    break;
+                }
+                tok = (tok * 31 + 7) % vocab;
+            }
+            sd[k].decode_s += bench_now() - t0;
+        }
+    if (rc == 0) {
+        double dec[2], pf[2];
+        for (int k = 0; k < 2; k++) {
+            dec[k] = (double)tokens / sd[k].decode_s;
+            pf[k] = (double)prompt / sd[k].prefill_s;
+        }
+        char extra[256];
+        snprintf(extra, sizeof extra, "\"prompt\":%zu,\"tokens\":%zu,\"threads\":%zu,\"isa\":\"%s\"",
+                 prompt, tokens, threads, tw_kernels_isa());
+        for (int k = 0; k < 2; k++) {
+            char name[64];
+            snprintf(name, sizeof name, "decode_after_prompt_%s", kv_name(k ? TW_KV_F16 : TW_KV_F32));
+            bench_row("kv", name, path, dec[k], "tok/s", k ? dec[0] : 0, "f32 K/V", extra);
+            snprintf(name, sizeof name, "prefill_%s", kv_name(k ? TW_KV_F16 : TW_KV_F32));
+            bench_row("kv", name, path, pf[k], "tok/s", k ? pf[0] : 0, "f32 K/V", extra);
+            snprintf(name, sizeof name, "kv_bytes_per_token_%s",
+                     kv_name(k ? TW_KV_F16 : TW_KV_F32));
+            bench_row("kv", name, path, (double)tw_seq_kv_bytes_per_token(sd[k].m), "B/token",
+                      k ? (double)tw_seq_kv_bytes_per_token(sd[0].m) : 0, "f32 K/V", extra);
+        }
+        bench_progress("decode of %zu tokens after a %zu-token prompt: f32 K/V %.1f tok/s, "
+                       "f16 K/V %.1f tok/s (%.2fx)",
+                       tokens, prompt, dec[0], dec[1], dec[1] / dec[0]);
+    }
+    for (int k = 0; k < 2; k++) {
+        tw_seq_free(sd[k].seq);
+        tw_model_free(sd[k].m);
+    }
+    free(logits);
+    free(ids);
+    tw_pool_destroy(pool);
+    return rc;
+}
