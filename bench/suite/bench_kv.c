@@ -1,6 +1,6 @@
 /* tw-bench-kv: f32 against half-precision K/V on one model file.
  *
- *   tw-bench-kv --model FILE [--threads N] [--prompt N] [--tokens N]
+ *   tw-bench-kv --model FILE [--threads N|auto] [--prompt N] [--tokens N]
  *               [--isa scalar|avx2|avx512]
  *
  * The model is loaded twice in one process, once per K/V type, and both
@@ -70,19 +70,26 @@ static bool parse_size(const char *s, size_t lo, size_t hi, size_t *out)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: tw-bench-kv --model FILE [--threads N] [--prompt N] [--tokens N]\n"
+    fprintf(stderr, "usage: tw-bench-kv --model FILE [--threads N|auto] [--prompt N] [--tokens N]\n"
                     "                   [--isa scalar|avx2|avx512]\n");
 }
 
 int main(int argc, char **argv)
 {
     const char *path = NULL;
-    size_t threads = 2, prompt = 3584, tokens = 128;
+    tw_hw_info hw;
+    tw_hw_choice ch;
+    tw_err herr;
+    tw_hw_detect(&hw, &herr);
+    tw_hw_choose(&hw, &ch);
+    size_t threads = ch.threads, prompt = 3584, tokens = 128;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
         if (!strcmp(a, "--model") && has) {
             path = argv[++i];
+        } else if (!strcmp(a, "--threads") && has && !strcmp(argv[i + 1], "auto")) {
+            i++;
         } else if (!strcmp(a, "--threads") && has && parse_size(argv[i + 1], 1, 1024, &threads)) {
             i++;
         } else if (!strcmp(a, "--prompt") && has && parse_size(argv[i + 1], 1, 1 << 20, &prompt)) {
