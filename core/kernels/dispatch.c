@@ -132,6 +132,11 @@ void tw_axpy_rows_multi_h16(const float *p, size_t p_stride, size_t nq, const ui
     tw_isa_current()->axpy_rows_multi_h16(p, p_stride, nq, V, n, d, acc, acc_stride);
 }
 
+float tw_scale_max_f32(float *x, size_t n, float scale)
+{
+    return tw_isa_current()->scale_max_f32(x, n, scale);
+}
+
 float tw_exp_shift_f32(float *x, size_t n, float mx)
 {
     return tw_isa_current()->exp_shift_f32(x, n, mx);

@@ -231,6 +231,8 @@ typedef struct tw_isa_table {
     tw_axpy_rows_h16_fn axpy_rows_multi_h16;
     /* x[i] = exp(x[i] - mx), returning the sum (tw_exp_shift_f32) */
     float (*exp_shift_f32)(float *x, size_t n, float mx);
+    /* x[i] *= scale, returning the largest (tw_scale_max_f32) */
+    float (*scale_max_f32)(float *x, size_t n, float scale);
     /* g[i] = silu(g[i]) * u[i] (tw_silu_mul_f32) */
     void (*silu_mul_f32)(float *g, const float *u, size_t n);
     /* x[i] = silu(x[i]) (tw_silu_f32) */

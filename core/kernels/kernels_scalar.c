@@ -189,6 +189,16 @@ static void axpy_rows_multi_h16(const float *p, size_t p_stride, size_t nq, cons
                 acc[k * acc_stride + j] += p[k * p_stride + i] * tw_f16_to_f32(V[i * d + j]);
 }
 
+static float scale_max_f32(float *x, size_t n, float scale)
+{
+    float mx = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        x[i] *= scale;
+        mx = x[i] > mx ? x[i] : mx;
+    }
+    return mx;
+}
+
 static float exp_shift_f32(float *x, size_t n, float mx)
 {
     float sum = 0.0f;
@@ -501,6 +511,7 @@ void tw_isa_fill_scalar(tw_isa_table *t)
     t->dot_rows_multi_h16 = dot_rows_multi_h16;
     t->axpy_rows_multi_h16 = axpy_rows_multi_h16;
     t->exp_shift_f32 = exp_shift_f32;
+    t->scale_max_f32 = scale_max_f32;
     t->silu_mul_f32 = silu_mul_f32;
     t->silu_f32 = silu_f32;
     t->delta_rule_f32 = delta_rule_f32;

@@ -77,6 +77,25 @@ TW_AVX2 static float exp_shift_f32(float *x, size_t n, float mx)
     return sum;
 }
 
+TW_AVX2 static float scale_max_f32(float *x, size_t n, float scale)
+{
+    const __m256 s = _mm256_set1_ps(scale);
+    /* max_ps(p, m) keeps m when p is NaN, as the scalar comparison does */
+    __m256 m = _mm256_set1_ps(-INFINITY);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 p = _mm256_mul_ps(_mm256_loadu_ps(x + i), s);
+        _mm256_storeu_ps(x + i, p);
+        m = _mm256_max_ps(p, m);
+    }
+    float mx = tw_hmax256(m);
+    for (; i < n; i++) {
+        x[i] *= scale;
+        mx = x[i] > mx ? x[i] : mx;
+    }
+    return mx;
+}
+
 TW_AVX2 static void silu_mul_f32(float *g, const float *u, size_t n)
 {
     const __m256 one = _mm256_set1_ps(1.0f);
@@ -362,6 +381,7 @@ void tw_isa_fill_vecops_avx2(tw_isa_table *t)
     t->dot_rows_multi_h16 = dot_rows_multi_h16;
     t->axpy_rows_multi_h16 = axpy_rows_multi_h16;
     t->exp_shift_f32 = exp_shift_f32;
+    t->scale_max_f32 = scale_max_f32;
     t->silu_mul_f32 = silu_mul_f32;
     t->silu_f32 = silu_f32;
     t->delta_rule_f32 = delta_rule_f32;

@@ -42,12 +42,14 @@ static void softmax_block(const tw_mconfig *c, float *sc, uint32_t nb, attn_stat
 {
     const float scale = c->attn_scale, cap = c->attn_softcap;
     float bmx = -INFINITY;
-    for (uint32_t i = 0; i < nb; i++) {
-        float s = sc[i] * scale;
-        if (cap > 0.0f)
-            s = cap * tanhf(s / cap);
-        sc[i] = s;
-        bmx = s > bmx ? s : bmx;
+    if (cap > 0.0f) {
+        for (uint32_t i = 0; i < nb; i++) {
+            float s = cap * tanhf(sc[i] * scale / cap);
+            sc[i] = s;
+            bmx = s > bmx ? s : bmx;
+        }
+    } else {
+        bmx = tw_scale_max_f32(sc, nb, scale);
     }
     if (bmx > st->mx) {
         float corr = expf(st->mx - bmx); /* exp(-inf) = 0 on the first block */

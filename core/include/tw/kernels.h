@@ -135,6 +135,12 @@ void tw_axpy_rows_multi_h16(const float *p, size_t p_stride, size_t nq, const ui
  * only on x, n and mx. Thread-safe; allocates nothing. */
 float tw_exp_shift_f32(float *x, size_t n, float mx);
 
+/* Softmax scores: x[i] *= scale for i < n, returning the largest product
+ * (-INFINITY for n 0; NaN products are never the result). Each product is
+ * the one scalar multiply, so every ISA gives the same bits. Thread-safe;
+ * allocates nothing. */
+float tw_scale_max_f32(float *x, size_t n, float scale);
+
 /* Gated-MLP activation: g[i] = silu(g[i]) * u[i] = g / (1 + exp(-g)) * u,
  * elementwise (each output depends on g[i] and u[i] alone). Thread-safe;
  * allocates nothing. */

@@ -201,6 +201,40 @@ static void test_rows_h16(void **state)
     tw_kernels_force_isa(NULL, NULL);
 }
 
+/* Scaled scores and their maximum: each product the one multiply, the
+ * maximum of the products, NaN never chosen, -INFINITY for no scores. */
+static void test_scale_max(void **state)
+{
+    (void)state;
+    tw_test_rng rng = {11};
+    static const size_t ns[] = {0, 1, 7, 8, 9, 31, 128, 203};
+    static float x[203], want[203];
+    for (int ii = 0; ii < N_ISAS; ii++) {
+        if (!tw_kernels_isa_available(isas[ii]))
+            continue;
+        assert_int_equal(tw_kernels_force_isa(isas[ii], NULL), TW_OK);
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+            size_t n = ns[ni];
+            fill(x, n, 40.0f, &rng);
+            if (n > 3) {
+                x[n / 2] = NAN;
+                x[1] = -INFINITY;
+            }
+            const float scale = 0.125f * 1.0001f;
+            float mx = -INFINITY;
+            for (size_t i = 0; i < n; i++) {
+                want[i] = x[i] * scale;
+                if (want[i] > mx)
+                    mx = want[i];
+            }
+            float got = tw_scale_max_f32(x, n, scale);
+            if (memcmp(&got, &mx, sizeof got) != 0 || (n && memcmp(x, want, n * sizeof *x) != 0))
+                fail_msg("[%s] n=%zu: %g, want %g", isas[ii], n, got, mx);
+        }
+    }
+    tw_kernels_force_isa(NULL, NULL);
+}
+
 /* exp over the whole range a softmax feeds it (down to far below the
  * point where expf underflows), and the returned sum. */
 static void test_exp_shift(void **state)
@@ -370,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_axpy_rows),
         cmocka_unit_test(test_rows_multi),
         cmocka_unit_test(test_rows_h16),
+        cmocka_unit_test(test_scale_max),
         cmocka_unit_test(test_exp_shift),
         cmocka_unit_test(test_silu_mul),
         cmocka_unit_test(test_silu),
