@@ -240,19 +240,19 @@ TW_AVX2 TW_TILE void tile_k45(const uint8_t *w, size_t row_bytes, size_t nb, con
 #pragma GCC unroll 4
         for (int r = 0; r < RB; r++) {
             const uint8_t *blk = w + (size_t)r * row_bytes + i * bb;
-            uint8_t sm[16];
-            tw_k_unpack_scales(blk + 4, sm);
+            uint64_t sc8, mn8;
+            tw_k_scales_mins(blk + 4, &sc8, &mn8);
             uint16_t d16[2];
             memcpy(d16, blk, 4);
             const __m256 dw = _mm256_set1_ps(tw_h2f(d16[0]));
             const __m256 dmin = _mm256_set1_ps(tw_h2f(d16[1]));
             /* each min twice, one per 16-value half of its sub-block, to
              * meet the 16-value activation sums */
-            __m128i m8 = _mm_loadl_epi64((const __m128i *)(const void *)(sm + 8));
+            __m128i m8 = _mm_cvtsi64_si128((long long)mn8);
             const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
             /* the 8 scales as int16, in both lanes */
             const __m256i sc16 = _mm256_broadcastsi128_si256(
-                _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)sm)));
+                _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
             __m256i sumi[MAX_TILE];
 #pragma GCC unroll 4
             for (int t = 0; t < TB; t++)

@@ -112,19 +112,30 @@ TW_AVX2 static inline __m256i tw_q5_levels(const uint8_t *qh, const uint8_t *qs)
     return _mm256_or_si256(both, tw_q5_high_bits(qh));
 }
 
-/* The 12 packed scale bytes of a Q4_K/Q5_K block as 8 scales followed by
- * 8 mins, one byte each (see tw_k_scale_min for the packing). */
-static inline void tw_k_unpack_scales(const uint8_t *packed, uint8_t out[16])
+/* The 12 packed scale bytes of a Q4_K/Q5_K block as 8 scales and 8 mins,
+ * one byte each, scale or min j in byte j of *scales / *mins (see
+ * tw_k_scale_min for the packing). They stay in registers: bytes stored
+ * one word at a time and read back as a vector wait for the stores on
+ * every block. */
+static inline void tw_k_scales_mins(const uint8_t *packed, uint64_t *scales, uint64_t *mins)
 {
-    uint32_t u[4];
+    uint32_t u[3];
     memcpy(u, packed, 12);
     const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
-    u[3] = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4); /* mins 4..7 */
-    uint32_t mins_lo = u[1] & m6;                           /* mins 0..3 */
-    u[1] = (u[2] & m4) | (((u[0] >> 6) & m2) << 4);        /* scales 4..7 */
-    u[2] = mins_lo;
-    u[0] &= m6; /* scales 0..3 */
-    memcpy(out, u, 16);
+    const uint32_t sc_lo = u[0] & m6;
+    const uint32_t sc_hi = (u[2] & m4) | (((u[0] >> 6) & m2) << 4);
+    const uint32_t mn_lo = u[1] & m6;
+    const uint32_t mn_hi = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4);
+    *scales = (uint64_t)sc_lo | (uint64_t)sc_hi << 32;
+    *mins = (uint64_t)mn_lo | (uint64_t)mn_hi << 32;
+}
+
+/* The same as 16 bytes: the 8 scales, then the 8 mins. */
+static inline void tw_k_unpack_scales(const uint8_t *packed, uint8_t out[16])
+{
+    uint64_t sm[2];
+    tw_k_scales_mins(packed, &sm[0], &sm[1]);
+    memcpy(out, sm, 16);
 }
 
 #endif
