@@ -132,15 +132,30 @@ TW_AVX2 static inline __m256i dot_i8(__m256i wabs, __m256i w, __m256i a)
 /* One 32-value block dot as 8 int32 lanes, lane l summing values 4l..4l+3:
  * Q8_0 through the sign trick; Q4_0 as the unsigned levels times a, less
  * 8 times a's sums (which is (level - 8) * a, lane by lane). */
-TW_AVX2 static inline __m256i dot_q32(const uint8_t *qs, const tw_act *act, size_t i,
-                                      __m256i a, const int is_q4)
+/* How the staged-scale tiles (tilew_q32, tilew1_q32) form a block's int32
+ * lanes. W_Q8_0_WIDE splits each weight block into its even and odd bytes
+ * widened to int16 (two shifts and a shift, once for all TB activations)
+ * against tw_act.qw: two word multiply-adds per activation instead of the
+ * sign trick's three byte/word operations, and lane l still sums exactly
+ * values 4l..4l+3. */
+enum { W_Q8_0, W_Q4_0, W_Q8_0_WIDE, W_Q5_0 };
+
+/* Bytes of a block of each staged-scale variant. */
+#define W_BLOCK_BYTES(variant) ((variant) == W_Q4_0 ? 18u : (variant) == W_Q5_0 ? 22u : 34u)
+
+TW_AVX2 static inline __m256i dot_q32(const uint8_t *blk, const tw_act *act, size_t i,
+                                      __m256i a, const int variant)
 {
-    if (is_q4) {
-        __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(tw_q4_0_nibbles(qs), a),
-                                      _mm256_set1_epi16(1));
-        return _mm256_sub_epi32(p, tw_load256(act->off8 + 8 * i));
+    if (variant == W_Q4_0 || variant == W_Q5_0) {
+        /* the unsigned levels (0..15, 0..31) against the activations, the
+         * offset (8, 16) times each lane's activation sum taken off after:
+         * the same int32 lanes as the signed levels would give */
+        const __m256i q = variant == W_Q4_0 ? tw_q4_0_nibbles(blk + 2) : tw_q5_levels(blk + 2, blk + 6);
+        __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, a), _mm256_set1_epi16(1));
+        __m256i off = tw_load256(act->off8 + 8 * i);
+        return _mm256_sub_epi32(p, variant == W_Q4_0 ? off : _mm256_slli_epi32(off, 1));
     }
-    const __m256i q = tw_load256(qs);
+    const __m256i q = tw_load256(blk + 2);
     return dot_i8(_mm256_sign_epi8(q, q), q, a);
 }
 
@@ -386,12 +401,6 @@ TW_AVX2 TW_TILE void tile_q6_k(const uint8_t *w, size_t row_bytes, size_t nb, co
 #define DECODE_RB 2
 #endif
 
-/* How tilew_q32 forms a block's int32 lanes. W_Q8_0_WIDE splits each
- * weight block into its even and odd bytes widened to int16 (two shifts
- * and a shift, once for all TB activations) against tw_act.qw: two word
- * multiply-adds per activation instead of the sign trick's three
- * byte/word operations, and lane l still sums exactly values 4l..4l+3. */
-enum { W_Q8_0, W_Q4_0, W_Q8_0_WIDE };
 
 TW_AVX2 TW_TILE void tilew_q32(const uint8_t *w, size_t row_bytes, size_t nb, const tw_act *acts,
                                const float *dT, float *sc, float *y, size_t y_stride,
@@ -450,9 +459,9 @@ TW_AVX2 TW_TILE void tilew_q32(const uint8_t *w, size_t row_bytes, size_t nb, co
  * scales. No software prefetch: decode streams rows fast enough for the
  * hardware prefetchers, and fetching ahead measured slower. */
 TW_AVX2 TW_TILE void tilew1_q32(const uint8_t *w, size_t row_bytes, size_t nb, const tw_act *act,
-                                float *sc, float *y, const int RB, const int is_q4)
+                                float *sc, float *y, const int RB, const int variant)
 {
-    const size_t bb = is_q4 ? 18 : 34;
+    const size_t bb = W_BLOCK_BYTES(variant);
 #pragma GCC unroll 4
     for (int r = 0; r < RB; r++)
         tw_stage_scales(w + (size_t)r * row_bytes, bb, nb, act->d, sc + (size_t)r * nb, 1);
@@ -465,7 +474,7 @@ TW_AVX2 TW_TILE void tilew1_q32(const uint8_t *w, size_t row_bytes, size_t nb, c
 #pragma GCC unroll 4
         for (int r = 0; r < RB; r++) {
             const uint8_t *blk = w + (size_t)r * row_bytes + i * bb;
-            __m256i p = dot_q32(blk + 2, act, i, a, is_q4);
+            __m256i p = dot_q32(blk, act, i, a, variant);
             acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(&sc[(size_t)r * nb + i]),
                                      _mm256_cvtepi32_ps(p), acc[r]);
         }
@@ -496,9 +505,10 @@ TW_AVX2 TW_TILE void tilew1_q32(const uint8_t *w, size_t row_bytes, size_t nb, c
                 size_t r = 0;                                                                   \
                 for (; r + DECODE_RB <= rows; r += DECODE_RB)                                   \
                     tilew1_q32(w + r * row_bytes, row_bytes, nb, acts, sc, y + r, DECODE_RB,     \
-                               is_q4);                                                          \
+                               is_q4 ? W_Q4_0 : W_Q8_0);                                        \
                 for (; r < rows; r++)                                                           \
-                    tilew1_q32(w + r * row_bytes, row_bytes, nb, acts, sc, y + r, 1, is_q4);     \
+                    tilew1_q32(w + r * row_bytes, row_bytes, nb, acts, sc, y + r, 1,             \
+                               is_q4 ? W_Q4_0 : W_Q8_0);                                        \
                 return;                                                                         \
             }                                                                                   \
             if (!is_q4 && acts[0].qw) {                                                         \
@@ -549,13 +559,32 @@ TW_AVX2 TW_TILE void tilew1_q32(const uint8_t *w, size_t row_bytes, size_t nb, c
 #define CALL_Q5_K(w, rb, nb, a, y, ys, RB, TB) tile_k45(w, rb, nb, a, y, ys, RB, TB, 1)
 #define CALL_Q6_K(w, rb, nb, a, y, ys, RB, TB) tile_q6_k(w, rb, nb, a, y, ys, RB, TB)
 
-static const tw_type q5_0_type = TW_TYPE_Q5_0,
+static const tw_type q5_0_tiles_type = TW_TYPE_Q5_0,
                      q5_1_type = TW_TYPE_Q5_1, q4_k_type = TW_TYPE_Q4_K,
                      q5_k_type = TW_TYPE_Q5_K, q6_k_type = TW_TYPE_Q6_K;
 
 TILEW_DRIVER(q8_0, 0, CALL_Q8_0)
 TILEW_DRIVER(q4_0, 1, CALL_Q4_0)
-TILE_DRIVER(q5_0, CALL_Q5_0)
+TILE_DRIVER(q5_0_tiles, CALL_Q5_0)
+
+/* Q5_0: decode on the staged-scale tiles two rows at a time (unsigned
+ * levels, as Q4_0), batches on tile_q32; both form the same int32 lanes and
+ * the same products of scales, so their bits agree. */
+TW_AVX2 static void rows_q5_0(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                              const tw_act *acts, size_t n_act, float *y, size_t y_stride)
+{
+    const size_t nb = cols / 32;
+    if (n_act != 1 || nb > TW_TILE_MAX_NB) {
+        rows_q5_0_tiles(w, row_bytes, rows, cols, acts, n_act, y, y_stride);
+        return;
+    }
+    alignas(32) float sc[DECODE_RB * TW_TILE_MAX_NB];
+    size_t r = 0;
+    for (; r + DECODE_RB <= rows; r += DECODE_RB)
+        tilew1_q32(w + r * row_bytes, row_bytes, nb, acts, sc, y + r, DECODE_RB, W_Q5_0);
+    for (; r < rows; r++)
+        tilew1_q32(w + r * row_bytes, row_bytes, nb, acts, sc, y + r, 1, W_Q5_0);
+}
 TILE_DRIVER(q5_1, CALL_Q5_1)
 TILE_DRIVER(q4_k, CALL_Q4_K)
 TILE_DRIVER(q5_k, CALL_Q5_K)
