@@ -1,8 +1,9 @@
 /* Value-level access to a sequence's K/V in either storage type, for the
- * paths that move K/V in and out of a sequence (the attention step's
- * writes, state blobs, the prefix cache). The attention reads themselves
- * stay in attention.c, which converts half-precision rows a block at a
- * time next to the kernels that consume them. */
+ * paths that move K/V in and out of a sequence as f32 (the attention
+ * step's writes, state blobs). Attention reads the stored rows in place
+ * (tw_dot_rows_multi_h16 and friends) and the prefix cache copies them as
+ * they are (tw_seq_kv_read). A step writes head_dim values per K/V head and
+ * token, so the reference half conversion is cheap enough here. */
 #include <string.h>
 
 #include "tw/kernels.h"
