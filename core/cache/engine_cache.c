@@ -94,14 +94,18 @@ static void save_to_disk(engine_cache *c, const tw_seq *seq, const uint32_t *pro
 {
     size_t len = tw_seq_len(seq), bytes;
     tw_err err;
-    if (tw_seq_state_size(c->model, len, TW_SEQ_STATE_F32, &bytes, &err) != TW_OK)
+    /* K/V as the sequence stores it: exact, and half the bytes for f16 */
+    tw_seq_state_format fmt = tw_model_get_info(c->model)->kv_type == TW_KV_F16
+                                  ? TW_SEQ_STATE_F16
+                                  : TW_SEQ_STATE_F32;
+    if (tw_seq_state_size(c->model, len, fmt, &bytes, &err) != TW_OK)
         return;
     void *blob = malloc(bytes);
     if (!blob) {
         tw_warn("state store: no memory to save a %zu-token prefix", len);
         return;
     }
-    if (tw_seq_state_export(seq, len, TW_SEQ_STATE_F32, blob, bytes, NULL, &err) != TW_OK) {
+    if (tw_seq_state_export(seq, len, fmt, blob, bytes, NULL, &err) != TW_OK) {
         free(blob);
         tw_warn("state store: %s", err.msg);
         return;

@@ -6,13 +6,14 @@
  *     kv heads, head_dim, DeltaNet layers, floats per DeltaNet layer,
  *     token count, body bytes
  *   K/V: per attention layer, K then V, per kv head, rows [0, n) of
- *     head_dim values: f32, or Q8 groups of (f32 scale, 32 int8)
+ *     head_dim values: f32, IEEE half, or Q8 groups of (f32 scale, 32 int8)
  *   recurrent: every DeltaNet layer's state + conv window, f32
  * The geometry in the header is compared with the importing model's, so a
  * blob never lands in a sequence it does not describe. */
 #include <math.h>
 #include <string.h>
 
+#include "tw/kernels.h"
 #include "tw/seq_state.h"
 
 #include "model/model_internal.h"
@@ -53,6 +54,8 @@ static bool run_bytes(const geometry *g, size_t n, tw_seq_state_format fmt, size
         return false;
     if (fmt == TW_SEQ_STATE_F32)
         return mul_ok(vals, sizeof(float), out);
+    if (fmt == TW_SEQ_STATE_F16)
+        return mul_ok(vals, sizeof(uint16_t), out);
     return mul_ok((vals + Q8_GROUP - 1) / Q8_GROUP, Q8_GROUP_BYTES, out);
 }
 
@@ -71,7 +74,7 @@ tw_status tw_seq_state_size(const tw_model *model, size_t n, tw_seq_state_format
 {
     if (!model || !bytes)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "state size: NULL argument");
-    if (fmt != TW_SEQ_STATE_F32 && fmt != TW_SEQ_STATE_Q8)
+    if (fmt != TW_SEQ_STATE_F32 && fmt != TW_SEQ_STATE_Q8 && fmt != TW_SEQ_STATE_F16)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "state size: unknown format %d", (int)fmt);
     geometry g = geometry_of(model);
     size_t body;
@@ -105,22 +108,37 @@ typedef struct kv_run {
 
 #define COPY_CHUNK 1024u
 
-static void run_export_f32(const tw_seq *seq, const kv_run *r, size_t n, uint8_t *out)
+/* f32 or IEEE half (h16) values, a chunk at a time through f32. */
+static void run_export_plain(const tw_seq *seq, const kv_run *r, size_t n, bool h16, uint8_t *out)
 {
     float x[COPY_CHUNK];
+    const size_t vb = h16 ? sizeof(uint16_t) : sizeof(float);
     for (size_t i = 0; i < n; i += COPY_CHUNK) {
         size_t len = n - i < COPY_CHUNK ? n - i : COPY_CHUNK;
         tw_seq_kv_load(seq, r->layer, r->which, r->head, i, len, x);
-        memcpy(out + i * sizeof(float), x, len * sizeof(float));
+        if (h16) {
+            uint16_t h[COPY_CHUNK];
+            tw_quant_row(TW_TYPE_F16, x, h, len);
+            memcpy(out + i * vb, h, len * vb);
+        } else {
+            memcpy(out + i * vb, x, len * vb);
+        }
     }
 }
 
-static void run_import_f32(tw_seq *seq, const kv_run *r, size_t n, const uint8_t *in)
+static void run_import_plain(tw_seq *seq, const kv_run *r, size_t n, bool h16, const uint8_t *in)
 {
     float x[COPY_CHUNK];
+    const size_t vb = h16 ? sizeof(uint16_t) : sizeof(float);
     for (size_t i = 0; i < n; i += COPY_CHUNK) {
         size_t len = n - i < COPY_CHUNK ? n - i : COPY_CHUNK;
-        memcpy(x, in + i * sizeof(float), len * sizeof(float));
+        if (h16) {
+            uint16_t h[COPY_CHUNK];
+            memcpy(h, in + i * vb, len * vb);
+            tw_dequant_row(TW_TYPE_F16, h, x, len);
+        } else {
+            memcpy(x, in + i * vb, len * vb);
+        }
         tw_seq_kv_store(seq, r->layer, r->which, r->head, i, len, x);
     }
 }
@@ -202,10 +220,10 @@ tw_status tw_seq_state_export(const tw_seq *seq, size_t n, tw_seq_state_format f
         for (int which = 0; which < 2; which++)
             for (uint32_t h = 0; h < g.n_kv; h++) {
                 const kv_run r = {l, h, which};
-                if (fmt == TW_SEQ_STATE_F32)
-                    run_export_f32(seq, &r, n * g.head_dim, p);
-                else
+                if (fmt == TW_SEQ_STATE_Q8)
                     run_export_q8(seq, &r, n * g.head_dim, p);
+                else
+                    run_export_plain(seq, &r, n * g.head_dim, fmt == TW_SEQ_STATE_F16, p);
                 p += run;
             }
     size_t rec = (size_t)g.n_dn * g.dn_floats * sizeof(float);
@@ -236,7 +254,7 @@ static tw_status parse_header(const void *blob, size_t len, const geometry *g, s
     if (!g)
         return TW_OK;
     uint32_t f = get_u32(p + 8);
-    if (f != TW_SEQ_STATE_F32 && f != TW_SEQ_STATE_Q8)
+    if (f != TW_SEQ_STATE_F32 && f != TW_SEQ_STATE_Q8 && f != TW_SEQ_STATE_F16)
         return tw_errorf(err, TW_DATA_LOSS, "state: unknown K/V format %u", f);
     *fmt = (tw_seq_state_format)f;
     if (get_u32(p + 12) != g->n_attn || get_u32(p + 16) != g->n_kv ||
@@ -286,10 +304,10 @@ tw_status tw_seq_state_import(tw_seq *seq, const void *blob, size_t len, size_t 
         for (int which = 0; which < 2; which++)
             for (uint32_t h = 0; h < g.n_kv; h++) {
                 const kv_run r = {l, h, which};
-                if (fmt == TW_SEQ_STATE_F32)
-                    run_import_f32(seq, &r, n * g.head_dim, p);
-                else
+                if (fmt == TW_SEQ_STATE_Q8)
                     run_import_q8(seq, &r, n * g.head_dim, p);
+                else
+                    run_import_plain(seq, &r, n * g.head_dim, fmt == TW_SEQ_STATE_F16, p);
                 p += run;
             }
     size_t rec = (size_t)g.n_dn * g.dn_floats * sizeof(float);

@@ -29,6 +29,10 @@ typedef enum tw_seq_state_format {
      * smaller); lossy, so continuing may differ slightly. Recurrent state is
      * always kept in f32. */
     TW_SEQ_STATE_Q8 = 1,
+    /* K/V rows as IEEE half: exact for a sequence that stores half-precision
+     * K/V (tw_model_opts.kv_type), half the bytes of f32; rounds f32 K/V.
+     * Recurrent state is always kept in f32. */
+    TW_SEQ_STATE_F16 = 2,
 } tw_seq_state_format;
 
 /* Bytes tw_seq_state_export() writes for n tokens of a sequence of `model`

@@ -78,10 +78,11 @@ static void run(tw_engine *e, const uint32_t *prompt, size_t n, tw_cache_mode mo
     assert_int_equal(out->n, ANSWER);
 }
 
-static tw_engine *engine_on(const char *path, const char *state_dir)
+static tw_engine *engine_on(const char *path, const char *state_dir, tw_kv_type kv)
 {
     tw_engine_opts o;
     tw_engine_opts_init(&o);
+    o.kv_type = kv;
     o.threads = 2;
     o.max_batch = 2;
     o.prefill_chunk = 128;
@@ -106,11 +107,11 @@ static void stats(tw_engine *e, tw_engine_stats *st)
 #define P1 200 /* last whole block ends at 192 */
 #define P2 330 /* P1 + an answer and the next question */
 
-static void check_family(const char *path, const char *state_dir)
+static void check_family(const char *path, const char *state_dir, tw_kv_type kv)
 {
     tw_test_rng rng = {0xcafe};
     uint32_t prompt[P2];
-    tw_engine *e = engine_on(path, state_dir);
+    tw_engine *e = engine_on(path, state_dir, kv);
     tw_engine_model_info info;
     tw_err err;
     assert_int_equal(tw_engine_get_model(e, NULL, &info, &err), TW_OK);
@@ -150,8 +151,8 @@ static void check_family(const char *path, const char *state_dir)
     tw_engine_destroy(e); /* finishes the disk write */
 
     /* Re-created on the same directory: the first prompt's state comes
-     * from disk. */
-    e = engine_on(path, state_dir);
+     * from disk (K/V saved in the type the sequences store, so exactly). */
+    e = engine_on(path, state_dir, kv);
     run(e, prompt, P1, TW_CACHE_USE, false, &r);
     assert_memory_equal(r.ids, cold1.ids, sizeof r.ids);
     assert_int_equal(r.usage.cached_prompt_tokens, 192);
@@ -179,10 +180,12 @@ static void test_every_family(void **state)
             skipped = true;
             continue;
         }
-        char *dir = tw_test_mkdtemp();
-        check_family(path, dir);
-        tw_test_rmtree(dir);
-        free(dir);
+        for (int kv = 0; kv < 2; kv++) {
+            char *dir = tw_test_mkdtemp();
+            check_family(path, dir, kv ? TW_KV_F16 : TW_KV_F32);
+            tw_test_rmtree(dir);
+            free(dir);
+        }
     }
     if (skipped)
         tw_test_print_skip();

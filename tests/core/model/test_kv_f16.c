@@ -201,9 +201,9 @@ static void test_verify_matches_decode(void **state)
     verify_matches_decode("qwen3_5");
 }
 
-/* A state blob (f32 and Q8 K/V) taken from a half-precision sequence and
- * loaded into another one continues exactly like the original (f32 blobs)
- * or closely (Q8). */
+/* A state blob (f32, f16 and Q8 K/V) taken from a half-precision sequence
+ * and loaded into another one continues exactly like the original (f32 and
+ * f16 blobs) or closely (Q8). */
 static void test_state_roundtrip(void **state)
 {
     (void)state;
@@ -221,10 +221,16 @@ static void test_state_roundtrip(void **state)
     assert_int_equal(tw_seq_create(m, 0, &src, &err), TW_OK);
     assert_int_equal(tw_model_forward(m, pool, src, g.ids, 24, NULL, TW_LOGITS_NONE, &err), TW_OK);
     float *want = malloc(V * sizeof *want), *got = malloc(V * sizeof *got);
-    const tw_seq_state_format fmts[] = {TW_SEQ_STATE_F32, TW_SEQ_STATE_Q8};
-    for (size_t k = 0; k < 2; k++) {
+    const tw_seq_state_format fmts[] = {TW_SEQ_STATE_F32, TW_SEQ_STATE_Q8, TW_SEQ_STATE_F16};
+    size_t f32_bytes = 0;
+    for (size_t k = 0; k < 3; k++) {
         size_t bytes = 0, written = 0;
         assert_int_equal(tw_seq_state_size(m, 24, fmts[k], &bytes, &err), TW_OK);
+        if (fmts[k] == TW_SEQ_STATE_F32)
+            f32_bytes = bytes;
+        /* the f16 format holds each K/V value in two bytes instead of four */
+        if (fmts[k] == TW_SEQ_STATE_F16)
+            assert_int_equal(f32_bytes - bytes, 24 * tw_seq_kv_floats_per_token(m) * 2);
         void *blob = malloc(bytes);
         assert_int_equal(tw_seq_state_export(src, 24, fmts[k], blob, bytes, &written, &err),
                          TW_OK);
@@ -242,7 +248,7 @@ static void test_state_roundtrip(void **state)
                          TW_OK);
         assert_int_equal(tw_model_forward(m, pool, dst, &g.ids[24], 1, got, TW_LOGITS_LAST, &err),
                          TW_OK);
-        if (fmts[k] == TW_SEQ_STATE_F32) {
+        if (fmts[k] != TW_SEQ_STATE_Q8) {
             assert_memory_equal(want, got, V * sizeof *want);
         } else {
             assert_int_equal(argmax(want, V), argmax(got, V));
@@ -253,7 +259,7 @@ static void test_state_roundtrip(void **state)
         unsigned char *rows = malloc(row_bytes), *want_rows = malloc(row_bytes);
         assert_int_equal(tw_seq_kv_read(dst, 0, 24, rows, &err), TW_OK);
         assert_int_equal(tw_seq_kv_read(src, 0, 24, want_rows, &err), TW_OK);
-        if (fmts[k] == TW_SEQ_STATE_F32)
+        if (fmts[k] != TW_SEQ_STATE_Q8)
             assert_memory_equal(rows, want_rows, row_bytes);
         assert_int_equal(tw_seq_kv_write(dst, 0, 24, want_rows, &err), TW_OK);
         assert_int_equal(tw_seq_kv_read(dst, 0, 24, rows, &err), TW_OK);
