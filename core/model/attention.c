@@ -134,6 +134,49 @@ static void attend_kv_head(void *ctx, int task, int n_tasks)
         attend_heads(j, r, h, (g + 1) * per - h < HEAD_GROUP ? (g + 1) * per - h : HEAD_GROUP);
 }
 
+/* A prefill chunk of at least this many rows attends through matrix
+ * products (tw_attention_causal) instead of the per-row kernels. */
+#define PRODUCT_MIN_ROWS 32
+#define PRODUCT_MAX_KV_HEADS 64
+
+/* The chunk's attention by tw_attention_causal when the layer allows it
+ * (one sequence, causal over the whole context, no soft cap); false when
+ * the per-row kernels must do it. Decode and verification batches never
+ * come here (not one_seq), so their bits stay those of a lone decode step. */
+static bool prefill_by_products(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_batch *b,
+                                size_t q_stride)
+{
+    const tw_mconfig *c = &m->cfg;
+    if (!b->one_seq || b->n < PRODUCT_MIN_ROWS || L->sliding || c->attn_softcap > 0.0f ||
+        c->n_kv_heads > PRODUCT_MAX_KV_HEADS)
+        return false;
+    const tw_seq *seq = b->seq[0];
+    const void *K[PRODUCT_MAX_KV_HEADS], *V[PRODUCT_MAX_KV_HEADS];
+    for (uint32_t g = 0; g < c->n_kv_heads; g++) {
+        K[g] = tw_seq_kv(seq, L->attn_index, 0, g);
+        V[g] = tw_seq_kv(seq, L->attn_index, 1, g);
+    }
+    const bool gated = c->family->attn_gate;
+    const tw_causal_attn a = {
+        .q = m->s.q,
+        .q_stride = q_stride,
+        .head_stride = (size_t)c->head_dim * (gated ? 2 : 1),
+        .gate_off = gated ? c->head_dim : 0,
+        .n_heads = c->n_heads,
+        .n_kv_heads = c->n_kv_heads,
+        .head_dim = c->head_dim,
+        .n = b->n,
+        .p0 = b->pos[0],
+        .K = K,
+        .V = V,
+        .kv_f16 = m->info.kv_type == TW_KV_F16,
+        .scale = c->attn_scale,
+        .out = m->s.att,
+        .out_stride = (size_t)c->n_heads * c->head_dim,
+    };
+    return tw_attention_causal(pool, &a);
+}
+
 static void add_bias(float *x, const float *bias, size_t rows, size_t n)
 {
     if (!bias)
@@ -181,9 +224,11 @@ void tw_attention_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_
         }
     }
 
-    attn_job j = {.m = m, .L = L, .b = b, .q = s->q, .q_stride = q_stride,
-                  .gate_off = gated ? hd : 0, .att = s->att};
-    tw_pool_run(pool, attend_kv_head, &j, (int)(n * c->n_kv_heads));
+    if (!prefill_by_products(m, pool, L, b, q_stride)) {
+        attn_job j = {.m = m, .L = L, .b = b, .q = s->q, .q_stride = q_stride,
+                      .gate_off = gated ? hd : 0, .att = s->att};
+        tw_pool_run(pool, attend_kv_head, &j, (int)(n * c->n_kv_heads));
+    }
 
     tw_mat_mul(pool, &L->wo, s->att, n, y);
     add_bias(y, L->bo, n, c->hidden);

@@ -130,6 +130,32 @@ void tw_dot_rows_multi_h16(const float *q, size_t q_stride, size_t nq, const uin
 void tw_axpy_rows_multi_h16(const float *p, size_t p_stride, size_t nq, const uint16_t *V,
                             size_t n, size_t d, float *acc, size_t acc_stride);
 
+/* A prefill chunk's causal attention: n consecutive query rows of one
+ * sequence at positions p0 .. p0 + n - 1, each over keys 0 .. its own
+ * position (no window, no soft cap). Query head h of row r starts at
+ * q + r * q_stride + h * head_stride (its gate, when gate_off is not 0, at
+ * gate_off after that); K[g] / V[g] are kv head g's rows (head_dim values
+ * each, f32 or IEEE half); the output of head h of row r goes to
+ * out + r * out_stride + h * head_dim, times sigmoid(gate) when gated. */
+typedef struct tw_causal_attn {
+    const float *q;
+    size_t q_stride, head_stride, gate_off;
+    size_t n_heads, n_kv_heads, head_dim;
+    size_t n, p0;
+    const void *const *K, *const *V;
+    bool kv_f16;
+    float scale;
+    float *out;
+    size_t out_stride;
+} tw_causal_attn;
+
+/* Computes tw_causal_attn with matrix products (sgemm) over blocks of keys
+ * and an online softmax, every (head, group of rows) a task of the pool.
+ * The results agree with the per-row kernels to rounding, not bit for bit,
+ * so decode and speculative verification do not use it. false (nothing
+ * written) without a pool or when its scratch cannot be had. */
+bool tw_attention_causal(tw_pool *pool, const tw_causal_attn *a);
+
 /* Softmax numerators: x[i] = exp(x[i] - mx) for i < n, returning their sum.
  * SIMD ISAs use a polynomial exp within 2 ulp of expf. The result depends
  * only on x, n and mx. Thread-safe; allocates nothing. */
