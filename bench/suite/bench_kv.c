@@ -27,13 +27,16 @@ typedef struct side {
     double prefill_s, decode_s;
 } side;
 
-static const char *kv_name(tw_kv_type t) { return t == TW_KV_F16 ? "f16" : "f32"; }
+static const char *kv_name(tw_kv_type t)
+{
+    return t == TW_KV_F16 ? "f16" : "f32";
+}
 
 static int load_side(const char *path, tw_kv_type kv, size_t prompt, size_t tokens, side *s)
 {
     tw_err err;
-    tw_model_opts mo = {.max_context = prompt + tokens + 1, .max_batch = 16, .max_chunk = 512,
-                        .kv_type = kv};
+    tw_model_opts mo = {
+        .max_context = prompt + tokens + 1, .max_batch = 16, .max_chunk = 512, .kv_type = kv};
     if (tw_model_load(path, &mo, &s->m, &err) != TW_OK ||
         tw_seq_create(s->m, 0, &s->seq, &err) != TW_OK) {
         fprintf(stderr, "tw-bench-kv: %s (%s K/V): %s\n", path, kv_name(kv), err.msg);
@@ -42,8 +45,7 @@ static int load_side(const char *path, tw_kv_type kv, size_t prompt, size_t toke
     return 0;
 }
 
-static int prefill_side(side *s, tw_pool *pool, const uint32_t *ids, size_t prompt,
-                        float *logits)
+static int prefill_side(side *s, tw_pool *pool, const uint32_t *ids, size_t prompt, float *logits)
 {
     tw_err err;
     double t0 = bench_now();
@@ -157,11 +159,13 @@ int main(int argc, char **argv)
             pf[k] = (double)prompt / sd[k].prefill_s;
         }
         char extra[256];
-        snprintf(extra, sizeof extra, "\"prompt\":%zu,\"tokens\":%zu,\"threads\":%zu,\"isa\":\"%s\"",
-                 prompt, tokens, threads, tw_kernels_isa());
+        snprintf(extra, sizeof extra,
+                 "\"prompt\":%zu,\"tokens\":%zu,\"threads\":%zu,\"isa\":\"%s\"", prompt, tokens,
+                 threads, tw_kernels_isa());
         for (int k = 0; k < 2; k++) {
             char name[64];
-            snprintf(name, sizeof name, "decode_after_prompt_%s", kv_name(k ? TW_KV_F16 : TW_KV_F32));
+            snprintf(name, sizeof name, "decode_after_prompt_%s",
+                     kv_name(k ? TW_KV_F16 : TW_KV_F32));
             bench_row("kv", name, path, dec[k], "tok/s", k ? dec[0] : 0, "f32 K/V", extra);
             snprintf(name, sizeof name, "prefill_%s", kv_name(k ? TW_KV_F16 : TW_KV_F32));
             bench_row("kv", name, path, pf[k], "tok/s", k ? pf[0] : 0, "f32 K/V", extra);

@@ -20,8 +20,8 @@ void tw_seq_kv_load(const tw_seq *s, uint32_t attn_index, int which, uint32_t he
         memcpy(dst, run + v * sizeof(float), n * sizeof(float));
 }
 
-void tw_seq_kv_store(tw_seq *s, uint32_t attn_index, int which, uint32_t head, size_t v,
-                     size_t n, const float *src)
+void tw_seq_kv_store(tw_seq *s, uint32_t attn_index, int which, uint32_t head, size_t v, size_t n,
+                     const float *src)
 {
     unsigned char *run = tw_seq_kv(s, attn_index, which, head);
     if (s->model->info.kv_type == TW_KV_F16)

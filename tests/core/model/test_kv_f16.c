@@ -18,7 +18,7 @@
 #include "tw/safetensors.h"
 #include "tw/seq_state.h"
 
-static const char *const families[] = {"llama",   "qwen2",   "qwen3",
+static const char *const families[] = {"llama",       "qwen2",   "qwen3",
                                        "gemma3_text", "qwen3_5", "qwen3_5_moe"};
 
 typedef struct golden {
@@ -162,8 +162,8 @@ static void verify_matches_decode(const char *family)
     assert_int_equal(tw_seq_create(m, 0, &c, &err), TW_OK);
     assert_int_equal(tw_snapshot_pool_create(m, N, &trail, &err), TW_OK);
     for (tw_seq **s = (tw_seq *[]){a, b, c, NULL}; *s; s++)
-        assert_int_equal(
-            tw_model_forward(m, pool, *s, g.ids, PROMPT, NULL, TW_LOGITS_NONE, &err), TW_OK);
+        assert_int_equal(tw_model_forward(m, pool, *s, g.ids, PROMPT, NULL, TW_LOGITS_NONE, &err),
+                         TW_OK);
     float *one = malloc(N * V * sizeof *one), *ver = malloc(N * V * sizeof *ver);
     float *pair = malloc(2 * V * sizeof *pair);
     for (size_t i = 0; i < N; i++)
@@ -232,8 +232,7 @@ static void test_state_roundtrip(void **state)
         if (fmts[k] == TW_SEQ_STATE_F16)
             assert_int_equal(f32_bytes - bytes, 24 * tw_seq_kv_floats_per_token(m) * 2);
         void *blob = malloc(bytes);
-        assert_int_equal(tw_seq_state_export(src, 24, fmts[k], blob, bytes, &written, &err),
-                         TW_OK);
+        assert_int_equal(tw_seq_state_export(src, 24, fmts[k], blob, bytes, &written, &err), TW_OK);
         tw_seq *dst;
         size_t n = 0;
         assert_int_equal(tw_seq_create(m, 0, &dst, &err), TW_OK);
@@ -243,8 +242,7 @@ static void test_state_roundtrip(void **state)
         assert_int_equal(tw_seq_create(m, 0, &fork, &err), TW_OK);
         assert_int_equal(tw_model_forward(m, pool, fork, g.ids, 24, NULL, TW_LOGITS_NONE, &err),
                          TW_OK);
-        assert_int_equal(tw_model_forward(m, pool, fork, &g.ids[24], 1, want, TW_LOGITS_LAST,
-                                          &err),
+        assert_int_equal(tw_model_forward(m, pool, fork, &g.ids[24], 1, want, TW_LOGITS_LAST, &err),
                          TW_OK);
         assert_int_equal(tw_model_forward(m, pool, dst, &g.ids[24], 1, got, TW_LOGITS_LAST, &err),
                          TW_OK);
