@@ -59,7 +59,7 @@ static void causal_rows(const tw_causal_attn *a, size_t h, size_t r0, size_t m, 
         /* rows before the block's first key see none of it */
         const size_t first = k0 > a->p0 + r0 ? k0 - a->p0 - r0 : 0;
         const size_t mr = m - first;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mr, (int)nk, (int)hd, a->scale,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)mr, (int)nk, (int)hd, 1.0f,
                     q + first * a->q_stride, (int)a->q_stride, Kb, (int)hd, 0.0f, S, KEYS);
         for (size_t i = 0; i < mr; i++) {
             const size_t row = first + i;
@@ -67,7 +67,8 @@ static void causal_rows(const tw_causal_attn *a, size_t h, size_t r0, size_t m, 
             const size_t pos = a->p0 + r0 + row;
             const size_t vis = pos + 1 - k0 < nk ? pos + 1 - k0 : nk;
             float *s = S + i * KEYS;
-            float bmx = tw_scale_max_f32(s, vis, 1.0f);
+            /* scaled as the per-row path scales its scores */
+            float bmx = tw_scale_max_f32(s, vis, a->scale);
             if (bmx > mx[row]) {
                 const float corr = expf(mx[row] - bmx);
                 for (size_t d = 0; d < hd; d++)

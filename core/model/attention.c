@@ -61,6 +61,34 @@ static void softmax_block(const tw_mconfig *c, float *sc, uint32_t nb, attn_stat
     st->sum += tw_exp_shift_f32(sc, nb, st->mx);
 }
 
+/* Scores of nh queries against keys t0 .. t0 + nb - 1 of a K run stored as
+ * f32 or half: the half-precision kernels give exactly the f32 kernels'
+ * bits on the stored values, so every path reading the cache agrees. */
+static void scores(const float *q, size_t hq, uint32_t nh, const unsigned char *K, bool f16,
+                   uint32_t t0, uint32_t nb, uint32_t hd, float *sc)
+{
+    if (f16)
+        tw_dot_rows_multi_h16(q, hq, nh, (const uint16_t *)(const void *)K + (size_t)t0 * hd, nb,
+                              hd, sc, SCORE_BLOCK);
+    else
+        tw_dot_rows_multi_f32(q, hq, nh, (const float *)(const void *)K + (size_t)t0 * hd, nb, hd,
+                              sc, SCORE_BLOCK);
+}
+
+/* The softmax numerators' share of value rows t0 .. t0 + nb - 1 into nh
+ * accumulators acc_stride floats apart. */
+static void weigh_values(const float *sc, uint32_t nh, const unsigned char *V, bool f16,
+                         uint32_t t0, uint32_t nb, uint32_t hd, float *acc, size_t acc_stride)
+{
+    if (f16)
+        tw_axpy_rows_multi_h16(sc, SCORE_BLOCK, nh,
+                               (const uint16_t *)(const void *)V + (size_t)t0 * hd, nb, hd, acc,
+                               acc_stride);
+    else
+        tw_axpy_rows_multi_f32(sc, SCORE_BLOCK, nh, (const float *)(const void *)V + (size_t)t0 * hd,
+                               nb, hd, acc, acc_stride);
+}
+
 /* Row r, query heads h0 .. h0 + nh - 1 (nh <= HEAD_GROUP, one K/V head):
  * softmax(q K^T * scale) V over the row's visible positions [start, pos]
  * for each head. The multi-query kernels give every head the bits it would
@@ -90,22 +118,10 @@ static void attend_heads(const attn_job *j, size_t r, uint32_t h0, uint32_t nh)
     }
     for (uint32_t t0 = start; t0 <= pos; t0 += SCORE_BLOCK) {
         uint32_t nb = pos + 1 - t0 < SCORE_BLOCK ? pos + 1 - t0 : SCORE_BLOCK;
-        /* the half-precision kernels give exactly the f32 kernels' bits on
-         * the stored values, so every path reading the cache agrees */
-        if (f16)
-            tw_dot_rows_multi_h16(q, hq, nh, (const uint16_t *)K + (size_t)t0 * hd, nb, hd, sc[0],
-                                  SCORE_BLOCK);
-        else
-            tw_dot_rows_multi_f32(q, hq, nh, (const float *)K + (size_t)t0 * hd, nb, hd, sc[0],
-                                  SCORE_BLOCK);
+        scores(q, hq, nh, K, f16, t0, nb, hd, sc[0]);
         for (uint32_t k = 0; k < nh; k++)
             softmax_block(c, sc[k], nb, &st[k]);
-        if (f16)
-            tw_axpy_rows_multi_h16(sc[0], SCORE_BLOCK, nh, (const uint16_t *)V + (size_t)t0 * hd,
-                                   nb, hd, st[0].acc, sizeof st[0] / sizeof(float));
-        else
-            tw_axpy_rows_multi_f32(sc[0], SCORE_BLOCK, nh, (const float *)V + (size_t)t0 * hd, nb,
-                                   hd, st[0].acc, sizeof st[0] / sizeof(float));
+        weigh_values(sc[0], nh, V, f16, t0, nb, hd, st[0].acc, sizeof st[0] / sizeof(float));
     }
     for (uint32_t k = 0; k < nh; k++) {
         float *out = j->att + r * (size_t)c->n_heads * hd + (size_t)(h0 + k) * hd;

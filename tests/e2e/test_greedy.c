@@ -57,15 +57,6 @@ static uint32_t *ids_of(const json_t *arr, size_t *n)
     return v;
 }
 
-static uint32_t argmax(const float *x, uint32_t n)
-{
-    uint32_t b = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (x[i] > x[b])
-            b = i;
-    return b;
-}
-
 /* Prints the continuation as text, escaped onto one line. */
 static void print_text(const tw_tokenizer *tok, const uint32_t *ids, size_t n)
 {
@@ -151,7 +142,7 @@ static void test_greedy(void **state)
         if (tw_model_forward(m, pool, seq, prompt, n_prompt, logits, TW_LOGITS_LAST, &err))
             fail_msg("prefill: %s", err.msg);
         while (n_got < MAX_NEW) {
-            uint32_t t = argmax(logits, info->vocab_size);
+            uint32_t t = (uint32_t)tw_test_argmax(logits, info->vocab_size);
             got[n_got++] = t;
             bool end = false;
             for (size_t e = 0; e < info->n_eos; e++)

@@ -122,3 +122,12 @@ float tw_test_rand_f32(tw_test_rng *r)
 {
     return (float)((double)(tw_test_rand_u64(r) >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0);
 }
+
+size_t tw_test_argmax(const float *x, size_t n)
+{
+    size_t b = 0;
+    for (size_t i = 1; i < n; i++)
+        if (x[i] > x[b])
+            b = i;
+    return b;
+}

@@ -38,4 +38,8 @@ typedef struct tw_test_rng {
 unsigned long long tw_test_rand_u64(tw_test_rng *r);
 float tw_test_rand_f32(tw_test_rng *r); /* uniform in [-1, 1) */
 
+/* Index of the largest of x[0 .. n-1], the first on ties (n >= 1): the
+ * greedy choice among logits. */
+size_t tw_test_argmax(const float *x, size_t n);
+
 #endif

@@ -16,11 +16,6 @@
 #include "tw/kernels.h"
 #include "tw/pool.h"
 
-static float frand(tw_test_rng *rng)
-{
-    return (float)((double)(tw_test_rand_u64(rng) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-
 typedef struct attn_case {
     size_t n, p0, heads, kv_heads, hd;
     bool gated, f16;
@@ -67,7 +62,7 @@ static void run_case(tw_pool *pool, const attn_case *c, tw_test_rng *rng)
     size_t keys = c->p0 + c->n;
     float *q = malloc(c->n * q_stride * sizeof *q);
     for (size_t i = 0; i < c->n * q_stride; i++)
-        q[i] = frand(rng);
+        q[i] = tw_test_rand_f32(rng);
     float *Kf[4], *Vf[4];
     uint16_t *Kh[4], *Vh[4];
     const void *K[4], *V[4];
@@ -77,8 +72,8 @@ static void run_case(tw_pool *pool, const attn_case *c, tw_test_rng *rng)
         Kh[g] = malloc(keys * c->hd * sizeof(uint16_t));
         Vh[g] = malloc(keys * c->hd * sizeof(uint16_t));
         for (size_t i = 0; i < keys * c->hd; i++) {
-            Kf[g][i] = frand(rng);
-            Vf[g][i] = frand(rng);
+            Kf[g][i] = tw_test_rand_f32(rng);
+            Vf[g][i] = tw_test_rand_f32(rng);
         }
         if (c->f16) {
             /* the reference sees the values the half rows hold */

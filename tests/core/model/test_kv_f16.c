@@ -83,15 +83,6 @@ static float *prefill_all(tw_model *m, tw_pool *pool, const golden *g)
     return lg;
 }
 
-static size_t argmax(const float *x, size_t n)
-{
-    size_t b = 0;
-    for (size_t i = 1; i < n; i++)
-        if (x[i] > x[b])
-            b = i;
-    return b;
-}
-
 /* Rounding K/V to half moves the logits a little and the greedy choice
  * almost never; the cache holds half the bytes. */
 static void test_close_to_f32(void **state)
@@ -117,7 +108,7 @@ static void test_close_to_f32(void **state)
                 scale = fmax(scale, fabs(x[v]));
                 worst = fmax(worst, fabs((double)x[v] - y[v]));
             }
-            same += argmax(x, V) == argmax(y, V);
+            same += tw_test_argmax(x, V) == tw_test_argmax(y, V);
         }
         double rel = worst / scale;
         printf("# %s: f16 K/V max logit error %.2e of the largest, top-1 %zu/%zu\n", families[k],
@@ -249,7 +240,7 @@ static void test_state_roundtrip(void **state)
         if (fmts[k] != TW_SEQ_STATE_Q8) {
             assert_memory_equal(want, got, V * sizeof *want);
         } else {
-            assert_int_equal(argmax(want, V), argmax(got, V));
+            assert_int_equal(tw_test_argmax(want, V), tw_test_argmax(got, V));
         }
         /* row access (the prefix cache's) moves the stored halves as they
          * are: the imported sequence holds exactly the source's rows */
