@@ -418,7 +418,6 @@ static tw_status build(tw_model *m, const tw_model_opts *opts, tw_err *err)
     if (kv_type != TW_KV_F32 && kv_type != TW_KV_F16)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "unknown K/V type %d", (int)kv_type);
     m->info.kv_type = kv_type;
-    m->kv_elem = kv_type == TW_KV_F16 ? sizeof(uint16_t) : sizeof(float);
 
     loader ld = {.m = m, .prefix = "model.", .err = err};
     static const char *prefixes[] = {"model.", "model.language_model.", "language_model.model."};

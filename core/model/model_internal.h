@@ -119,10 +119,7 @@ struct tw_model {
     uint32_t n_dn_layers;
     tw_rope_table ropes[TW_ROPE_KINDS];
 
-    /* per-sequence state geometry, in floats (K/V: in kv_elem-byte values
-     * of info.kv_type) */
-    size_t kv_elem;
-    size_t kv_head_stride;  /* cap * head_dim, filled per seq */
+    /* per-sequence recurrent state geometry, in floats */
     size_t dn_state_floats; /* n_v_heads * k_dim * v_dim */
     size_t dn_conv_floats;  /* (conv_kernel - 1) * conv_dim */
 
@@ -147,6 +144,12 @@ struct tw_seq {
     uint64_t clock;
 };
 
+/* Bytes of one stored K/V value (info.kv_type). */
+static inline size_t tw_kv_elem(const tw_model *m)
+{
+    return m->info.kv_type == TW_KV_F16 ? sizeof(uint16_t) : sizeof(float);
+}
+
 /* K (which = 0) or V (which = 1) of one attention layer / kv head: cap
  * rows of head_dim values of the model's K/V type. */
 static inline unsigned char *tw_seq_kv(const tw_seq *s, uint32_t attn_index, int which,
@@ -157,7 +160,7 @@ static inline unsigned char *tw_seq_kv(const tw_seq *s, uint32_t attn_index, int
     size_t per_layer = 2 * (size_t)c->n_kv_heads * per_head;
     return s->kv + (attn_index * per_layer + (size_t)which * c->n_kv_heads * per_head +
                     head * per_head) *
-                       s->model->kv_elem;
+                       tw_kv_elem(s->model);
 }
 
 /* Values [v, v + n) of one K/V run (row r starts at value r * head_dim) as

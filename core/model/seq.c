@@ -33,7 +33,7 @@ tw_status tw_seq_create(tw_model *model, size_t max_tokens, tw_seq **out, tw_err
     const tw_mconfig *c = &model->cfg;
     size_t kv = 0, per;
     if (!mul_ok(cap, c->head_dim, &per) || !mul_ok(per, 2 * (size_t)c->n_kv_heads, &per) ||
-        !mul_ok(per, model->n_attn_layers, &kv) || !mul_ok(kv, model->kv_elem, &per))
+        !mul_ok(per, model->n_attn_layers, &kv) || !mul_ok(kv, tw_kv_elem(model), &per))
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "seq: KV size overflows");
     size_t st = (size_t)model->n_dn_layers * (model->dn_state_floats + model->dn_conv_floats);
 
@@ -43,13 +43,13 @@ tw_status tw_seq_create(tw_model *model, size_t max_tokens, tw_seq **out, tw_err
     s->model = model;
     s->id = atomic_fetch_add(&next_seq_id, 1);
     s->cap = cap;
-    s->kv = kv ? calloc(kv, model->kv_elem) : NULL;
+    s->kv = kv ? calloc(kv, tw_kv_elem(model)) : NULL;
     s->state = st ? calloc(st, sizeof(float)) : NULL;
     s->stamp = calloc(cap ? cap : 1, sizeof(uint64_t));
     if ((kv && !s->kv) || (st && !s->state) || !s->stamp) {
         tw_seq_free(s);
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "seq: cannot allocate %zu MiB of state",
-                         (kv * model->kv_elem + st * sizeof(float)) >> 20);
+                         (kv * tw_kv_elem(model) + st * sizeof(float)) >> 20);
     }
     *out = s;
     return TW_OK;

@@ -332,7 +332,7 @@ size_t tw_seq_kv_floats_per_token(const tw_model *model)
 
 size_t tw_seq_kv_bytes_per_token(const tw_model *model)
 {
-    return model ? tw_seq_kv_floats_per_token(model) * model->kv_elem : 0;
+    return model ? tw_seq_kv_floats_per_token(model) * tw_kv_elem(model) : 0;
 }
 
 size_t tw_seq_recurrent_floats(const tw_model *model)
@@ -350,7 +350,7 @@ tw_status tw_seq_kv_read(const tw_seq *seq, size_t pos, size_t n, void *dst, tw_
         return tw_errorf(err, TW_OUT_OF_RANGE, "kv read: [%zu, +%zu) beyond the length %zu", pos,
                          n, seq->len);
     const tw_model *m = seq->model;
-    size_t row = (size_t)m->cfg.head_dim * m->kv_elem;
+    size_t row = (size_t)m->cfg.head_dim * tw_kv_elem(m);
     unsigned char *out = dst;
     for (uint32_t l = 0; l < m->n_attn_layers; l++)
         for (int which = 0; which < 2; which++)
@@ -369,7 +369,7 @@ tw_status tw_seq_kv_write(tw_seq *seq, size_t pos, size_t n, const void *src, tw
         return tw_errorf(err, TW_OUT_OF_RANGE, "kv write: [%zu, +%zu) beyond the capacity %zu",
                          pos, n, seq->cap);
     const tw_model *m = seq->model;
-    size_t row = (size_t)m->cfg.head_dim * m->kv_elem;
+    size_t row = (size_t)m->cfg.head_dim * tw_kv_elem(m);
     const unsigned char *in = src;
     for (uint32_t l = 0; l < m->n_attn_layers; l++)
         for (int which = 0; which < 2; which++)
