@@ -177,12 +177,10 @@ static void dn_step_task(void *ctx, int task, int n_tasks)
 }
 
 /* Verification: one task per (run of rows of one sequence, value head),
- * walking the run in order with the decode recurrence. A row with a trail
- * slot reads the state the row before left (the sequence's own for the
- * first) and writes its slot, so every intermediate state survives; a row
- * without one (a plain decode row in the same batch) steps its sequence in
- * place, exactly as dn_step_task does. */
-static void dn_trail_task(void *ctx, int task, int n_tasks)
+ * walking the run in order with the decode recurrence, in place as decode
+ * steps: the rows' inputs went to their trail slots, and a rewind replays
+ * them from the state before the pass (tw_deltanet_replay_row). */
+static void dn_run_task(void *ctx, int task, int n_tasks)
 {
     (void)n_tasks;
     const dn_job *j = ctx;
@@ -195,19 +193,53 @@ static void dn_trail_task(void *ctx, int task, int n_tasks)
     uint32_t h = (uint32_t)((size_t)task % nv);
     uint32_t kh = key_head(c, h);
     size_t r0 = s->group_start[g], r1 = s->group_start[g + 1];
-    size_t layer_off = (size_t)j->L->dn_index * (m->dn_state_floats + m->dn_conv_floats) +
-                       (size_t)h * dk * dv;
     float *S = tw_seq_dn_state(j->b->seq[r0], j->L->dn_index) + (size_t)h * dk * dv;
-    const float *src = S;
     for (size_t r = r0; r < r1; r++) {
         const float *row = s->qkv + r * conv_dim;
-        float *dst = j->b->row_trail[r] ? j->b->row_trail[r] + layer_off : S;
-        tw_deltanet_step_to(dst, src, row + (size_t)kh * dk,
+        tw_deltanet_step_to(S, S, row + (size_t)kh * dk,
                             row + (size_t)c->dn_k_heads * dk + (size_t)kh * dk,
                             row + 2 * (size_t)c->dn_k_heads * dk + (size_t)h * dv,
                             s->ba_a[r * nv + h], s->ba_b[r * nv + h], dk, dv,
                             s->dn_out + r * (size_t)nv * dv + (size_t)h * dv);
-        src = dst;
+    }
+}
+
+/* A replay record per DeltaNet layer: the row's q|k|v after conv, SiLU and
+ * normalisation, its input before the conv (the conv window's next entry),
+ * then g and beta of every value head. */
+static size_t conv_dim_of(const tw_mconfig *c)
+{
+    return 2 * (size_t)c->dn_k_heads * c->dn_k_dim + (size_t)c->dn_v_heads * c->dn_v_dim;
+}
+
+size_t tw_deltanet_replay_floats(const tw_model *m)
+{
+    return 2 * conv_dim_of(&m->cfg) + 2 * (size_t)m->cfg.dn_v_heads;
+}
+
+void tw_deltanet_replay_row(const tw_model *m, float *state, const float *row)
+{
+    const tw_mconfig *c = &m->cfg;
+    uint32_t nv = c->dn_v_heads, dk = c->dn_k_dim, dv = c->dn_v_dim;
+    size_t conv_dim = conv_dim_of(c), K = c->dn_conv;
+    float out[TW_MAX_HEAD_DIM];
+    for (uint32_t l = 0; l < m->n_dn_layers; l++) {
+        const float *rec = row + (size_t)l * tw_deltanet_replay_floats(m);
+        const float *qkv = rec, *pre = rec + conv_dim, *g = pre + conv_dim, *beta = g + nv;
+        float *S = state + (size_t)l * (m->dn_state_floats + m->dn_conv_floats);
+        for (uint32_t h = 0; h < nv; h++) {
+            uint32_t kh = key_head(c, h);
+            float *Sh = S + (size_t)h * dk * dv;
+            tw_deltanet_step_to(Sh, Sh, qkv + (size_t)kh * dk,
+                                qkv + (size_t)c->dn_k_heads * dk + (size_t)kh * dk,
+                                qkv + 2 * (size_t)c->dn_k_heads * dk + (size_t)h * dv, g[h],
+                                beta[h], dk, dv, out);
+        }
+        if (K > 1) {
+            float *win = S + m->dn_state_floats;
+            memmove(win, win + conv_dim, (K - 2) * conv_dim * sizeof(float));
+            memcpy(win + (K - 2) * conv_dim, pre, conv_dim * sizeof(float));
+        }
     }
 }
 
@@ -294,16 +326,14 @@ void tw_deltanet_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_b
         conv_run(m, L, b->seq[r0], r0, r1);
         s->group_start[n_groups++] = (uint32_t)r0;
         if (b->row_trail) {
-            /* the conv window after each row with a slot, for rewinding to
-             * any of them (conv_in holds this run's windows until the next
-             * run's conv_run) */
+            /* each row's input before the conv (conv_in holds this run's
+             * until the next run's conv_run) */
             size_t K = c->dn_conv;
-            size_t off = (size_t)L->dn_index * (m->dn_state_floats + m->dn_conv_floats) +
-                         m->dn_state_floats;
+            size_t off = (size_t)L->dn_index * tw_deltanet_replay_floats(m) + conv_dim;
             for (size_t r = r0; r < r1; r++)
                 if (b->row_trail[r])
-                    memcpy(b->row_trail[r] + off, s->conv_in + (r - r0 + 1) * conv_dim,
-                           (K - 1) * conv_dim * sizeof(float));
+                    memcpy(b->row_trail[r] + off, s->conv_in + (K - 1 + r - r0) * conv_dim,
+                           conv_dim * sizeof(float));
         }
         r0 = r1;
     }
@@ -323,9 +353,20 @@ void tw_deltanet_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_b
         }
     }
 
+    if (b->row_trail) {
+        size_t off = (size_t)L->dn_index * tw_deltanet_replay_floats(m);
+        for (size_t r = 0; r < n; r++) {
+            float *rec = b->row_trail[r];
+            if (!rec)
+                continue;
+            memcpy(rec + off, s->qkv + r * conv_dim, conv_dim * sizeof(float));
+            memcpy(rec + off + 2 * conv_dim, s->ba_a + r * nv, nv * sizeof(float));
+            memcpy(rec + off + 2 * conv_dim + nv, s->ba_b + r * nv, nv * sizeof(float));
+        }
+    }
     dn_job j = {.m = m, .L = L, .b = b, .n = n};
     if (b->row_trail)
-        tw_pool_run(pool, dn_trail_task, &j, (int)(n_groups * nv));
+        tw_pool_run(pool, dn_run_task, &j, (int)(n_groups * nv));
     else if (b->one_seq && n > 1)
         tw_pool_run(pool, dn_chunk_task, &j, (int)nv);
     else

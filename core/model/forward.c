@@ -182,6 +182,10 @@ tw_status tw_model_verify_batch(tw_model *model, tw_pool *pool, size_t n_seqs,
                              "verify: sequence %zu: the snapshot pool is another model's or has "
                              "fewer than %zu slots",
                              i, n_rows[i]);
+        for (size_t j = 0; j < i && trails[i]; j++)
+            if (trails[j] == trails[i])
+                return tw_errorf(err, TW_INVALID_ARGUMENT,
+                                 "verify: sequences %zu and %zu share a snapshot pool", j, i);
         if (n_rows[i] > seq->cap - seq->len)
             return tw_errorf(err, TW_OUT_OF_RANGE,
                              "context full: %zu tokens + %zu new exceed the sequence's %zu",
@@ -199,6 +203,9 @@ tw_status tw_model_verify_batch(tw_model *model, tw_pool *pool, size_t n_seqs,
     tw_scratch *s = &model->s;
     size_t floats = (size_t)model->n_dn_layers * (model->dn_state_floats + model->dn_conv_floats);
     bool any_trail = false;
+    for (size_t i = 0; i < n_seqs; i++)
+        if (trails[i])
+            tw_snapshot_begin_replay(trails[i], seqs[i]);
     for (size_t i = 0, r = 0; i < n_seqs; i++) {
         for (size_t k = 0; k < n_rows[i]; k++, r++) {
             s->row_seq[r] = seqs[i];
@@ -219,10 +226,7 @@ tw_status tw_model_verify_batch(tw_model *model, tw_pool *pool, size_t n_seqs,
         tw_seq *seq = seqs[i];
         size_t len0 = seq->len - n_rows[i];
         for (size_t k = 0; k < n_rows[i]; k++)
-            tw_snapshot_mark(trails[i], k, seq, len0 + k + 1, seq->stamp[len0 + k]);
-        if (floats)
-            memcpy(seq->state, tw_snapshot_slot_state(trails[i], n_rows[i] - 1),
-                   floats * sizeof(float));
+            tw_snapshot_mark_replay(trails[i], k, seq, len0 + k + 1, seq->stamp[len0 + k]);
     }
     return TW_OK;
 }

@@ -191,22 +191,34 @@ typedef struct tw_batch {
     tw_seq **seq; /* [n] */
     uint32_t *pos; /* [n] */
     bool one_seq;  /* all rows belong to seq[0] (a prefill step) */
-    /* Verify mode (tw_model_verify_batch): where the recurrent state after
-     * row r goes (a snapshot slot, laid out like tw_seq.state) instead of
-     * into its sequence, or NULL for a row that updates its sequence in
-     * place. Every row runs in the token-by-token decode form, a sequence's
-     * rows are consecutive. NULL when no row has a slot. */
+    /* Verify mode (tw_model_verify_batch): the snapshot slot that receives
+     * row r's recurrent inputs (tw_deltanet_replay_floats() per DeltaNet
+     * layer), or NULL for a row without one. Every row runs in the
+     * token-by-token decode form and updates its sequence in place; a
+     * sequence's rows are consecutive. NULL when no row has a slot. */
     float *const *row_trail;
 } tw_batch;
 
 /* ---- snapshot pool internals (model/seq.c), for tw_model_verify ---- */
-/* The recurrent-state floats of one slot, laid out like tw_seq.state. */
+/* The floats of one slot. */
 float *tw_snapshot_slot_state(tw_snapshot_pool *pool, size_t slot);
 size_t tw_snapshot_pool_slots(const tw_snapshot_pool *pool);
 const tw_model *tw_snapshot_pool_model(const tw_snapshot_pool *pool);
-/* Marks slot as holding seq's state at length len, written at clock. */
-void tw_snapshot_mark(tw_snapshot_pool *pool, size_t slot, const tw_seq *seq, size_t len,
-                      uint64_t clock);
+/* Starts a verification pass of seq: keeps its recurrent state as the base
+ * that the pass's replay slots start from. */
+void tw_snapshot_begin_replay(tw_snapshot_pool *pool, const tw_seq *seq);
+/* Marks slot as holding the inputs of the pass's row that took seq to
+ * length len, written at clock. */
+void tw_snapshot_mark_replay(tw_snapshot_pool *pool, size_t slot, const tw_seq *seq,
+                             size_t len, uint64_t clock);
+
+/* ---- DeltaNet replay (model/deltanet.c), for verification trails ---- */
+/* Floats per DeltaNet layer that one verified row's inputs take. */
+size_t tw_deltanet_replay_floats(const tw_model *m);
+/* Steps every DeltaNet layer of `state` (laid out like tw_seq.state)
+ * through one row recorded by a verification pass, exactly as the pass
+ * stepped it. */
+void tw_deltanet_replay_row(const tw_model *m, float *state, const float *row);
 
 /* ---- shared math (model/mathops.c) ---- */
 void tw_rmsnorm(float *out, const float *x, const float *w, size_t n, float eps);

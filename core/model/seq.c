@@ -105,11 +105,18 @@ tw_status tw_seq_truncate(tw_seq *seq, size_t n, tw_err *err)
     return TW_OK;
 }
 
+/* A slot holds either a whole recurrent state (tw_seq_snapshot) or, after
+ * a verification pass, the recurrent inputs of one verified row (replay):
+ * the state after row k is then the pool's base (the state before the
+ * pass) stepped through rows 0..k, which writes a few KiB per row where a
+ * whole state per row would write the full state size each time. */
 typedef struct snap_slot {
     bool used;
+    bool replay;
     uint64_t seq_id;
     size_t len;
     uint64_t clock;
+    uint64_t gen; /* replay: the pass that wrote it (base_gen) */
 } snap_slot;
 
 struct tw_snapshot_pool {
@@ -118,6 +125,9 @@ struct tw_snapshot_pool {
     size_t floats; /* per slot */
     snap_slot *slots;
     float *data;
+    float *base;      /* the state before the last verification pass */
+    uint64_t base_gen;
+    uint64_t base_seq;
 };
 
 tw_status tw_snapshot_pool_create(tw_model *model, size_t n_slots, tw_snapshot_pool **out,
@@ -129,7 +139,10 @@ tw_status tw_snapshot_pool_create(tw_model *model, size_t n_slots, tw_snapshot_p
     if (!model || n_slots == 0)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "snapshot pool: need a model and >= 1 slot");
     size_t floats = state_floats(model), total;
-    if (!mul_ok(floats, n_slots, &total) || !mul_ok(total, sizeof(float), &total))
+    size_t replay = (size_t)model->n_dn_layers * tw_deltanet_replay_floats(model);
+    if (floats && replay > floats)
+        floats = replay;
+    if (!mul_ok(floats, n_slots + 1, &total) || !mul_ok(total, sizeof(float), &total))
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "snapshot pool: size overflows");
     tw_snapshot_pool *p = calloc(1, sizeof *p);
     if (!p)
@@ -139,7 +152,8 @@ tw_status tw_snapshot_pool_create(tw_model *model, size_t n_slots, tw_snapshot_p
     p->floats = floats;
     p->slots = calloc(n_slots, sizeof *p->slots);
     p->data = floats ? calloc(floats * n_slots, sizeof(float)) : NULL;
-    if (!p->slots || (floats && !p->data)) {
+    p->base = floats ? calloc(state_floats(model), sizeof(float)) : NULL;
+    if (!p->slots || (floats && (!p->data || !p->base))) {
         tw_snapshot_pool_free(p);
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "snapshot pool: out of memory");
     }
@@ -153,6 +167,7 @@ void tw_snapshot_pool_free(tw_snapshot_pool *pool)
         return;
     free(pool->slots);
     free(pool->data);
+    free(pool->base);
     free(pool);
 }
 
@@ -163,7 +178,8 @@ tw_status tw_seq_snapshot(const tw_seq *seq, tw_snapshot_pool *pool, size_t slot
     if (slot >= pool->n_slots)
         return tw_errorf(err, TW_OUT_OF_RANGE, "snapshot: slot %zu of %zu", slot, pool->n_slots);
     if (pool->floats)
-        memcpy(pool->data + slot * pool->floats, seq->state, pool->floats * sizeof(float));
+        memcpy(pool->data + slot * pool->floats, seq->state,
+               state_floats(seq->model) * sizeof(float));
     pool->slots[slot] = (snap_slot){.used = true, .seq_id = seq->id, .len = seq->len,
                                     .clock = seq->clock};
     return TW_OK;
@@ -181,13 +197,34 @@ tw_status tw_seq_restore(tw_seq *seq, const tw_snapshot_pool *pool, size_t slot,
     if (sl->seq_id != seq->id)
         return tw_errorf(err, TW_FAILED_PRECONDITION,
                          "restore: slot %zu holds a snapshot of another sequence", slot);
+    if (sl->replay) {
+        /* rows 0..slot of the same pass, whose base is still there */
+        if (pool->base_seq != seq->id)
+            return tw_errorf(err, TW_FAILED_PRECONDITION,
+                             "restore: slot %zu belongs to a verification pass of another "
+                             "sequence",
+                             slot);
+        for (size_t k = 0; k <= slot; k++)
+            if (!pool->slots[k].replay || pool->slots[k].gen != pool->base_gen ||
+                pool->slots[k].seq_id != seq->id)
+                return tw_errorf(err, TW_FAILED_PRECONDITION,
+                                 "restore: slot %zu was overwritten after the verification "
+                                 "pass that slot %zu belongs to",
+                                 k, slot);
+    }
     for (size_t p = 0; p < sl->len; p++) {
         if (seq->stamp[p] > sl->clock)
             return tw_errorf(err, TW_FAILED_PRECONDITION,
                              "restore: position %zu was rewritten after the snapshot", p);
     }
-    if (pool->floats)
-        memcpy(seq->state, pool->data + slot * pool->floats, pool->floats * sizeof(float));
+    size_t floats = state_floats(seq->model);
+    if (floats && sl->replay) {
+        memcpy(seq->state, pool->base, floats * sizeof(float));
+        for (size_t k = 0; k <= slot; k++)
+            tw_deltanet_replay_row(seq->model, seq->state, pool->data + k * pool->floats);
+    } else if (floats) {
+        memcpy(seq->state, pool->data + slot * pool->floats, floats * sizeof(float));
+    }
     seq->len = sl->len;
     return TW_OK;
 }
@@ -197,12 +234,21 @@ float *tw_snapshot_slot_state(tw_snapshot_pool *pool, size_t slot)
     return pool->data ? pool->data + slot * pool->floats : NULL;
 }
 
+void tw_snapshot_begin_replay(tw_snapshot_pool *pool, const tw_seq *seq)
+{
+    if (pool->base)
+        memcpy(pool->base, seq->state, state_floats(seq->model) * sizeof(float));
+    pool->base_gen++;
+    pool->base_seq = seq->id;
+}
+
+void tw_snapshot_mark_replay(tw_snapshot_pool *pool, size_t slot, const tw_seq *seq,
+                             size_t len, uint64_t clock)
+{
+    pool->slots[slot] = (snap_slot){.used = true, .replay = true, .seq_id = seq->id, .len = len,
+                                    .clock = clock, .gen = pool->base_gen};
+}
+
 size_t tw_snapshot_pool_slots(const tw_snapshot_pool *pool) { return pool->n_slots; }
 
 const tw_model *tw_snapshot_pool_model(const tw_snapshot_pool *pool) { return pool->model; }
-
-void tw_snapshot_mark(tw_snapshot_pool *pool, size_t slot, const tw_seq *seq, size_t len,
-                      uint64_t clock)
-{
-    pool->slots[slot] = (snap_slot){.used = true, .seq_id = seq->id, .len = len, .clock = clock};
-}

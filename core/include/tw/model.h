@@ -213,13 +213,18 @@ tw_status tw_model_decode_batch(tw_model *model, tw_pool *pool, tw_seq *const *s
  * with TW_LOGITS_ALL (n x vocab_size floats into logits), but computes every
  * token exactly as n successive single-sequence tw_model_decode_batch steps
  * would, so the logits are bit-identical to plain decoding, and records into
- * slots 0..n-1 of `trail` the sequence's state after each token. Afterwards
- * the sequence holds all n tokens; tw_seq_restore(seq, trail, i) cuts it back
- * to the first i + 1 of them, which is how rejected draft tokens are undone
- * on recurrent (DeltaNet) models as well as on attention-only ones. The
- * intermediate states are written where decoding would write in place, so
- * the extra cost is one copy of the recurrent state at the end plus one per
- * rewind. n must be 1..min(max_batch, max_chunk) and at most
+ * slots 0..n-1 of `trail` what it takes to return to the state after each
+ * token. Afterwards the sequence holds all n tokens; tw_seq_restore(seq,
+ * trail, i) cuts it back to the first i + 1 of them, which is how rejected
+ * draft tokens are undone on recurrent (DeltaNet) models as well as on
+ * attention-only ones. The recurrent layers step in place as decoding does;
+ * the trail keeps the state before the pass (one copy of the recurrent
+ * state) and each token's recurrent inputs (a few KiB per layer), and a
+ * rewind to token i copies that state back and replays tokens 0..i through
+ * the recurrence, exactly. The slots stay valid until the next pass that
+ * uses the trail or a tw_seq_snapshot into one of slots 0..i; after either,
+ * restoring them is FAILED_PRECONDITION. n must be 1..min(max_batch,
+ * max_chunk) and at most
  * the pool's slot count; errors leave seq unchanged (same validation as
  * tw_model_forward). Blocking; not concurrent with another forward pass on
  * the model. */
@@ -235,8 +240,8 @@ tw_status tw_model_verify(tw_model *model, tw_pool *pool, tw_seq *seq, const uin
  * trails[i] NULL it takes exactly one row, a plain decode step. With at most
  * TW_MATMUL_EXACT_ROWS rows in all, every row's logits are bit-identical to
  * those of the single-sequence calls. The rows
- * together must be at most min(max_batch, max_chunk); sequences must be
- * distinct. Validation as tw_model_verify; errors change nothing. Blocking;
+ * together must be at most min(max_batch, max_chunk); sequences, and their
+ * trails, must be distinct. Validation as tw_model_verify; errors change nothing. Blocking;
  * not concurrent with another forward pass on the model. */
 tw_status tw_model_verify_batch(tw_model *model, tw_pool *pool, size_t n_seqs,
                                 tw_seq *const *seqs, const uint32_t *tokens, const size_t *n_rows,

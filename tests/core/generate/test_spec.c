@@ -339,6 +339,67 @@ static void check_verify_batch(tw_model *m, tw_pool *pool, const uint32_t *promp
     free(next_got);
 }
 
+/* A verification trail holds each row's recurrent inputs and rewinds by
+ * replaying them from the state before the pass: rewinding to row 0 and
+ * then forward to row 2 lands where the pass left the sequence, bit for
+ * bit; a trail whose pass was overwritten, or that another sequence's pass
+ * took over, is refused; two sequences cannot share one trail. */
+static void check_trail_replay(tw_model *m, tw_pool *pool, const uint32_t *prompt, size_t n)
+{
+    uint32_t V = tw_model_get_info(m)->vocab_size;
+    tw_err err = {{0}};
+    float *rows = malloc(3 * V * sizeof(float));
+    float *want = malloc(V * sizeof(float)), *got = malloc(V * sizeof(float));
+    assert_non_null(rows);
+    assert_non_null(want);
+    assert_non_null(got);
+    const uint32_t tb[3] = {5 % V, 7 % V, 11 % V}, after = 13 % V;
+    tw_seq *a, *b;
+    tw_snapshot_pool *trail;
+    assert_int_equal(tw_seq_create(m, 0, &a, &err), TW_OK);
+    assert_int_equal(tw_seq_create(m, 0, &b, &err), TW_OK);
+    assert_int_equal(tw_snapshot_pool_create(m, 4, &trail, &err), TW_OK);
+    for (int rewind = 0; rewind < 2; rewind++) {
+        assert_int_equal(tw_model_forward(m, pool, b, prompt, n, NULL, TW_LOGITS_NONE, &err),
+                         TW_OK);
+        assert_int_equal(tw_model_verify(m, pool, b, tb, 3, rows, trail, &err), TW_OK);
+        if (rewind) {
+            assert_int_equal(tw_seq_restore(b, trail, 0, &err), TW_OK);
+            assert_int_equal(tw_seq_len(b), n + 1);
+            assert_int_equal(tw_seq_restore(b, trail, 2, &err), TW_OK);
+        }
+        assert_int_equal(tw_seq_len(b), n + 3);
+        assert_int_equal(tw_model_decode_batch(m, pool, &b, &after, 1, rewind ? got : want, &err),
+                         TW_OK);
+        tw_seq_reset(b);
+    }
+    assert_memory_equal(want, got, V * sizeof(float));
+
+    assert_int_equal(tw_model_forward(m, pool, b, prompt, n, NULL, TW_LOGITS_NONE, &err), TW_OK);
+    assert_int_equal(tw_model_verify(m, pool, b, tb, 3, rows, trail, &err), TW_OK);
+    assert_int_equal(tw_seq_snapshot(b, trail, 0, &err), TW_OK);
+    assert_int_equal(tw_seq_restore(b, trail, 1, &err), TW_FAILED_PRECONDITION);
+    assert_int_equal(tw_model_verify(m, pool, b, tb, 3, rows, trail, &err), TW_OK);
+    assert_int_equal(tw_model_forward(m, pool, a, prompt, n, NULL, TW_LOGITS_NONE, &err), TW_OK);
+    assert_int_equal(tw_model_verify(m, pool, a, tb, 1, rows, trail, &err), TW_OK);
+    assert_int_equal(tw_seq_restore(b, trail, 1, &err), TW_FAILED_PRECONDITION);
+    assert_int_equal(tw_seq_len(b), n + 6);
+
+    tw_seq *both[2] = {a, b};
+    tw_snapshot_pool *shared[2] = {trail, trail};
+    size_t two[2] = {2, 1};
+    assert_int_equal(tw_model_verify_batch(m, pool, 2, both, tb, two, shared, rows, &err),
+                     TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_seq_len(a), n + 1);
+    assert_int_equal(tw_seq_len(b), n + 6);
+    tw_snapshot_pool_free(trail);
+    tw_seq_free(a);
+    tw_seq_free(b);
+    free(rows);
+    free(want);
+    free(got);
+}
+
 static void check_family(const char *dir, const char *name, const char *draft_name)
 {
     tw_pool *pool;
@@ -350,6 +411,7 @@ static void check_family(const char *dir, const char *name, const char *draft_na
     size_t n = prompt_of(dir, name, prompt, 64);
     plain_greedy(m, pool, prompt, n, want);
     check_verify_batch(m, pool, prompt, n);
+    check_trail_replay(m, pool, prompt, n);
     const uint32_t ks[] = {1, 3, 6};
     for (int use_draft = 0; use_draft < 2; use_draft++) {
         for (size_t i = 0; i < 3; i++) {
