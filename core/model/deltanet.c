@@ -283,12 +283,13 @@ static void conv_run(tw_model *m, const tw_layer *L, tw_seq *seq, size_t r0, siz
     memcpy(in + (K - 1) * conv_dim, s->qkv + r0 * conv_dim, len * conv_dim * sizeof(float));
     for (size_t t = 0; t < len; t++) {
         float *o = s->qkv + (r0 + t) * conv_dim;
-        for (size_t ch = 0; ch < conv_dim; ch++) {
-            const float *w = L->conv_w + ch * K;
-            float acc = 0.0f;
-            for (size_t i = 0; i < K; i++)
-                acc += w[i] * in[(t + i) * conv_dim + ch];
-            o[ch] = acc;
+        /* per channel 0 + w_0 x_0 + w_1 x_1 + ..., in tap order */
+        for (size_t ch = 0; ch < conv_dim; ch++)
+            o[ch] = 0.0f + L->conv_w[ch] * in[t * conv_dim + ch];
+        for (size_t i = 1; i < K; i++) {
+            const float *w = L->conv_w + i * conv_dim, *x = in + (t + i) * conv_dim;
+            for (size_t ch = 0; ch < conv_dim; ch++)
+                o[ch] += w[ch] * x[ch];
         }
         tw_silu_f32(o, conv_dim);
     }
@@ -297,10 +298,7 @@ static void conv_run(tw_model *m, const tw_layer *L, tw_seq *seq, size_t r0, siz
 
 static void l2norm(float *x, uint32_t n, float scale)
 {
-    double ss = 0.0;
-    for (uint32_t i = 0; i < n; i++)
-        ss += (double)x[i] * x[i];
-    float r = (float)(1.0 / sqrt(ss + 1e-6)) * scale;
+    float r = (float)(1.0 / sqrt(tw_sum_squares(x, n) + 1e-6)) * scale;
     for (uint32_t i = 0; i < n; i++)
         x[i] *= r;
 }
@@ -372,14 +370,12 @@ void tw_deltanet_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_b
     else
         tw_pool_run(pool, dn_step_task, &j, (int)(n * nv));
 
+    /* RMSNorm(o) * SiLU(z), left in z for the out-projection */
     for (size_t r = 0; r < n; r++) {
-        for (uint32_t h = 0; h < nv; h++) {
-            float *o = s->dn_out + r * (size_t)nv * dv + (size_t)h * dv;
-            const float *z = s->z + r * (size_t)nv * dv + (size_t)h * dv;
-            tw_rmsnorm(o, o, L->dn_norm, dv, c->norm_eps);
-            for (uint32_t d = 0; d < dv; d++)
-                o[d] *= tw_silu(z[d]);
-        }
+        float *o = s->dn_out + r * (size_t)nv * dv;
+        for (uint32_t h = 0; h < nv; h++)
+            tw_rmsnorm(o + (size_t)h * dv, o + (size_t)h * dv, L->dn_norm, dv, c->norm_eps);
+        tw_silu_mul_f32(s->z + r * (size_t)nv * dv, o, (size_t)nv * dv);
     }
-    tw_mat_mul(pool, &L->out_proj, s->dn_out, n, y);
+    tw_mat_mul(pool, &L->out_proj, s->z, n, y);
 }

@@ -199,6 +199,15 @@ static tw_status load_deltanet(loader *ld, int l, tw_layer *L)
     if (t.transform != TW_WT_NEG_EXP)
         for (size_t i = 0; i < nv; i++)
             L->dn_a[i] = -expf(L->dn_a[i]);
+    /* the conv taps tap-major, so each tap is one pass over the channels */
+    size_t K = c->dn_conv;
+    float *wt = m_calloc(m, conv_dim * K, sizeof(float));
+    if (!wt)
+        return tw_errorf(ld->err, TW_RESOURCE_EXHAUSTED, "out of memory");
+    for (size_t ch = 0; ch < conv_dim; ch++)
+        for (size_t i = 0; i < K; i++)
+            wt[i * conv_dim + ch] = L->conv_w[ch * K + i];
+    L->conv_w = wt;
     L->dn_index = m->n_dn_layers++;
     return TW_OK;
 }

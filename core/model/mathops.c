@@ -5,12 +5,22 @@
 
 #include "model/model_internal.h"
 
+/* Four running sums, so the additions do not wait on each other. */
+double tw_sum_squares(const float *x, size_t n)
+{
+    double s[4] = {0.0, 0.0, 0.0, 0.0};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (size_t k = 0; k < 4; k++)
+            s[k] += (double)x[i + k] * x[i + k];
+    for (; i < n; i++)
+        s[0] += (double)x[i] * x[i];
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
 void tw_rmsnorm(float *out, const float *x, const float *w, size_t n, float eps)
 {
-    double ss = 0.0;
-    for (size_t i = 0; i < n; i++)
-        ss += (double)x[i] * x[i];
-    float r = (float)(1.0 / sqrt(ss / (double)n + eps));
+    float r = (float)(1.0 / sqrt(tw_sum_squares(x, n) / (double)n + eps));
     if (w) {
         for (size_t i = 0; i < n; i++)
             out[i] = x[i] * r * w[i];

@@ -60,7 +60,7 @@ typedef struct tw_layer {
 
     /* Gated DeltaNet */
     tw_mat in_qkv, in_z, in_b, in_a, out_proj;
-    float *conv_w;  /* [conv_dim][conv_kernel] */
+    float *conv_w;  /* [conv_kernel][conv_dim] (transposed at load) */
     float *dn_a;    /* -exp(A_log), [n_v_heads] */
     float *dt_bias; /* [n_v_heads] */
     float *dn_norm; /* gated RMSNorm weight, [v_head_dim] */
@@ -221,6 +221,8 @@ size_t tw_deltanet_replay_floats(const tw_model *m);
 void tw_deltanet_replay_row(const tw_model *m, float *state, const float *row);
 
 /* ---- shared math (model/mathops.c) ---- */
+/* The sum of x[i]^2 in double precision. */
+double tw_sum_squares(const float *x, size_t n);
 void tw_rmsnorm(float *out, const float *x, const float *w, size_t n, float eps);
 void tw_rmsnorm_rows(tw_pool *pool, float *out, const float *x, const float *w, size_t rows,
                      size_t n, float eps);
