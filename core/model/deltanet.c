@@ -177,9 +177,11 @@ static void dn_step_task(void *ctx, int task, int n_tasks)
 }
 
 /* Verification: one task per (run of rows of one sequence, value head),
- * walking the run in order with the decode recurrence, in place as decode
- * steps: the rows' inputs went to their trail slots, and a rewind replays
- * them from the state before the pass (tw_deltanet_replay_row). */
+ * walking the run in order with the decode recurrence: the first row reads
+ * the run's base state where it has one (tw_batch.row_base) and every row
+ * writes the sequence's, as decode steps in place. The rows' inputs went to
+ * their trail slots, and a rewind replays them from the base
+ * (tw_deltanet_replay_row). */
 static void dn_run_task(void *ctx, int task, int n_tasks)
 {
     (void)n_tasks;
@@ -193,10 +195,13 @@ static void dn_run_task(void *ctx, int task, int n_tasks)
     uint32_t h = (uint32_t)((size_t)task % nv);
     uint32_t kh = key_head(c, h);
     size_t r0 = s->group_start[g], r1 = s->group_start[g + 1];
-    float *S = tw_seq_dn_state(j->b->seq[r0], j->L->dn_index) + (size_t)h * dk * dv;
-    for (size_t r = r0; r < r1; r++) {
+    size_t head_off = (size_t)j->L->dn_index * (m->dn_state_floats + m->dn_conv_floats) +
+                      (size_t)h * dk * dv;
+    float *S = j->b->seq[r0]->state + head_off;
+    const float *src = j->b->row_base[r0] ? j->b->row_base[r0] + head_off : S;
+    for (size_t r = r0; r < r1; r++, src = S) {
         const float *row = s->qkv + r * conv_dim;
-        tw_deltanet_step_to(S, S, row + (size_t)kh * dk,
+        tw_deltanet_step_to(S, src, row + (size_t)kh * dk,
                             row + (size_t)c->dn_k_heads * dk + (size_t)kh * dk,
                             row + 2 * (size_t)c->dn_k_heads * dk + (size_t)h * dv,
                             s->ba_a[r * nv + h], s->ba_b[r * nv + h], dk, dv,

@@ -203,22 +203,22 @@ tw_status tw_model_verify_batch(tw_model *model, tw_pool *pool, size_t n_seqs,
     tw_scratch *s = &model->s;
     size_t floats = (size_t)model->n_dn_layers * (model->dn_state_floats + model->dn_conv_floats);
     bool any_trail = false;
-    for (size_t i = 0; i < n_seqs; i++)
-        if (trails[i])
-            tw_snapshot_begin_replay(trails[i], seqs[i]);
     for (size_t i = 0, r = 0; i < n_seqs; i++) {
+        const float *base = trails[i] ? tw_snapshot_begin_replay(trails[i], seqs[i]) : NULL;
         for (size_t k = 0; k < n_rows[i]; k++, r++) {
             s->row_seq[r] = seqs[i];
             s->pos[r] = (uint32_t)(seqs[i]->len + k);
             s->row_trail[r] =
                 trails[i] && floats ? tw_snapshot_slot_state(trails[i], k) : NULL;
+            s->row_base[r] = k == 0 ? base : NULL;
             any_trail |= s->row_trail[r] != NULL;
         }
     }
     /* Not one_seq: attention and the FFN treat the rows exactly as a decode
      * batch does, and the recurrent layers step token by token. */
     tw_batch b = {.n = total, .seq = s->row_seq, .pos = s->pos, .one_seq = false,
-                  .row_trail = any_trail ? s->row_trail : NULL};
+                  .row_trail = any_trail ? s->row_trail : NULL,
+                  .row_base = s->row_base};
     step(model, pool, &b, tokens, 0, logits);
     for (size_t i = 0; i < n_seqs; i++) {
         if (!trails[i])

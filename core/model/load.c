@@ -340,6 +340,7 @@ static tw_status alloc_scratch(tw_model *m, tw_err *err)
     ALLOC(pos, R);
     ALLOC(row_seq, R);
     ALLOC(row_trail, R);
+    ALLOC(row_base, R);
     ALLOC(group_start, R + 1);
     if (m->n_attn_layers) {
         ALLOC(q, R * c->n_heads * hd * (c->family->attn_gate ? 2 : 1));

@@ -97,6 +97,7 @@ typedef struct tw_scratch {
     uint32_t *pos;              /* [rows] */
     tw_seq **row_seq;           /* [rows] */
     float **row_trail;          /* [rows] */
+    const float **row_base;     /* [rows] */
     uint32_t *group_start;      /* [rows + 1]: runs of rows of one sequence */
 } tw_scratch;
 
@@ -197,6 +198,10 @@ typedef struct tw_batch {
      * token-by-token decode form and updates its sequence in place; a
      * sequence's rows are consecutive. NULL when no row has a slot. */
     float *const *row_trail;
+    /* With row_trail: for the first row of a sequence's run, the recurrent
+     * state (laid out like tw_seq.state) the run starts from instead of the
+     * sequence's own; NULL for every other row. */
+    const float *const *row_base;
 } tw_batch;
 
 /* ---- snapshot pool internals (model/seq.c), for tw_model_verify ---- */
@@ -204,9 +209,11 @@ typedef struct tw_batch {
 float *tw_snapshot_slot_state(tw_snapshot_pool *pool, size_t slot);
 size_t tw_snapshot_pool_slots(const tw_snapshot_pool *pool);
 const tw_model *tw_snapshot_pool_model(const tw_snapshot_pool *pool);
-/* Starts a verification pass of seq: keeps its recurrent state as the base
- * that the pass's replay slots start from. */
-void tw_snapshot_begin_replay(tw_snapshot_pool *pool, const tw_seq *seq);
+/* Starts a verification pass of seq: its recurrent state becomes the base
+ * that the pass's replay slots start from, and the sequence gets a buffer
+ * holding only its conv windows, which the pass's first row fills from the
+ * base (returned; NULL without recurrent state). */
+const float *tw_snapshot_begin_replay(tw_snapshot_pool *pool, tw_seq *seq);
 /* Marks slot as holding the inputs of the pass's row that took seq to
  * length len, written at clock. */
 void tw_snapshot_mark_replay(tw_snapshot_pool *pool, size_t slot, const tw_seq *seq,

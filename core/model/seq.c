@@ -234,12 +234,24 @@ float *tw_snapshot_slot_state(tw_snapshot_pool *pool, size_t slot)
     return pool->data ? pool->data + slot * pool->floats : NULL;
 }
 
-void tw_snapshot_begin_replay(tw_snapshot_pool *pool, const tw_seq *seq)
+const float *tw_snapshot_begin_replay(tw_snapshot_pool *pool, tw_seq *seq)
 {
-    if (pool->base)
-        memcpy(pool->base, seq->state, state_floats(seq->model) * sizeof(float));
     pool->base_gen++;
     pool->base_seq = seq->id;
+    if (!pool->base)
+        return NULL;
+    /* The buffers trade places instead of copying the state: the pass's
+     * first row reads the old one and writes the new, and only the conv
+     * windows, which the conv reads from the sequence, are carried over. */
+    float *old = seq->state;
+    seq->state = pool->base;
+    pool->base = old;
+    const tw_model *m = seq->model;
+    for (uint32_t l = 0; l < m->n_dn_layers; l++)
+        memcpy(tw_seq_dn_conv(seq, l),
+               old + (size_t)l * (m->dn_state_floats + m->dn_conv_floats) + m->dn_state_floats,
+               m->dn_conv_floats * sizeof(float));
+    return old;
 }
 
 void tw_snapshot_mark_replay(tw_snapshot_pool *pool, size_t slot, const tw_seq *seq,
