@@ -302,7 +302,7 @@ static void test_small_batch_matches_matvec(void **state)
              * none for the scalar ones */
             bool int8 = ii > 0 && (t == TW_TYPE_Q4_K || t == TW_TYPE_Q5_K || t == TW_TYPE_Q6_K ||
                                    (ii == 2 && (t == TW_TYPE_Q8_0 || t == TW_TYPE_Q4_0)));
-            const size_t ns[] = {2, 4, 7, 16, MAXN};
+            const size_t ns[] = {2, 3, 4, 7, 16, MAXN};
             mat m;
             make_mat(&m, t, ROWS, COLS, &rng, false);
             for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
