@@ -62,13 +62,16 @@ grep -q "^rss_bytes: [1-9]" "$D/stats.out" || fail "stats: no rss"
 
 # watch sees a stream that another client runs. The subscription is set up
 # asynchronously, so a stream may start before watch listens: retry until
-# watch has printed a stream from its first chunk.
+# watch has printed a stream from its first chunk, for up to a minute (a
+# loaded machine running the suite in parallel can take that long to start
+# a sanitized watcher and connect it).
 first=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["greedy_ids"][0])' "$GOLDEN")
 "$TW" --engine "$RPC" --pub "$PUB" watch >"$D/watch.out" 2>"$D/watch.err" &
 WPID=$!
 seen=0
-for _ in $(seq 1 40); do
+for _ in $(seq 1 240); do
     sleep 0.25
+    kill -0 "$WPID" 2>/dev/null || fail "watch exited before it saw a stream"
     tw generate --stream --ids "$IDS" --max-tokens 4 --temperature 0 >/dev/null 2>>"$D/cli.err" ||
         fail "generate for watch exited $?"
     if grep -q "#0\] $first\( \|$\)" "$D/watch.out" 2>/dev/null; then
