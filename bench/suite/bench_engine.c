@@ -124,6 +124,47 @@ static double run_decode(tw_model *m, tw_pool *pool, tw_seq *seq, const uint32_t
     return (double)n / (bench_now() - t0);
 }
 
+/* Decode set against bandwidth read in the same moments: bursts of
+ * PAIRED_BURST tokens alternate with short read probes, so each burst and
+ * its neighbouring probes see the same phase of a shared machine. Returns
+ * the median over the bursts of the weight bytes a burst moved per second
+ * over the better of the probes on either side of it (0 on failure);
+ * *bw_med gets the median of those probes. */
+#define PAIRED_ROUNDS 9
+#define PAIRED_BURST 16
+#define PAIRED_PROBE_S 0.15
+
+static double decode_bandwidth_share(tw_model *m, tw_pool *pool, tw_seq *seq,
+                                     const uint32_t *prompt, uint32_t threads, uint64_t bpt,
+                                     float *logits, uint32_t vocab, double *bw_med)
+{
+    tw_err err;
+    tw_seq_reset(seq);
+    if (tw_model_forward(m, pool, seq, prompt, 8, logits, TW_LOGITS_LAST, &err) != TW_OK)
+        return 0;
+    uint32_t tok = argmax(logits, vocab);
+    double share[PAIRED_ROUNDS], bws[PAIRED_ROUNDS];
+    double before = bench_probe_bandwidth(threads, PAIRED_PROBE_S);
+    for (int r = 0; r < PAIRED_ROUNDS; r++) {
+        double t0 = bench_now();
+        for (int i = 0; i < PAIRED_BURST; i++) {
+            if (tw_model_decode_batch(m, pool, &seq, &tok, 1, logits, &err) != TW_OK)
+                return 0;
+            tok = argmax(logits, vocab);
+        }
+        double dt = bench_now() - t0;
+        double after = bench_probe_bandwidth(threads, PAIRED_PROBE_S);
+        double bw = after > before ? after : before;
+        if (bw <= 0 || dt <= 0)
+            return 0;
+        share[r] = (double)PAIRED_BURST * (double)bpt / dt / bw;
+        bws[r] = bw;
+        before = after;
+    }
+    *bw_med = bench_percentile(bws, PAIRED_ROUNDS, 50);
+    return bench_percentile(share, PAIRED_ROUNDS, 50);
+}
+
 typedef struct model_results {
     double decode128;
 } model_results;
@@ -228,6 +269,16 @@ static int bench_model_api(const args *a, double bw, model_results *res)
                        bw_near[k] > 0 ? 100.0 * dec[k] * (double)bpt / bw_near[k] : 0,
                        bw_near[k] / 1e9);
     }
+    double paired_bw = 0, paired = 0;
+    if (a->bandwidth <= 0 && bpt) {
+        paired = decode_bandwidth_share(m, pool, seq, ids + 2048, a->threads, bpt, logits, vocab,
+                                        &paired_bw);
+        if (paired > 0)
+            bench_progress("%s: decode in %d bursts of %d tokens between read probes: median "
+                           "%.0f%% of the bandwidth read beside it (%.1f GB/s)",
+                           a->label, PAIRED_ROUNDS, PAIRED_BURST, 100.0 * paired,
+                           paired_bw / 1e9);
+    }
     /* decode deep into a long context, where attention reads every earlier
      * position's K and V per token next to the weights */
     if (!a->quick) {
@@ -248,6 +299,13 @@ static int bench_model_api(const args *a, double bw, model_results *res)
                  bw_near[k], bw);
         double bound = bw_near[k] > 0 && bpt ? bw_near[k] / (double)bpt : 0;
         bench_row("model", name, a->label, dec[k], "tok/s", bound, "bandwidth bound", dextra);
+    }
+    if (paired > 0) {
+        char pextra[640];
+        snprintf(pextra, sizeof pextra, "%s,\"rounds\":%d,\"burst_tokens\":%d,\"bandwidth\":%.4g",
+                 extra, PAIRED_ROUNDS, PAIRED_BURST, paired_bw);
+        bench_row("model", "decode_bandwidth_share", a->label, paired, "fraction", 0, NULL,
+                  pextra);
     }
     /* prefill rows: against single-token decode (the batching gain) */
     for (size_t k = 0; k < 3; k++) {

@@ -64,6 +64,9 @@ def main():
             bb = ""
             if r and metric.startswith("decode") and r.get("baseline"):
                 bb = f"{100 * r['value'] / r['baseline']:.0f}%"
+                paired = by.get(("model", "decode_bandwidth_share", label))
+                if paired:
+                    bb += f" (paired {100 * paired['value']:.0f}%)"
             ratio = got / want if got else None
             md.append(f"| {t} | {metric} | {fmt(got)} | {fmt(want)} | "
                       f"{'–' if ratio is None else f'{ratio:.2f}x'} | "
