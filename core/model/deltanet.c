@@ -163,7 +163,7 @@ static void dn_step_task(void *ctx, int task, int n_tasks)
     const tw_mconfig *c = &j->m->cfg;
     const tw_scratch *s = &j->m->s;
     uint32_t nv = c->dn_v_heads, dk = c->dn_k_dim, dv = c->dn_v_dim;
-    size_t conv_dim = 2 * (size_t)c->dn_k_heads * dk + (size_t)nv * dv;
+    size_t conv_dim = tw_dn_conv_dim(c);
     size_t r = (size_t)task / nv;
     uint32_t h = (uint32_t)((size_t)task % nv);
     uint32_t kh = key_head(c, h);
@@ -190,13 +190,12 @@ static void dn_run_task(void *ctx, int task, int n_tasks)
     const tw_mconfig *c = &m->cfg;
     const tw_scratch *s = &m->s;
     uint32_t nv = c->dn_v_heads, dk = c->dn_k_dim, dv = c->dn_v_dim;
-    size_t conv_dim = 2 * (size_t)c->dn_k_heads * dk + (size_t)nv * dv;
+    size_t conv_dim = tw_dn_conv_dim(c);
     size_t g = (size_t)task / nv;
     uint32_t h = (uint32_t)((size_t)task % nv);
     uint32_t kh = key_head(c, h);
     size_t r0 = s->group_start[g], r1 = s->group_start[g + 1];
-    size_t head_off = (size_t)j->L->dn_index * (m->dn_state_floats + m->dn_conv_floats) +
-                      (size_t)h * dk * dv;
+    size_t head_off = (size_t)j->L->dn_index * tw_dn_layer_floats(m) + (size_t)h * dk * dv;
     float *S = j->b->seq[r0]->state + head_off;
     const float *src = j->b->row_base[r0] ? j->b->row_base[r0] + head_off : S;
     for (size_t r = r0; r < r1; r++, src = S) {
@@ -212,26 +211,21 @@ static void dn_run_task(void *ctx, int task, int n_tasks)
 /* A replay record per DeltaNet layer: the row's q|k|v after conv, SiLU and
  * normalisation, its input before the conv (the conv window's next entry),
  * then g and beta of every value head. */
-static size_t conv_dim_of(const tw_mconfig *c)
-{
-    return 2 * (size_t)c->dn_k_heads * c->dn_k_dim + (size_t)c->dn_v_heads * c->dn_v_dim;
-}
-
 size_t tw_deltanet_replay_floats(const tw_model *m)
 {
-    return 2 * conv_dim_of(&m->cfg) + 2 * (size_t)m->cfg.dn_v_heads;
+    return 2 * tw_dn_conv_dim(&m->cfg) + 2 * (size_t)m->cfg.dn_v_heads;
 }
 
 void tw_deltanet_replay_row(const tw_model *m, float *state, const float *row)
 {
     const tw_mconfig *c = &m->cfg;
     uint32_t nv = c->dn_v_heads, dk = c->dn_k_dim, dv = c->dn_v_dim;
-    size_t conv_dim = conv_dim_of(c), K = c->dn_conv;
+    size_t conv_dim = tw_dn_conv_dim(c), K = c->dn_conv, rec_floats = tw_deltanet_replay_floats(m);
     float out[TW_MAX_HEAD_DIM];
     for (uint32_t l = 0; l < m->n_dn_layers; l++) {
-        const float *rec = row + (size_t)l * tw_deltanet_replay_floats(m);
+        const float *rec = row + (size_t)l * rec_floats;
         const float *qkv = rec, *pre = rec + conv_dim, *g = pre + conv_dim, *beta = g + nv;
-        float *S = state + (size_t)l * (m->dn_state_floats + m->dn_conv_floats);
+        float *S = state + (size_t)l * tw_dn_layer_floats(m);
         for (uint32_t h = 0; h < nv; h++) {
             uint32_t kh = key_head(c, h);
             float *Sh = S + (size_t)h * dk * dv;
@@ -256,7 +250,7 @@ static void dn_chunk_task(void *ctx, int task, int n_tasks)
     const tw_mconfig *c = &j->m->cfg;
     const tw_scratch *s = &j->m->s;
     uint32_t nv = c->dn_v_heads, dk = c->dn_k_dim, dv = c->dn_v_dim;
-    size_t conv_dim = 2 * (size_t)c->dn_k_heads * dk + (size_t)nv * dv;
+    size_t conv_dim = tw_dn_conv_dim(c);
     uint32_t h = (uint32_t)task;
     uint32_t kh = key_head(c, h);
     float *S = tw_seq_dn_state(j->b->seq[0], j->L->dn_index) + (size_t)h * dk * dv;
@@ -280,7 +274,7 @@ static void conv_run(tw_model *m, const tw_layer *L, tw_seq *seq, size_t r0, siz
     const tw_mconfig *c = &m->cfg;
     tw_scratch *s = &m->s;
     size_t K = c->dn_conv;
-    size_t conv_dim = 2 * (size_t)c->dn_k_heads * c->dn_k_dim + (size_t)c->dn_v_heads * c->dn_v_dim;
+    size_t conv_dim = tw_dn_conv_dim(c);
     size_t len = r1 - r0;
     float *win = tw_seq_dn_conv(seq, L->dn_index);
     float *in = s->conv_in;
@@ -315,7 +309,7 @@ void tw_deltanet_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_b
     tw_scratch *s = &m->s;
     size_t n = b->n;
     uint32_t nk = c->dn_k_heads, nv = c->dn_v_heads, dk = c->dn_k_dim, dv = c->dn_v_dim;
-    size_t conv_dim = 2 * (size_t)nk * dk + (size_t)nv * dv;
+    size_t conv_dim = tw_dn_conv_dim(c);
 
     const tw_mat *in[4] = {&L->in_qkv, &L->in_z, &L->in_b, &L->in_a};
     float *const out[4] = {s->qkv, s->z, s->ba_b, s->ba_a};

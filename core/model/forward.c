@@ -201,7 +201,7 @@ tw_status tw_model_verify_batch(tw_model *model, tw_pool *pool, size_t n_seqs,
         return st;
 
     tw_scratch *s = &model->s;
-    size_t floats = (size_t)model->n_dn_layers * (model->dn_state_floats + model->dn_conv_floats);
+    size_t floats = (size_t)model->n_dn_layers * tw_dn_layer_floats(model);
     bool any_trail = false;
     for (size_t i = 0, r = 0; i < n_seqs; i++) {
         const float *base = trails[i] ? tw_snapshot_begin_replay(trails[i], seqs[i]) : NULL;

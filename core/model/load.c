@@ -171,7 +171,7 @@ static tw_status load_deltanet(loader *ld, int l, tw_layer *L)
     const tw_mconfig *c = &m->cfg;
     size_t H = c->hidden;
     size_t nv = c->dn_v_heads, vdim = nv * c->dn_v_dim;
-    size_t conv_dim = 2 * (size_t)c->dn_k_heads * c->dn_k_dim + vdim;
+    size_t conv_dim = tw_dn_conv_dim(c);
     tw_status st;
     if ((st = get_mat(ld, lname(ld, l, "linear_attn.in_proj_qkv.weight"), conv_dim, H,
                       &L->in_qkv)) ||
@@ -350,7 +350,7 @@ static tw_status alloc_scratch(tw_model *m, tw_err *err)
     }
     if (m->n_dn_layers) {
         size_t vdim = (size_t)c->dn_v_heads * c->dn_v_dim;
-        size_t conv_dim = 2 * (size_t)c->dn_k_heads * c->dn_k_dim + vdim;
+        size_t conv_dim = tw_dn_conv_dim(c);
         ALLOC(qkv, R * conv_dim);
         ALLOC(conv_in, (R + c->dn_conv - 1) * conv_dim);
         ALLOC(z, R * vdim);
@@ -489,8 +489,7 @@ static tw_status build(tw_model *m, const tw_model_opts *opts, tw_err *err)
             return st;
     }
     if (m->n_dn_layers) {
-        size_t conv_dim = 2 * (size_t)c->dn_k_heads * c->dn_k_dim +
-                          (size_t)c->dn_v_heads * c->dn_v_dim;
+        size_t conv_dim = tw_dn_conv_dim(c);
         m->dn_state_floats = (size_t)c->dn_v_heads * c->dn_k_dim * c->dn_v_dim;
         m->dn_conv_floats = (size_t)(c->dn_conv - 1) * conv_dim;
     }

@@ -174,10 +174,22 @@ void tw_seq_kv_load(const tw_seq *s, uint32_t attn_index, int which, uint32_t he
 void tw_seq_kv_store(tw_seq *s, uint32_t attn_index, int which, uint32_t head, size_t v,
                      size_t n, const float *src);
 
+/* Floats of a DeltaNet layer's q|k|v row (the conv's channels). */
+static inline size_t tw_dn_conv_dim(const tw_mconfig *c)
+{
+    return 2 * (size_t)c->dn_k_heads * c->dn_k_dim + (size_t)c->dn_v_heads * c->dn_v_dim;
+}
+
+/* Floats of one DeltaNet layer's part of a recurrent state (tw_seq.state,
+ * a snapshot): its state, then its conv window. */
+static inline size_t tw_dn_layer_floats(const tw_model *m)
+{
+    return m->dn_state_floats + m->dn_conv_floats;
+}
+
 static inline float *tw_seq_dn_state(const tw_seq *s, uint32_t dn_index)
 {
-    const tw_model *m = s->model;
-    return s->state + dn_index * (m->dn_state_floats + m->dn_conv_floats);
+    return s->state + dn_index * tw_dn_layer_floats(s->model);
 }
 
 static inline float *tw_seq_dn_conv(const tw_seq *s, uint32_t dn_index)

@@ -35,7 +35,7 @@ tw_status tw_seq_create(tw_model *model, size_t max_tokens, tw_seq **out, tw_err
     if (!mul_ok(cap, c->head_dim, &per) || !mul_ok(per, 2 * (size_t)c->n_kv_heads, &per) ||
         !mul_ok(per, model->n_attn_layers, &kv) || !mul_ok(kv, tw_kv_elem(model), &per))
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "seq: KV size overflows");
-    size_t st = (size_t)model->n_dn_layers * (model->dn_state_floats + model->dn_conv_floats);
+    size_t st = (size_t)model->n_dn_layers * tw_dn_layer_floats(model);
 
     tw_seq *s = calloc(1, sizeof *s);
     if (!s)
@@ -71,7 +71,7 @@ size_t tw_seq_capacity(const tw_seq *seq) { return seq ? seq->cap : 0; }
 
 static size_t state_floats(const tw_model *m)
 {
-    return (size_t)m->n_dn_layers * (m->dn_state_floats + m->dn_conv_floats);
+    return (size_t)m->n_dn_layers * tw_dn_layer_floats(m);
 }
 
 void tw_seq_reset(tw_seq *seq)
@@ -249,7 +249,7 @@ const float *tw_snapshot_begin_replay(tw_snapshot_pool *pool, tw_seq *seq)
     const tw_model *m = seq->model;
     for (uint32_t l = 0; l < m->n_dn_layers; l++)
         memcpy(tw_seq_dn_conv(seq, l),
-               old + (size_t)l * (m->dn_state_floats + m->dn_conv_floats) + m->dn_state_floats,
+               old + (size_t)l * tw_dn_layer_floats(m) + m->dn_state_floats,
                m->dn_conv_floats * sizeof(float));
     return old;
 }

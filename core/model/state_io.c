@@ -39,7 +39,7 @@ static geometry geometry_of(const tw_model *m)
         .n_kv = m->n_attn_layers ? m->cfg.n_kv_heads : 0,
         .head_dim = m->n_attn_layers ? m->cfg.head_dim : 0,
         .n_dn = m->n_dn_layers,
-        .dn_floats = m->n_dn_layers ? m->dn_state_floats + m->dn_conv_floats : 0,
+        .dn_floats = m->n_dn_layers ? tw_dn_layer_floats(m) : 0,
     };
 }
 
@@ -339,7 +339,7 @@ size_t tw_seq_recurrent_floats(const tw_model *model)
 {
     if (!model)
         return 0;
-    return (size_t)model->n_dn_layers * (model->dn_state_floats + model->dn_conv_floats);
+    return (size_t)model->n_dn_layers * tw_dn_layer_floats(model);
 }
 
 tw_status tw_seq_kv_read(const tw_seq *seq, size_t pos, size_t n, void *dst, tw_err *err)
