@@ -102,16 +102,27 @@ static double run_prefill(tw_model *m, tw_pool *pool, tw_seq *seq, const uint32_
     return (double)n / best;
 }
 
-static double run_decode(tw_model *m, tw_pool *pool, tw_seq *seq, const uint32_t *prompt,
-                         size_t n_prompt, size_t n, float *logits, uint32_t vocab)
+/* Starts seq afresh on the prompt; *tok gets the first greedy token. */
+static bool decode_start(tw_model *m, tw_pool *pool, tw_seq *seq, const uint32_t *prompt,
+                         size_t n_prompt, float *logits, uint32_t vocab, uint32_t *tok)
 {
     tw_err err;
     tw_seq_reset(seq);
     if (tw_model_forward(m, pool, seq, prompt, n_prompt, logits, TW_LOGITS_LAST, &err) != TW_OK) {
         bench_progress("decode prompt failed: %s", err.msg);
-        return 0;
+        return false;
     }
-    uint32_t tok = argmax(logits, vocab);
+    *tok = argmax(logits, vocab);
+    return true;
+}
+
+static double run_decode(tw_model *m, tw_pool *pool, tw_seq *seq, const uint32_t *prompt,
+                         size_t n_prompt, size_t n, float *logits, uint32_t vocab)
+{
+    tw_err err;
+    uint32_t tok;
+    if (!decode_start(m, pool, seq, prompt, n_prompt, logits, vocab, &tok))
+        return 0;
     double t0 = bench_now();
     for (size_t i = 0; i < n; i++) {
         /* the decode entry point the scheduler uses, with a batch of one */
@@ -139,10 +150,9 @@ static double decode_bandwidth_share(tw_model *m, tw_pool *pool, tw_seq *seq,
                                      float *logits, uint32_t vocab, double *bw_med)
 {
     tw_err err;
-    tw_seq_reset(seq);
-    if (tw_model_forward(m, pool, seq, prompt, 8, logits, TW_LOGITS_LAST, &err) != TW_OK)
+    uint32_t tok;
+    if (!decode_start(m, pool, seq, prompt, 8, logits, vocab, &tok))
         return 0;
-    uint32_t tok = argmax(logits, vocab);
     double share[PAIRED_ROUNDS], bws[PAIRED_ROUNDS];
     double before = bench_probe_bandwidth(threads, PAIRED_PROBE_S);
     for (int r = 0; r < PAIRED_ROUNDS; r++) {
