@@ -172,5 +172,7 @@ void tw_dequant_row(tw_type type, const void *src, float *dst, size_t n)
     int k = tw_ktype_index(type);
     if (k < 0 || n == 0)
         return;
-    tw_isa_current()->dequant[k](src, dst, n);
+    tw_dequant_fn dq = tw_isa_current()->dequant[k];
+    if (dq) /* none for packed types: their rows are not addressable */
+        dq(src, dst, n);
 }

@@ -635,8 +635,10 @@ TW_AVX2 static void quant_act(size_t cols, size_t group, tw_act *act)
         t = _mm256_hadd_epi32(t, t);
         act->bsums[j / 16] = (int16_t)_mm256_extract_epi32(t, 0);
         act->bsums[j / 16 + 1] = (int16_t)_mm256_extract_epi32(t, 4);
-        if (group == 32)
+        if (group == 32) {
             _mm256_storeu_si256((__m256i *)(void *)(act->off8 + j / 4), _mm256_slli_epi32(s32, 3));
+            act->bneg[j / 32] = -128 * (act->bsums[j / 16] + act->bsums[j / 16 + 1]);
+        }
     }
 }
 
@@ -678,7 +680,7 @@ void tw_isa_fill_avx2(tw_isa_table *t)
     t->rows[tw_ktype_index(TW_TYPE_Q6_K)] = rows_q6_k;
     t->quant_act[TW_ACT_Q8] = quant_act_q8;
     t->quant_act[TW_ACT_Q8K] = quant_act_q8k;
-    t->self_blocked_types = 1u << tw_ktype_index(TW_TYPE_F16) | 1u << tw_ktype_index(TW_TYPE_BF16);
+    t->self_blocked_types |= 1u << tw_ktype_index(TW_TYPE_F16) | 1u << tw_ktype_index(TW_TYPE_BF16);
     t->batch_copy = batch_copy_qw;
     t->batch_copy_bytes = 2;
     t->batch_copy_types = 1u << tw_ktype_index(TW_TYPE_Q8_0);
@@ -688,12 +690,13 @@ void tw_isa_fill_avx2(tw_isa_table *t)
     t->batch_copy_max_cols = 2048;
     tw_isa_fill_vecops_avx2(t);
     tw_isa_fill_dequant_avx2(t->dequant);
+    tw_isa_fill_packed_avx2(t);
     /* 128-token prefill, one thread: the K types gain 1.3-1.7x over sgemm
      * from skipping dequantization and amortizing their float work over
      * 256-value blocks; the 32-value types need a float multiply-add per
      * block and activation and only tie with (or trail) sgemm, which is
      * then preferred for being exact in f32. */
-    t->prefill_int8 = 1u << tw_ktype_index(TW_TYPE_Q4_K) | 1u << tw_ktype_index(TW_TYPE_Q5_K) |
+    t->prefill_int8 |= 1u << tw_ktype_index(TW_TYPE_Q4_K) | 1u << tw_ktype_index(TW_TYPE_Q5_K) |
                       1u << tw_ktype_index(TW_TYPE_Q6_K);
 }
 

@@ -357,6 +357,7 @@ TW_AVX512 static void batch_copy_qu(size_t cols, tw_act *act, void *buf)
 void tw_isa_fill_avx512(tw_isa_table *t)
 {
     t->name = "avx512";
+    tw_isa_fill_packed_avx512(t);
     t->rows[tw_ktype_index(TW_TYPE_Q8_0)] = rows_q8_0;
     t->rows[tw_ktype_index(TW_TYPE_Q4_0)] = rows_q4_0;
     t->rows[tw_ktype_index(TW_TYPE_F16)] = rows_f16;
@@ -366,7 +367,7 @@ void tw_isa_fill_avx512(tw_isa_table *t)
      * 100-135 on the unsigned tiles, against sgemm's 75-90, and Q4_0 to at
      * least a tie; both then stay bit-identical to decode. */
     t->prefill_int8 |= 1u << tw_ktype_index(TW_TYPE_Q8_0) | 1u << tw_ktype_index(TW_TYPE_Q4_0);
-    t->self_blocked_types = 1u << tw_ktype_index(TW_TYPE_F16) | 1u << tw_ktype_index(TW_TYPE_BF16);
+    t->self_blocked_types |= 1u << tw_ktype_index(TW_TYPE_F16) | 1u << tw_ktype_index(TW_TYPE_BF16);
     t->batch_copy = batch_copy_qu;
     t->batch_copy_bytes = 1;
     t->batch_copy_max_cols = SIZE_MAX;

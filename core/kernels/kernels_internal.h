@@ -35,6 +35,9 @@ typedef struct tw_act {
      * unsigned levels 0..15 and take off8 off each lane instead of
      * centring the levels (the same lanes either way); NULL for Q8K rows. */
     int32_t *off8;
+    /* Q8 rows: -128 times each 32-value block's sum (cols / 32), what the
+     * packed kernels' biased weights add to a block dot; NULL for Q8K. */
+    int32_t *bneg;
     /* Batch copies of qs, filled (by the ISA's batch_copy) for batches of
      * at least TW_ACT_QU_MIN_N Q8-layout rows, else NULL:
      * qu: qs[i] + 128 as unsigned bytes (cols), for tiles that feed the
@@ -185,7 +188,7 @@ void tw_act_layout(tw_act_kind kind, size_t cols, void *buf, tw_act *act);
 tw_act_kind tw_act_kind_for(tw_type type);
 
 /* Number of weight types with kernels, and a dense index for each. */
-#define TW_KTYPE_COUNT 10
+#define TW_KTYPE_COUNT 11
 int tw_ktype_index(tw_type type); /* -1 for unsupported */
 
 /* y[t * y_stride + r] = dot(row r, acts[t]) for r < rows, t < n_act; rows
@@ -194,6 +197,21 @@ int tw_ktype_index(tw_type type); /* -1 for unsupported */
  * on how many rows or activations share the call. */
 typedef void (*tw_rows_fn)(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
                            const tw_act *acts, size_t n_act, float *y, size_t y_stride);
+
+/* Q8_0_R8 (kernels/blocks.h) in scalar arithmetic, which every ISA's
+ * packed kernels reproduce bit for bit: row r of a packed range of `rows`
+ * rows (starting on a group), blocks [b0, b1) against activation values qs
+ * and scales d that start at block b0, each block's exact int32 dot scaled
+ * by one fmaf into the running acc. */
+float tw_q8_0_r8_dot(const uint8_t *w, size_t row_bytes, size_t rows, size_t r, size_t b0,
+                     size_t b1, const int8_t *qs, const float *d, float acc);
+
+/* Rows r0..rows-1 of a packed range through tw_q8_0_r8_dot (all of a
+ * range's rows with r0 = 0: the scalar kernel; the rows past the last
+ * whole group: the SIMD kernels' tail). Arguments as tw_rows_fn. */
+void tw_rows_q8_0_r8_tail(const uint8_t *w, size_t row_bytes, size_t rows, size_t r0,
+                          size_t cols, const tw_act *acts, size_t n_act, float *y,
+                          size_t y_stride);
 
 /* Fills act->qs/d/bsums from act->x (cols values). */
 typedef void (*tw_actq_fn)(size_t cols, tw_act *act);
@@ -263,6 +281,9 @@ typedef struct tw_isa_table {
 void tw_isa_fill_scalar(tw_isa_table *t);
 void tw_isa_fill_avx2(tw_isa_table *t);
 void tw_isa_fill_avx512(tw_isa_table *t);
+/* The packed (Q8_0_R8) kernels of packed_x86.c into t. */
+void tw_isa_fill_packed_avx2(tw_isa_table *t);
+void tw_isa_fill_packed_avx512(tw_isa_table *t);
 
 /* The scalar (reference) dequantizers, in tw_ktype_index order. */
 void tw_isa_fill_dequant_scalar(tw_dequant_fn *dq);

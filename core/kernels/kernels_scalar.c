@@ -31,6 +31,8 @@ int tw_ktype_index(tw_type type)
         return 8;
     case TW_TYPE_Q5_1:
         return 9;
+    case TW_TYPE_Q8_0_R8:
+        return 10;
     }
     return -1;
 }
@@ -39,6 +41,7 @@ tw_act_kind tw_act_kind_for(tw_type type)
 {
     switch (type) {
     case TW_TYPE_Q8_0:
+    case TW_TYPE_Q8_0_R8:
     case TW_TYPE_Q4_0:
     case TW_TYPE_Q5_0:
     case TW_TYPE_Q5_1:
@@ -64,7 +67,9 @@ size_t tw_act_bytes(tw_act_kind kind, size_t cols)
     size_t group = kind == TW_ACT_Q8 ? 32 : TW_QK_K;
     return align64(cols) + align64(cols / group * sizeof(float)) +
            align64(cols / 16 * sizeof(int16_t)) +
-           (kind == TW_ACT_Q8 ? align64(cols / 4 * sizeof(int32_t)) : 0);
+           (kind == TW_ACT_Q8 ? align64(cols / 4 * sizeof(int32_t)) +
+                                    align64(cols / 32 * sizeof(int32_t))
+                              : 0);
 }
 
 void tw_act_layout(tw_act_kind kind, size_t cols, void *buf, tw_act *act)
@@ -79,7 +84,13 @@ void tw_act_layout(tw_act_kind kind, size_t cols, void *buf, tw_act *act)
     p += align64(cols / group * sizeof(float));
     act->bsums = (int16_t *)(void *)p;
     p += align64(cols / 16 * sizeof(int16_t));
-    act->off8 = kind == TW_ACT_Q8 ? (int32_t *)(void *)p : NULL;
+    act->off8 = NULL;
+    act->bneg = NULL;
+    if (kind == TW_ACT_Q8) {
+        act->off8 = (int32_t *)(void *)p;
+        p += align64(cols / 4 * sizeof(int32_t));
+        act->bneg = (int32_t *)(void *)p;
+    }
 }
 
 /* Round half to even without a float-to-int conversion (defined for NaN). */
@@ -115,10 +126,13 @@ static void quant_act_groups(size_t cols, size_t group, tw_act *act)
             s += act->qs[b * 16 + j];
         act->bsums[b] = (int16_t)s;
     }
-    if (group == 32)
+    if (group == 32) {
         for (size_t b = 0; b < cols / 4; b++)
             act->off8[b] = 8 * (act->qs[4 * b] + act->qs[4 * b + 1] + act->qs[4 * b + 2] +
                                 act->qs[4 * b + 3]);
+        for (size_t b = 0; b < cols / 32; b++)
+            act->bneg[b] = -128 * (act->bsums[2 * b] + act->bsums[2 * b + 1]);
+    }
 }
 
 void tw_quant_act_q8_scalar(size_t cols, tw_act *act)
@@ -489,6 +503,12 @@ MULTI_ACT(q4_k)
 MULTI_ACT(q5_k)
 MULTI_ACT(q6_k)
 
+static void rows_q8_0_r8(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                         const tw_act *acts, size_t n_act, float *y, size_t y_stride)
+{
+    tw_rows_q8_0_r8_tail(w, row_bytes, rows, 0, cols, acts, n_act, y, y_stride);
+}
+
 void tw_isa_fill_scalar(tw_isa_table *t)
 {
     t->name = "scalar";
@@ -502,6 +522,11 @@ void tw_isa_fill_scalar(tw_isa_table *t)
     t->rows[tw_ktype_index(TW_TYPE_Q4_K)] = rows_q4_k;
     t->rows[tw_ktype_index(TW_TYPE_Q5_K)] = rows_q5_k;
     t->rows[tw_ktype_index(TW_TYPE_Q6_K)] = rows_q6_k;
+    t->rows[tw_ktype_index(TW_TYPE_Q8_0_R8)] = rows_q8_0_r8;
+    /* packed rows always take the integer kernels (there is no dequantizer
+     * for them), each call on whole groups */
+    t->prefill_int8 |= 1u << tw_ktype_index(TW_TYPE_Q8_0_R8);
+    t->self_blocked_types |= 1u << tw_ktype_index(TW_TYPE_Q8_0_R8);
     tw_isa_fill_dequant_scalar(t->dequant);
     t->quant_act[TW_ACT_Q8] = tw_quant_act_q8_scalar;
     t->quant_act[TW_ACT_Q8K] = tw_quant_act_q8k_scalar;

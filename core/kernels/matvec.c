@@ -13,7 +13,8 @@
  * there is no pool scratch; wider rows are processed in column chunks. */
 #define STACK_COLS 8192
 #define STACK_ACT_BYTES                                                                        \
-    (STACK_COLS + STACK_COLS / 32 * 4 + STACK_COLS / 16 * 2 + STACK_COLS + 4 * 64)
+    (STACK_COLS + STACK_COLS / 32 * 4 + STACK_COLS / 16 * 2 + STACK_COLS + STACK_COLS / 32 * 4 + \
+     5 * 64)
 /* Rows per accumulation group of the chunked path. */
 #define CHUNK_ROWS 64
 /* Rows per task are rounded to this so tasks start on cache-line-friendly
@@ -69,6 +70,14 @@ static void matvec_stack(const tw_isa_table *t, tw_type type, const uint8_t *w,
             act.x = x + c0;
             tw_act_layout(kind, nc, buf, &act);
             t->quant_act[kind](nc, &act);
+            if (type == TW_TYPE_Q8_0_R8) {
+                /* packed blocks of a chunk are not a row slice: continue
+                 * each output's own chain, the pool path's result exactly */
+                for (size_t i = 0; i < nr; i++)
+                    y[r0 + i] = tw_q8_0_r8_dot(w + r0 * row_bytes, row_bytes, nr, i, c0 / 32,
+                                               (c0 + nc) / 32, act.qs, act.d, y[r0 + i]);
+                continue;
+            }
             t->rows[k](w + r0 * row_bytes + col_offset(type, c0), row_bytes, nr, nc, &act, 1, part,
                        nr);
             for (size_t i = 0; i < nr; i++)
@@ -377,7 +386,8 @@ void tw_matmul(tw_pool *pool, tw_type type, const void *w, size_t row_bytes, siz
         matmul_rows(pool, t, type, w, row_bytes, rows, cols, x, n, y))
         return;
     float *tiles[256];
-    if (pool && n >= BLAS_MIN_N && blas_dims_ok(rows, cols, n, row_bytes) &&
+    if (pool && n >= BLAS_MIN_N && t->dequant[tw_ktype_index(type)] &&
+        blas_dims_ok(rows, cols, n, row_bytes) &&
         prepare_tiles(pool, cols, tiles)) {
         mm_job j = {
             .t = t,

@@ -9,19 +9,21 @@ typedef struct type_info {
     const char *name;
     size_t block_elems;
     size_t block_bytes;
+    bool in_files; /* a GGUF type, not one made at load */
 } type_info;
 
 static const type_info types[] = {
-    {TW_TYPE_F32, "F32", 1, 4},
-    {TW_TYPE_F16, "F16", 1, 2},
-    {TW_TYPE_BF16, "BF16", 1, 2},
-    {TW_TYPE_Q8_0, "Q8_0", TW_QK8_0, sizeof(tw_block_q8_0)},
-    {TW_TYPE_Q4_0, "Q4_0", TW_QK4_0, sizeof(tw_block_q4_0)},
-    {TW_TYPE_Q5_0, "Q5_0", 32, sizeof(tw_block_q5_0)},
-    {TW_TYPE_Q5_1, "Q5_1", 32, sizeof(tw_block_q5_1)},
-    {TW_TYPE_Q4_K, "Q4_K", TW_QK_K, sizeof(tw_block_q4_k)},
-    {TW_TYPE_Q5_K, "Q5_K", TW_QK_K, sizeof(tw_block_q5_k)},
-    {TW_TYPE_Q6_K, "Q6_K", TW_QK_K, sizeof(tw_block_q6_k)},
+    {TW_TYPE_F32, "F32", 1, 4, true},
+    {TW_TYPE_F16, "F16", 1, 2, true},
+    {TW_TYPE_BF16, "BF16", 1, 2, true},
+    {TW_TYPE_Q8_0, "Q8_0", TW_QK8_0, sizeof(tw_block_q8_0), true},
+    {TW_TYPE_Q4_0, "Q4_0", TW_QK4_0, sizeof(tw_block_q4_0), true},
+    {TW_TYPE_Q5_0, "Q5_0", 32, sizeof(tw_block_q5_0), true},
+    {TW_TYPE_Q5_1, "Q5_1", 32, sizeof(tw_block_q5_1), true},
+    {TW_TYPE_Q4_K, "Q4_K", TW_QK_K, sizeof(tw_block_q4_k), true},
+    {TW_TYPE_Q5_K, "Q5_K", TW_QK_K, sizeof(tw_block_q5_k), true},
+    {TW_TYPE_Q6_K, "Q6_K", TW_QK_K, sizeof(tw_block_q6_k), true},
+    {TW_TYPE_Q8_0_R8, "Q8_0_R8", TW_QK8_0, sizeof(tw_block_q8_0), false},
 };
 
 static const type_info *find(uint32_t type)
@@ -34,7 +36,8 @@ static const type_info *find(uint32_t type)
 
 bool tw_type_supported(uint32_t type)
 {
-    return find(type) != NULL;
+    const type_info *t = find(type);
+    return t && t->in_files;
 }
 
 size_t tw_type_block_elems(tw_type type)
@@ -71,7 +74,7 @@ tw_status tw_type_from_name(const char *name, tw_type *out, tw_err *err)
     if (!name || !out)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "type name: NULL argument");
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-        if (strcasecmp(types[i].name, name) == 0) {
+        if (types[i].in_files && strcasecmp(types[i].name, name) == 0) {
             *out = types[i].type;
             return TW_OK;
         }

@@ -493,7 +493,7 @@ static tw_status build(tw_model *m, const tw_model_opts *opts, tw_err *err)
         m->dn_state_floats = (size_t)c->dn_v_heads * c->dn_k_dim * c->dn_v_dim;
         m->dn_conv_floats = (size_t)(c->dn_conv - 1) * conv_dim;
     }
-    if ((st = alloc_scratch(m, err)))
+    if ((st = alloc_scratch(m, err)) || (st = tw_model_pack_weights(m, err)))
         return st;
     fill_info(m);
     return TW_OK;
@@ -584,6 +584,7 @@ void tw_model_free(tw_model *m)
     free(o);
     for (int k = 0; k < TW_ROPE_KINDS; k++)
         tw_rope_free(&m->ropes[k]);
+    tw_model_unpack_weights(m);
     tw_wsource_close(m->src);
     free(m);
 }

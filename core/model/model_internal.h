@@ -132,7 +132,14 @@ struct tw_model {
     char fingerprint[65];
 
     void *owned; /* allocations to free with the model (arena list) */
+    void *packed; /* the packed copies of the Q8_0 matrices (pack.c) */
+    size_t packed_len;
 };
+
+/* Points every Q8_0 matrix of a built model at a packed copy of it
+ * (tw_pack_rows), in one mapping the model owns; the undo frees it. */
+tw_status tw_model_pack_weights(tw_model *m, tw_err *err);
+void tw_model_unpack_weights(tw_model *m);
 
 struct tw_seq {
     tw_model *model;

@@ -90,6 +90,20 @@ typedef struct tw_matmul_part {
 void tw_matmul_multi(tw_pool *pool, const tw_matmul_part *parts, size_t n_parts, size_t cols,
                      const float *x, size_t n);
 
+/* Weights packed for the integer kernels. tw_pack_type(type) is the type a
+ * matrix of `type` becomes when packed (TW_TYPE_Q8_0_R8 for Q8_0: eight
+ * rows side by side, each output's block dots summed as exact integers and
+ * scaled with one fused multiply-add per block), or `type` itself when it
+ * has no packed form. tw_pack_rows writes `rows` rows of `cols` values of
+ * `type` (rows tw_type_row_bytes(type, cols) apart in src) into dst, which
+ * holds as many bytes and must not overlap src; false, with nothing written,
+ * when the type has no packed form or cols does not fit it. A packed matrix
+ * goes to tw_matvec / tw_matmul / tw_matmul_multi whole, under the packed
+ * type with the same row_bytes; its rows are not separately addressable
+ * (tw_dequant_row does not read them). */
+tw_type tw_pack_type(tw_type type);
+bool tw_pack_rows(tw_type type, const void *src, size_t rows, size_t cols, void *dst);
+
 /* Allocates the pool scratch needed for tw_matvec/tw_matmul calls with up to
  * max_cols columns and up to max_n activation rows, so those calls later
  * allocate nothing. Optional: without it, scratch grows on first use. */

@@ -25,9 +25,13 @@ typedef enum tw_type {
     TW_TYPE_Q5_K = 13,
     TW_TYPE_Q6_K = 14,
     TW_TYPE_BF16 = 30,
+    /* Not a GGUF type, so no file holds it: Q8_0 rows packed eight to a
+     * group for the integer kernels (tw_pack_rows in tw/kernels.h).
+     * tw_type_supported() is false for it; sizes are Q8_0's. */
+    TW_TYPE_Q8_0_R8 = 1008,
 } tw_type;
 
-/* True for the types tokenwire can load and compute with. */
+/* True for the types tokenwire can load from a file and compute with. */
 bool tw_type_supported(uint32_t type);
 
 /* Elements per block (1 for F32/F16/BF16, 32 for Q4_0/Q5_0/Q5_1/Q8_0, 256 for

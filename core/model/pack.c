@@ -1,0 +1,104 @@
+/* Weights repacked at load for the integer kernels: every Q8_0 matrix is
+ * copied into tw_pack_rows' layout (eight rows side by side, see
+ * tw/kernels.h), which the kernels multiply 2-2.5x faster (AVX-512 VNNI)
+ * or 1.2-1.9x (AVX2) per activation row than plain rows. The packed copies
+ * share one anonymous mapping, offered huge pages like the file's weights;
+ * the embedding table keeps reading the file's rows. */
+#include <sys/mman.h>
+
+#include "tw/kernels.h"
+#include "tw/log.h"
+
+#include "model/model_internal.h"
+
+typedef bool (*mat_visit)(tw_mat *mat, void *ctx);
+
+/* Every matrix the forward pass multiplies with; false when visit stops. */
+static bool each_mat(tw_model *m, mat_visit visit, void *ctx)
+{
+    if (!visit(&m->lm_head, ctx))
+        return false;
+    for (uint32_t l = 0; l < m->cfg.n_layers; l++) {
+        tw_layer *L = &m->layers[l];
+        tw_mat *mats[] = {&L->wq,     &L->wk,       &L->wv,   &L->wo,      &L->in_qkv,
+                          &L->in_z,   &L->in_b,     &L->in_a, &L->out_proj, &L->gate,
+                          &L->up,     &L->down,     &L->router, &L->sh_gate, &L->sh_up,
+                          &L->sh_down, &L->sh_router};
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+            if (!visit(mats[i], ctx))
+                return false;
+        for (uint32_t e = 0; L->exp_gate && e < m->cfg.n_experts; e++)
+            if (!visit(&L->exp_gate[e], ctx) || !visit(&L->exp_up[e], ctx) ||
+                !visit(&L->exp_down[e], ctx))
+                return false;
+    }
+    return true;
+}
+
+static size_t packed_bytes(const tw_mat *mat)
+{
+    return (mat->rows * mat->row_bytes + 63) & ~(size_t)63;
+}
+
+static bool packable(const tw_mat *mat)
+{
+    return mat->w && mat->rows && tw_pack_type(mat->type) != mat->type &&
+           tw_type_row_bytes(mat->type, mat->cols) == mat->row_bytes;
+}
+
+static bool count_mat(tw_mat *mat, void *ctx)
+{
+    size_t *total = ctx;
+    if (packable(mat))
+        *total += packed_bytes(mat);
+    return true;
+}
+
+typedef struct pack_ctx {
+    uint8_t *next;
+    size_t n;
+} pack_ctx;
+
+static bool pack_mat(tw_mat *mat, void *ctx)
+{
+    pack_ctx *p = ctx;
+    if (!packable(mat))
+        return true;
+    if (!tw_pack_rows(mat->type, mat->w, mat->rows, mat->cols, p->next))
+        return false;
+    mat->w = p->next;
+    mat->type = tw_pack_type(mat->type);
+    p->next += packed_bytes(mat);
+    p->n++;
+    return true;
+}
+
+tw_status tw_model_pack_weights(tw_model *m, tw_err *err)
+{
+    size_t total = 0;
+    each_mat(m, count_mat, &total);
+    if (total == 0)
+        return TW_OK;
+    void *mem = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED)
+        return tw_errorf(err, TW_RESOURCE_EXHAUSTED,
+                         "packing weights: cannot map %.1f MiB", (double)total / 1048576.0);
+    (void)madvise(mem, total, MADV_HUGEPAGE);
+    m->packed = mem;
+    m->packed_len = total;
+    pack_ctx p = {.next = mem};
+    if (!each_mat(m, pack_mat, &p))
+        return tw_errorf(err, TW_INTERNAL, "packing weights: a matrix does not fit its type");
+    (void)mprotect(mem, total, PROT_READ);
+    tw_info("packed %zu Q8_0 matrices (%.1f MiB) eight rows to a group for the integer kernels",
+            p.n, (double)total / 1048576.0);
+    return TW_OK;
+}
+
+void tw_model_unpack_weights(tw_model *m)
+{
+    if (m->packed)
+        munmap(m->packed, m->packed_len);
+    m->packed = NULL;
+    m->packed_len = 0;
+}
