@@ -561,13 +561,14 @@ tw_status tw_model_load(const char *path, const tw_model_opts *opts, tw_model **
                                          &huge, err);
     if (!st)
         st = tw_wsource_open(path, huge, &m->src, err);
-    if (!st)
+    if (!st) {
+        m->info.huge_pages = huge && tw_wsource_is_gguf(m->src);
         st = build(m, opts, err);
+    }
     if (st) {
         tw_model_free(m);
         return path ? tw_error_wrap(err, st, "loading %s", path) : st;
     }
-    m->info.huge_pages = huge && tw_wsource_is_gguf(m->src);
     *out = m;
     return TW_OK;
 }

@@ -137,7 +137,9 @@ struct tw_model {
 };
 
 /* Points every Q8_0 matrix of a built model at a packed copy of it
- * (tw_pack_rows), in one mapping the model owns; the undo frees it. */
+ * (tw_pack_rows), in one mapping the model owns; the undo frees it. The
+ * originals are read again only for the embedding table and the
+ * fingerprint, so it takes the fingerprint, then gives their pages back. */
 tw_status tw_model_pack_weights(tw_model *m, tw_err *err);
 void tw_model_unpack_weights(tw_model *m);
 

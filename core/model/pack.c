@@ -3,7 +3,12 @@
  * tw/kernels.h), which the kernels multiply 2-2.5x faster (AVX-512 VNNI)
  * or 1.2-1.9x (AVX2) per activation row than plain rows. The packed copies
  * share one anonymous mapping, offered huge pages like the file's weights;
- * the embedding table keeps reading the file's rows. */
+ * the embedding table keeps reading the file's rows. The pages of the
+ * packed matrices' originals are given back, so the weights are not held
+ * twice: a private copy (huge pages) frees them, a file mapping drops them
+ * (a later read faults them in from the file again). The model's
+ * fingerprint, which samples them, is taken first. */
+#include <unistd.h>
 #include <sys/mman.h>
 
 #include "tw/kernels.h"
@@ -57,8 +62,31 @@ static bool count_mat(tw_mat *mat, void *ctx)
 typedef struct pack_ctx {
     uint8_t *next;
     size_t n;
+    const uint8_t *keep, *keep_end; /* the embedding table's, kept */
+    size_t released;
 } pack_ctx;
 
+/* Gives back the whole pages of [p, p + len) that hold no byte of the
+ * kept range. */
+static void release_pages(pack_ctx *c, const uint8_t *p, size_t len)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)p + len) & ~(page - 1);
+    const uintptr_t k0 = (uintptr_t)c->keep & ~(page - 1);
+    const uintptr_t k1 = ((uintptr_t)c->keep_end + page - 1) & ~(page - 1);
+    if (k0 < hi && k1 > lo) { /* overlaps the kept range: keep that side */
+        if (k0 > lo)
+            hi = k0;
+        else
+            lo = k1;
+    }
+    if (hi > lo && madvise((void *)lo, hi - lo, MADV_DONTNEED) == 0)
+        c->released += hi - lo;
+}
+
+/* First pass: every packed copy is written while all originals are still
+ * there (two matrices could share source rows). */
 static bool pack_mat(tw_mat *mat, void *ctx)
 {
     pack_ctx *p = ctx;
@@ -66,6 +94,17 @@ static bool pack_mat(tw_mat *mat, void *ctx)
         return true;
     if (!tw_pack_rows(mat->type, mat->w, mat->rows, mat->cols, p->next))
         return false;
+    p->next += packed_bytes(mat);
+    return true;
+}
+
+/* Second pass: each matrix moves to its copy, its original's pages go. */
+static bool use_packed(tw_mat *mat, void *ctx)
+{
+    pack_ctx *p = ctx;
+    if (!packable(mat))
+        return true;
+    release_pages(p, mat->w, mat->rows * mat->row_bytes);
     mat->w = p->next;
     mat->type = tw_pack_type(mat->type);
     p->next += packed_bytes(mat);
@@ -79,6 +118,10 @@ tw_status tw_model_pack_weights(tw_model *m, tw_err *err)
     each_mat(m, count_mat, &total);
     if (total == 0)
         return TW_OK;
+    char fp[65];
+    tw_status st;
+    if ((st = tw_model_fingerprint(m, fp, err)))
+        return st;
     void *mem = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED)
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED,
@@ -86,12 +129,17 @@ tw_status tw_model_pack_weights(tw_model *m, tw_err *err)
     (void)madvise(mem, total, MADV_HUGEPAGE);
     m->packed = mem;
     m->packed_len = total;
-    pack_ctx p = {.next = mem};
+    pack_ctx p = {.next = mem,
+                  .keep = m->embed.w,
+                  .keep_end = m->embed.w + m->embed.rows * m->embed.row_bytes};
     if (!each_mat(m, pack_mat, &p))
         return tw_errorf(err, TW_INTERNAL, "packing weights: a matrix does not fit its type");
+    p.next = mem;
+    each_mat(m, use_packed, &p);
     (void)mprotect(mem, total, PROT_READ);
-    tw_info("packed %zu Q8_0 matrices (%.1f MiB) eight rows to a group for the integer kernels",
-            p.n, (double)total / 1048576.0);
+    tw_info("packed %zu Q8_0 matrices (%.1f MiB) eight rows to a group for the integer "
+            "kernels; %.1f MiB of the file's copy given back",
+            p.n, (double)total / 1048576.0, (double)p.released / 1048576.0);
     return TW_OK;
 }
 

@@ -405,6 +405,59 @@ static void test_weights_placement(void **state)
     assert_true(huge);
 }
 
+/* The shipped Q8_0 model: every matrix is packed at load (the embedding
+ * table is not), and a load that maps the file and one that copies it give
+ * the same fingerprint and the same logits, though both give the
+ * originals' pages back after packing. */
+static void test_packed_weights(void **state)
+{
+    (void)state;
+    const char *src = getenv("TW_SOURCE_DIR");
+    if (!src)
+        skip();
+    char path[4096];
+    snprintf(path, sizeof path, "%s/models/tokenwire-coder-24m-q8_0.gguf", src);
+    const tw_weight_pages modes[2] = {TW_WEIGHTS_MAP, TW_WEIGHTS_HUGE};
+    tw_model *m[2];
+    char fp[2][65];
+    float *logits[2];
+    tw_err err = {{0}};
+    tw_pool *pool;
+    assert_int_equal(tw_pool_create(2, &pool, &err), TW_OK);
+    static const uint32_t ids[] = {1, 872, 198, 4000, 17, 2, 8193, 300};
+    for (int k = 0; k < 2; k++) {
+        tw_model_opts o = {.weight_pages = modes[k]};
+        if (tw_model_load(path, &o, &m[k], &err) != TW_OK)
+            fail_msg("%s", err.msg);
+        assert_int_equal(m[k]->info.huge_pages, k == 1);
+        assert_int_equal(m[k]->embed.type, TW_TYPE_Q8_0);
+        assert_int_equal(m[k]->lm_head.type, TW_TYPE_Q8_0_R8);
+        for (uint32_t l = 0; l < m[k]->cfg.n_layers; l++) {
+            const tw_layer *L = &m[k]->layers[l];
+            const tw_mat *mix = L->mixer == TW_MIXER_ATTENTION ? &L->wq : &L->in_qkv;
+            assert_int_equal(mix->type, TW_TYPE_Q8_0_R8);
+            assert_int_equal(L->down.type, TW_TYPE_Q8_0_R8);
+        }
+        assert_int_equal(tw_model_fingerprint(m[k], fp[k], &err), TW_OK);
+        size_t V = m[k]->info.vocab_size;
+        logits[k] = malloc(V * sizeof(float));
+        assert_non_null(logits[k]);
+        tw_seq *seq;
+        assert_int_equal(tw_seq_create(m[k], 0, &seq, &err), TW_OK);
+        assert_int_equal(tw_model_forward(m[k], pool, seq, ids, sizeof ids / sizeof ids[0],
+                                          logits[k], TW_LOGITS_LAST, &err),
+                         TW_OK);
+        tw_seq_free(seq);
+    }
+    assert_string_equal(fp[0], fp[1]);
+    assert_memory_equal(logits[0], logits[1], m[0]->info.vocab_size * sizeof(float));
+    for (int k = 0; k < 2; k++) {
+        free(logits[k]);
+        tw_model_free(m[k]);
+    }
+    tw_pool_destroy(pool);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -418,6 +471,7 @@ int main(void)
         cmocka_unit_test(test_argument_checks),
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_weights_placement),
+        cmocka_unit_test(test_packed_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
