@@ -69,9 +69,8 @@ float tw_q8_0_r8_dot(const uint8_t *w, size_t row_bytes, size_t rows, size_t r, 
     return acc;
 }
 
-void tw_rows_q8_0_r8_tail(const uint8_t *w, size_t row_bytes, size_t rows, size_t r0,
-                          size_t cols, const tw_act *acts, size_t n_act, float *y,
-                          size_t y_stride)
+void tw_rows_q8_0_r8_tail(const uint8_t *w, size_t row_bytes, size_t rows, size_t r0, size_t cols,
+                          const tw_act *acts, size_t n_act, float *y, size_t y_stride)
 {
     for (size_t t = 0; t < n_act; t++)
         for (size_t r = r0; r < rows; r++)

@@ -17,9 +17,9 @@
 
 #ifdef TW_HAVE_X86
 
-#define TW_TILE static inline __attribute__((always_inline))
+#define TW_TILE         static inline __attribute__((always_inline))
 #define R8_SCALES_BYTES (2 * TW_R8_ROWS)
-#define R8_STEPS (TW_QK8_0 / 4)
+#define R8_STEPS        (TW_QK8_0 / 4)
 
 /* Four activation values of block i, 4-column step k, in every lane. */
 TW_AVX2 TW_TILE __m256i act4(const tw_act *a, size_t i, int k)
@@ -31,14 +31,15 @@ TW_AVX2 TW_TILE __m256i act4(const tw_act *a, size_t i, int k)
 
 /* The eight rows' scales times activation t's scale of block i, then the
  * block's dots into t's accumulator. */
-#define R8_SCALE_INTO(acc, dw, isum, a, i)                                                     \
-    acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps((a)->d[i])),                        \
-                          _mm256_cvtepi32_ps(isum), acc)
+#define R8_SCALE_INTO(acc, dw, isum, a, i)                                                         \
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps((a)->d[i])), _mm256_cvtepi32_ps(isum),  \
+                          acc)
 
 /* AVX2: the sign trick per step, |q| . sign(a, q), two int16 pair sums
- * widened to int32 by a multiply-add with ones. */
+ * widened to int32 by a multiply-add with ones. With pf, each block also
+ * fetches the block pf bytes on (the next group's). */
 TW_AVX2 TW_TILE void r8_group_avx2(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
-                                   size_t y_stride, const int TB)
+                                   size_t y_stride, const int TB, size_t pf)
 {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[8];
@@ -46,6 +47,10 @@ TW_AVX2 TW_TILE void r8_group_avx2(const uint8_t *p, size_t nb, const tw_act *ac
     for (int t = 0; t < TB; t++)
         acc[t] = _mm256_setzero_ps();
     for (size_t i = 0; i < nb; i++, p += TW_R8_BLOCK_BYTES) {
+        if (pf)
+#pragma GCC unroll 5
+            for (int l = 0; l < 5; l++)
+                _mm_prefetch((const char *)(p + pf + 64 * l), _MM_HINT_T0);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
         __m256i isum[8];
 #pragma GCC unroll 8
@@ -58,8 +63,8 @@ TW_AVX2 TW_TILE void r8_group_avx2(const uint8_t *p, size_t nb, const tw_act *ac
 #pragma GCC unroll 8
             for (int t = 0; t < TB; t++) {
                 const __m256i s = _mm256_sign_epi8(act4(&acts[t], i, k), q);
-                isum[t] = _mm256_add_epi32(
-                    isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(qabs, s), ones));
+                isum[t] = _mm256_add_epi32(isum[t],
+                                           _mm256_madd_epi16(_mm256_maddubs_epi16(qabs, s), ones));
             }
         }
 #pragma GCC unroll 8
@@ -79,7 +84,7 @@ TW_AVX2 TW_TILE void r8_group_avx2(const uint8_t *p, size_t nb, const tw_act *ac
  * of a block are spread over NS accumulators per activation (at least 8
  * chains in flight) and added up after, which integer sums allow exactly. */
 TW_AVX512 TW_TILE void r8_group_vnni(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
-                                     size_t y_stride, const int TB)
+                                     size_t y_stride, const int TB, size_t pf)
 {
     const int NS = TB >= 5 ? 2 : (8 + TB - 1) / TB;
     const __m256i flip = _mm256_set1_epi8((char)0x80);
@@ -88,6 +93,10 @@ TW_AVX512 TW_TILE void r8_group_vnni(const uint8_t *p, size_t nb, const tw_act *
     for (int t = 0; t < TB; t++)
         acc[t] = _mm256_setzero_ps();
     for (size_t i = 0; i < nb; i++, p += TW_R8_BLOCK_BYTES) {
+        if (pf)
+#pragma GCC unroll 5
+            for (int l = 0; l < 5; l++)
+                _mm_prefetch((const char *)(p + pf + 64 * l), _MM_HINT_T0);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
         __m256i isum[8][8];
 #pragma GCC unroll 8
@@ -120,33 +129,59 @@ TW_AVX512 TW_TILE void r8_group_vnni(const uint8_t *p, size_t nb, const tw_act *
 /* Each group of eight rows goes against every group of activations (as
  * few groups of at most 8 as there can be, near-equal) while its weights
  * are in L1; the rows past the last whole group take the scalar
- * arithmetic. */
-#define R8_DRIVER(ATTR, name, GROUP)                                                            \
-    ATTR static void name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,          \
-                          const tw_act *acts, size_t n_act, float *y, size_t y_stride)           \
-    {                                                                                           \
-        const size_t nb = cols / TW_QK8_0, groups = rows / TW_R8_ROWS;                           \
-        for (size_t g = 0; g < groups; g++) {                                                   \
-            const uint8_t *p = w + g * TW_R8_ROWS * row_bytes;                                  \
-            float *yg = y + g * TW_R8_ROWS;                                                     \
-            for (size_t t = 0; t < n_act;) {                                                    \
-                const size_t tb = n_act - t == 1 ? 1 : tw_tile_group(n_act - t);                 \
-                float *yt = yg + t * y_stride;                                                  \
-                switch (tb) {                                                                   \
-                case 8: GROUP(p, nb, acts + t, yt, y_stride, 8); break;                         \
-                case 7: GROUP(p, nb, acts + t, yt, y_stride, 7); break;                         \
-                case 6: GROUP(p, nb, acts + t, yt, y_stride, 6); break;                         \
-                case 5: GROUP(p, nb, acts + t, yt, y_stride, 5); break;                         \
-                case 4: GROUP(p, nb, acts + t, yt, y_stride, 4); break;                         \
-                case 3: GROUP(p, nb, acts + t, yt, y_stride, 3); break;                         \
-                case 2: GROUP(p, nb, acts + t, yt, y_stride, 2); break;                         \
-                default: GROUP(p, nb, acts + t, yt, y_stride, 1); break;                        \
-                }                                                                               \
-                t += tb;                                                                        \
-            }                                                                                   \
-        }                                                                                       \
-        tw_rows_q8_0_r8_tail(w, row_bytes, rows, groups * TW_R8_ROWS, cols, acts, n_act, y,     \
-                             y_stride);                                                         \
+ * arithmetic. From R8_PREFETCH_MIN_ACTS activations on, a group consumes
+ * its weights too slowly for the hardware prefetchers to run ahead of it,
+ * so the first pass over a group fetches the next group's blocks. Measured
+ * on a 2-core EPYC (Zen 4), two threads, 20-68 MB of weights (L3 or DRAM):
+ * 6-16 activations take 12-35% less time with VNNI and 0-21% less with
+ * AVX2; fewer activations lost up to 27% from memory, so they fetch
+ * nothing. */
+#define R8_PREFETCH_MIN_ACTS 6
+#define R8_DRIVER(ATTR, name, GROUP)                                                               \
+    ATTR static void name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,            \
+                          const tw_act *acts, size_t n_act, float *y, size_t y_stride)             \
+    {                                                                                              \
+        const size_t nb = cols / TW_QK8_0, groups = rows / TW_R8_ROWS;                             \
+        for (size_t g = 0; g < groups; g++) {                                                      \
+            const uint8_t *p = w + g * TW_R8_ROWS * row_bytes;                                     \
+            const size_t pf0 =                                                                     \
+                n_act >= R8_PREFETCH_MIN_ACTS && g + 1 < groups ? TW_R8_ROWS * row_bytes : 0;      \
+            float *yg = y + g * TW_R8_ROWS;                                                        \
+            for (size_t t = 0; t < n_act;) {                                                       \
+                const size_t tb = n_act - t == 1 ? 1 : tw_tile_group(n_act - t);                   \
+                const size_t pf = t == 0 ? pf0 : 0;                                                \
+                float *yt = yg + t * y_stride;                                                     \
+                switch (tb) {                                                                      \
+                case 8:                                                                            \
+                    GROUP(p, nb, acts + t, yt, y_stride, 8, pf);                                   \
+                    break;                                                                         \
+                case 7:                                                                            \
+                    GROUP(p, nb, acts + t, yt, y_stride, 7, pf);                                   \
+                    break;                                                                         \
+                case 6:                                                                            \
+                    GROUP(p, nb, acts + t, yt, y_stride, 6, pf);                                   \
+                    break;                                                                         \
+                case 5:                                                                            \
+                    GROUP(p, nb, acts + t, yt, y_stride, 5, pf);                                   \
+                    break;                                                                         \
+                case 4:                                                                            \
+                    GROUP(p, nb, acts + t, yt, y_stride, 4, pf);                                   \
+                    break;                                                                         \
+                case 3:                                                                            \
+                    GROUP(p, nb, acts + t, yt, y_stride, 3, pf);                                   \
+                    break;                                                                         \
+                case 2:                                                                            \
+                    GROUP(p, nb, acts + t, yt, y_stride, 2, pf);                                   \
+                    break;                                                                         \
+                default:                                                                           \
+                    GROUP(p, nb, acts + t, yt, y_stride, 1, pf);                                   \
+                    break;                                                                         \
+                }                                                                                  \
+                t += tb;                                                                           \
+            }                                                                                      \
+        }                                                                                          \
+        tw_rows_q8_0_r8_tail(w, row_bytes, rows, groups *TW_R8_ROWS, cols, acts, n_act, y,         \
+                             y_stride);                                                            \
     }
 
 R8_DRIVER(TW_AVX2, rows_r8_avx2, r8_group_avx2)

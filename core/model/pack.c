@@ -25,9 +25,9 @@ static bool each_mat(tw_model *m, mat_visit visit, void *ctx)
         return false;
     for (uint32_t l = 0; l < m->cfg.n_layers; l++) {
         tw_layer *L = &m->layers[l];
-        tw_mat *mats[] = {&L->wq,     &L->wk,       &L->wv,   &L->wo,      &L->in_qkv,
-                          &L->in_z,   &L->in_b,     &L->in_a, &L->out_proj, &L->gate,
-                          &L->up,     &L->down,     &L->router, &L->sh_gate, &L->sh_up,
+        tw_mat *mats[] = {&L->wq,      &L->wk,       &L->wv,     &L->wo,       &L->in_qkv,
+                          &L->in_z,    &L->in_b,     &L->in_a,   &L->out_proj, &L->gate,
+                          &L->up,      &L->down,     &L->router, &L->sh_gate,  &L->sh_up,
                           &L->sh_down, &L->sh_router};
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
             if (!visit(mats[i], ctx))
@@ -124,8 +124,8 @@ tw_status tw_model_pack_weights(tw_model *m, tw_err *err)
         return st;
     void *mem = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED)
-        return tw_errorf(err, TW_RESOURCE_EXHAUSTED,
-                         "packing weights: cannot map %.1f MiB", (double)total / 1048576.0);
+        return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "packing weights: cannot map %.1f MiB",
+                         (double)total / 1048576.0);
     (void)madvise(mem, total, MADV_HUGEPAGE);
     m->packed = mem;
     m->packed_len = total;

@@ -137,8 +137,7 @@ static void test_packed_bits_every_isa(void **state)
         fill_x(x, MAX_N * C, &rng);
         assert_int_equal(tw_kernels_force_isa("scalar", NULL), TW_OK);
         for (size_t t = 0; t < MAX_N; t++) {
-            tw_matvec(NULL, TW_TYPE_Q8_0_R8, m.packed, m.row_bytes, R, C, x + t * C,
-                      want + t * R);
+            tw_matvec(NULL, TW_TYPE_Q8_0_R8, m.packed, m.row_bytes, R, C, x + t * C, want + t * R);
             /* the same integer block dots, summed in another order */
             tw_matvec(NULL, TW_TYPE_Q8_0, m.plain, m.row_bytes, R, C, x + t * C, plain);
             for (size_t r = 0; r < R; r++)
