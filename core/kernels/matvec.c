@@ -70,12 +70,12 @@ static void matvec_stack(const tw_isa_table *t, tw_type type, const uint8_t *w,
             act.x = x + c0;
             tw_act_layout(kind, nc, buf, &act);
             t->quant_act[kind](nc, &act);
-            if (type == TW_TYPE_Q8_0_R8) {
+            if (tw_type_packed(type)) {
                 /* packed blocks of a chunk are not a row slice: continue
                  * each output's own chain, the pool path's result exactly */
                 for (size_t i = 0; i < nr; i++)
-                    y[r0 + i] = tw_q8_0_r8_dot(w + r0 * row_bytes, row_bytes, nr, i, c0 / 32,
-                                               (c0 + nc) / 32, act.qs, act.d, y[r0 + i]);
+                    y[r0 + i] = tw_r8_dot(type, w + r0 * row_bytes, row_bytes, nr, i, c0 / 32,
+                                          (c0 + nc) / 32, act.qs, act.d, y[r0 + i]);
                 continue;
             }
             t->rows[k](w + r0 * row_bytes + col_offset(type, c0), row_bytes, nr, nc, &act, 1, part,

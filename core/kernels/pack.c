@@ -1,6 +1,6 @@
-/* Packing of weight rows for the integer kernels (Q8_0 -> Q8_0_R8, see
- * kernels/blocks.h) and the scalar arithmetic every ISA's packed kernels
- * reproduce. */
+/* Packing of weight rows for the integer kernels (Q8_0 -> Q8_0_R8, Q4_0 ->
+ * Q4_0_R8, see kernels/blocks.h) and the scalar arithmetic every ISA's
+ * packed kernels reproduce. */
 #include <math.h>
 #include <string.h>
 
@@ -10,25 +10,33 @@
 
 tw_type tw_pack_type(tw_type type)
 {
-    return type == TW_TYPE_Q8_0 ? TW_TYPE_Q8_0_R8 : type;
+    switch (type) {
+    case TW_TYPE_Q8_0:
+        return TW_TYPE_Q8_0_R8;
+    case TW_TYPE_Q4_0:
+        return TW_TYPE_Q4_0_R8;
+    default:
+        return type;
+    }
 }
 
 bool tw_pack_rows(tw_type type, const void *src, size_t rows, size_t cols, void *dst)
 {
     size_t row_bytes = tw_type_row_bytes(type, cols);
-    if (type != TW_TYPE_Q8_0 || row_bytes == 0 || !src || !dst)
+    if (tw_pack_type(type) == type || row_bytes == 0 || !src || !dst)
         return false;
     const uint8_t *in = src;
     uint8_t *out = dst;
+    const size_t bb = tw_type_block_bytes(type), runs = (bb - 2) / 4;
     const size_t nb = cols / TW_QK8_0, groups = rows / TW_R8_ROWS;
     for (size_t g = 0; g < groups; g++) {
         const uint8_t *rows8 = in + g * TW_R8_ROWS * row_bytes;
         uint8_t *o = out + g * TW_R8_ROWS * row_bytes;
-        for (size_t i = 0; i < nb; i++, o += TW_R8_BLOCK_BYTES) {
+        for (size_t i = 0; i < nb; i++, o += TW_R8_ROWS * bb) {
             for (size_t r = 0; r < TW_R8_ROWS; r++) {
-                const uint8_t *b = rows8 + r * row_bytes + i * sizeof(tw_block_q8_0);
+                const uint8_t *b = rows8 + r * row_bytes + i * bb;
                 memcpy(o + 2 * r, b, 2);
-                for (size_t k = 0; k < TW_QK8_0 / 4; k++)
+                for (size_t k = 0; k < runs; k++)
                     memcpy(o + 2 * TW_R8_ROWS + 4 * (k * TW_R8_ROWS + r), b + 2 + 4 * k, 4);
             }
         }
@@ -38,29 +46,42 @@ bool tw_pack_rows(tw_type type, const void *src, size_t rows, size_t cols, void 
     return true;
 }
 
-float tw_q8_0_r8_dot(const uint8_t *w, size_t row_bytes, size_t rows, size_t r, size_t b0,
-                     size_t b1, const int8_t *qs, const float *d, float acc)
+/* Weight level of column c (0..31) of a block whose 4-byte runs start at
+ * run[0], run[1], ...: Q8_0's int8 values in column order; Q4_0's run k
+ * holding columns 4k..4k+3 in its low nibbles and 16 + 4k.. in its high
+ * ones, less 8. */
+static int level(bool q4, const uint8_t *const *run, size_t c)
 {
+    if (!q4)
+        return (int8_t)run[c / 4][c % 4];
+    const uint8_t b = run[c % 16 / 4][c % 4];
+    return (c < 16 ? b & 15 : b >> 4) - 8;
+}
+
+float tw_r8_dot(tw_type type, const uint8_t *w, size_t row_bytes, size_t rows, size_t r,
+                size_t b0, size_t b1, const int8_t *qs, const float *d, float acc)
+{
+    const bool q4 = type == TW_TYPE_Q4_0_R8;
+    const size_t bb = tw_type_block_bytes(type), runs = (bb - 2) / 4;
     const size_t packed = rows / TW_R8_ROWS * TW_R8_ROWS;
     for (size_t i = b0; i < b1; i++) {
         const int8_t *a = qs + (i - b0) * TW_QK8_0;
-        const uint8_t *scale, *q[TW_QK8_0 / 4];
+        const uint8_t *scale, *run[TW_QK8_0 / 4];
         if (r < packed) {
             const size_t lane = r % TW_R8_ROWS;
-            const uint8_t *blk = w + (r - lane) * row_bytes + i * TW_R8_BLOCK_BYTES;
+            const uint8_t *blk = w + (r - lane) * row_bytes + i * TW_R8_ROWS * bb;
             scale = blk + 2 * lane;
-            for (size_t k = 0; k < TW_QK8_0 / 4; k++)
-                q[k] = blk + 2 * TW_R8_ROWS + 4 * (k * TW_R8_ROWS + lane);
+            for (size_t k = 0; k < runs; k++)
+                run[k] = blk + 2 * TW_R8_ROWS + 4 * (k * TW_R8_ROWS + lane);
         } else {
-            const uint8_t *blk = w + r * row_bytes + i * sizeof(tw_block_q8_0);
+            const uint8_t *blk = w + r * row_bytes + i * bb;
             scale = blk;
-            for (size_t k = 0; k < TW_QK8_0 / 4; k++)
-                q[k] = blk + 2 + 4 * k;
+            for (size_t k = 0; k < runs; k++)
+                run[k] = blk + 2 + 4 * k;
         }
         int32_t isum = 0;
-        for (size_t k = 0; k < TW_QK8_0 / 4; k++)
-            for (size_t j = 0; j < 4; j++)
-                isum += (int8_t)q[k][j] * a[4 * k + j];
+        for (size_t c = 0; c < TW_QK8_0; c++)
+            isum += level(q4, run, c) * a[c];
         uint16_t h;
         memcpy(&h, scale, 2);
         const float s = tw_f16_to_f32(h) * d[i - b0];
@@ -69,11 +90,11 @@ float tw_q8_0_r8_dot(const uint8_t *w, size_t row_bytes, size_t rows, size_t r, 
     return acc;
 }
 
-void tw_rows_q8_0_r8_tail(const uint8_t *w, size_t row_bytes, size_t rows, size_t r0, size_t cols,
-                          const tw_act *acts, size_t n_act, float *y, size_t y_stride)
+void tw_rows_r8_tail(tw_type type, const uint8_t *w, size_t row_bytes, size_t rows, size_t r0,
+                     size_t cols, const tw_act *acts, size_t n_act, float *y, size_t y_stride)
 {
     for (size_t t = 0; t < n_act; t++)
         for (size_t r = r0; r < rows; r++)
-            y[t * y_stride + r] = tw_q8_0_r8_dot(w, row_bytes, rows, r, 0, cols / TW_QK8_0,
-                                                 acts[t].qs, acts[t].d, 0.0f);
+            y[t * y_stride + r] = tw_r8_dot(type, w, row_bytes, rows, r, 0, cols / TW_QK8_0,
+                                            acts[t].qs, acts[t].d, 0.0f);
 }

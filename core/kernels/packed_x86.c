@@ -1,16 +1,16 @@
-/* x86 kernels for Q8_0_R8, Q8_0 rows packed eight to a group
- * (kernels/blocks.h). Eight rows sit in the eight int32 lanes of a vector:
- * each 4-column step multiplies the eight rows' four values by the same
- * four activation values broadcast to every lane, so after the block's
- * eight steps every lane holds its row's exact block dot, and one
- * conversion and one fused multiply-add scale it for all eight rows. The
- * row-per-vector tiles of kernels_avx2.c / kernels_avx512.c instead spend
- * a conversion and an fma per block and row. Every output is thus exactly
- * tw_q8_0_r8_dot's: the same int32 per block, the same product of the two
- * scales, the same fma into its own accumulator, block after block,
- * whatever the ISA, the batch or its grouping. Measured against those
- * tiles on a 2-core EPYC (Zen 4), one thread, weights in cache: 2.3-2.5x
- * faster with VNNI for 1-16 activations; 1.2-1.9x with AVX2. */
+/* x86 kernels for the packed types Q8_0_R8 and Q4_0_R8, Q8_0 / Q4_0 rows
+ * packed eight to a group (kernels/blocks.h). Eight rows sit in the eight
+ * int32 lanes of a vector: each 4-column step multiplies the eight rows'
+ * four levels by the same four activation values broadcast to every lane,
+ * so after the block's eight steps every lane holds its row's exact block
+ * dot, and one conversion and one fused multiply-add scale it for all
+ * eight rows. The row-per-vector tiles of kernels_avx2.c / kernels_avx512.c
+ * instead spend a conversion and an fma per block and row. Every output is
+ * thus exactly tw_r8_dot's: the same int32 per block, the same product of
+ * the two scales, the same fma into its own accumulator, block after
+ * block, whatever the ISA, the batch or its grouping. Measured against
+ * those tiles on a 2-core EPYC (Zen 4), one thread, Q8_0 weights in cache:
+ * 2.3-2.5x faster with VNNI for 1-16 activations; 1.2-1.9x with AVX2. */
 #include "kernels/blocks.h"
 #include "kernels/kernels_internal.h"
 #include "kernels/simd_x86.h"
@@ -20,6 +20,8 @@
 #define TW_TILE         static inline __attribute__((always_inline))
 #define R8_SCALES_BYTES (2 * TW_R8_ROWS)
 #define R8_STEPS        (TW_QK8_0 / 4)
+/* bytes of one block of a group */
+#define R8_BLOCK(Q4) (TW_R8_ROWS * ((Q4) ? 18 : 34))
 
 /* Four activation values of block i, 4-column step k, in every lane. */
 TW_AVX2 TW_TILE __m256i act4(const tw_act *a, size_t i, int k)
@@ -29,42 +31,80 @@ TW_AVX2 TW_TILE __m256i act4(const tw_act *a, size_t i, int k)
     return _mm256_set1_epi32(v);
 }
 
+/* Q4_0 levels 0..15 of step k (columns 4k..4k+3) of the eight rows: run
+ * k % 4, low nibbles for the first 16 columns, high ones after. */
+TW_AVX2 TW_TILE __m256i q4_step(const uint8_t *p, int k)
+{
+    const __m256i v = tw_load256(p + R8_SCALES_BYTES + 32 * (k % 4));
+    const __m256i low = _mm256_set1_epi8(0x0F);
+    return _mm256_and_si256(k < 4 ? v : _mm256_srli_epi16(v, 4), low);
+}
+
+/* What a block's lanes start from: Q4_0's levels carry +8, so -8 times the
+ * activations' block sum (bneg is -128 times it); VNNI's Q8_0 weights
+ * carry +128, so bneg itself; AVX2's Q8_0 sign trick nothing. */
+TW_AVX2 TW_TILE __m256i lane_start(const tw_act *a, size_t i, int Q4, int biased)
+{
+    if (Q4)
+        return _mm256_set1_epi32(a->bneg[i] / 16);
+    return biased ? _mm256_set1_epi32(a->bneg[i]) : _mm256_setzero_si256();
+}
+
 /* The eight rows' scales times activation t's scale of block i, then the
  * block's dots into t's accumulator. */
 #define R8_SCALE_INTO(acc, dw, isum, a, i)                                                         \
     acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps((a)->d[i])), _mm256_cvtepi32_ps(isum),  \
                           acc)
 
-/* AVX2: the sign trick per step, |q| . sign(a, q), two int16 pair sums
- * widened to int32 by a multiply-add with ones. With pf, each block also
- * fetches the block pf bytes on (the next group's). */
+/* With pf, a block first fetches the block pf bytes on (the next
+ * group's). */
+#define R8_PREFETCH(p, pf)                                                                         \
+    if (pf)                                                                                        \
+        _Pragma("GCC unroll 5") for (int l = 0; l < 5; l++)                                        \
+            _mm_prefetch((const char *)((p) + (pf) + 64 * l), _MM_HINT_T0)
+
+/* AVX2. Q8_0: the sign trick per step, |q| . sign(a, q), two int16 pair
+ * sums widened to int32 by a multiply-add with ones. Q4_0: the unsigned
+ * levels times a, no sign needed (2 * 15 * 127 fits int16, and so do the
+ * pair sums of steps k and k + 4 added, which share one widening). */
 TW_AVX2 TW_TILE void r8_group_avx2(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
-                                   size_t y_stride, const int TB, size_t pf)
+                                   size_t y_stride, const int TB, size_t pf, const int Q4)
 {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[8];
 #pragma GCC unroll 8
     for (int t = 0; t < TB; t++)
         acc[t] = _mm256_setzero_ps();
-    for (size_t i = 0; i < nb; i++, p += TW_R8_BLOCK_BYTES) {
-        if (pf)
-#pragma GCC unroll 5
-            for (int l = 0; l < 5; l++)
-                _mm_prefetch((const char *)(p + pf + 64 * l), _MM_HINT_T0);
+    for (size_t i = 0; i < nb; i++, p += R8_BLOCK(Q4)) {
+        R8_PREFETCH(p, pf);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
         __m256i isum[8];
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++)
-            isum[t] = _mm256_setzero_si256();
+            isum[t] = lane_start(&acts[t], i, Q4, 0);
+        if (Q4) {
+#pragma GCC unroll 4
+            for (int k = 0; k < R8_STEPS / 2; k++) {
+                const __m256i lo = q4_step(p, k), hi = q4_step(p, k + 4);
 #pragma GCC unroll 8
-        for (int k = 0; k < R8_STEPS; k++) {
-            const __m256i q = tw_load256(p + R8_SCALES_BYTES + 32 * k);
-            const __m256i qabs = _mm256_sign_epi8(q, q);
+                for (int t = 0; t < TB; t++) {
+                    const __m256i s16 =
+                        _mm256_add_epi16(_mm256_maddubs_epi16(lo, act4(&acts[t], i, k)),
+                                         _mm256_maddubs_epi16(hi, act4(&acts[t], i, k + 4)));
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16, ones));
+                }
+            }
+        } else {
 #pragma GCC unroll 8
-            for (int t = 0; t < TB; t++) {
-                const __m256i s = _mm256_sign_epi8(act4(&acts[t], i, k), q);
-                isum[t] = _mm256_add_epi32(isum[t],
-                                           _mm256_madd_epi16(_mm256_maddubs_epi16(qabs, s), ones));
+            for (int k = 0; k < R8_STEPS; k++) {
+                const __m256i q = tw_load256(p + R8_SCALES_BYTES + 32 * k);
+                const __m256i qabs = _mm256_sign_epi8(q, q);
+#pragma GCC unroll 8
+                for (int t = 0; t < TB; t++) {
+                    const __m256i s = _mm256_sign_epi8(act4(&acts[t], i, k), q);
+                    isum[t] = _mm256_add_epi32(
+                        isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(qabs, s), ones));
+                }
             }
         }
 #pragma GCC unroll 8
@@ -76,15 +116,15 @@ TW_AVX2 TW_TILE void r8_group_avx2(const uint8_t *p, size_t nb, const tw_act *ac
         _mm256_storeu_ps(y + (size_t)t * y_stride, acc[t]);
 }
 
-/* VNNI: the weights biased to unsigned (q + 128, its top bit flipped) as
- * vpdpbusd's first operand and the activations as the signed second one;
- * each lane starts from -128 times the block's activation sum, which the
- * bias adds back, so the lanes end on the same int32 as AVX2's. A vpdpbusd
- * waits for the one before it on the same accumulator, so the eight steps
- * of a block are spread over NS accumulators per activation (at least 8
- * chains in flight) and added up after, which integer sums allow exactly. */
+/* VNNI: unsigned weights as vpdpbusd's first operand and the activations
+ * as the signed second one. Q8_0's weights are biased to unsigned (q + 128,
+ * the top bit flipped), Q4_0's levels are unsigned already; lane_start
+ * takes the bias back. A vpdpbusd waits for the one before it on the same
+ * accumulator, so the eight steps of a block are spread over NS
+ * accumulators per activation (at least 8 chains in flight) and added up
+ * after, which integer sums allow exactly. */
 TW_AVX512 TW_TILE void r8_group_vnni(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
-                                     size_t y_stride, const int TB, size_t pf)
+                                     size_t y_stride, const int TB, size_t pf, const int Q4)
 {
     const int NS = TB >= 5 ? 2 : (8 + TB - 1) / TB;
     const __m256i flip = _mm256_set1_epi8((char)0x80);
@@ -92,23 +132,22 @@ TW_AVX512 TW_TILE void r8_group_vnni(const uint8_t *p, size_t nb, const tw_act *
 #pragma GCC unroll 8
     for (int t = 0; t < TB; t++)
         acc[t] = _mm256_setzero_ps();
-    for (size_t i = 0; i < nb; i++, p += TW_R8_BLOCK_BYTES) {
-        if (pf)
-#pragma GCC unroll 5
-            for (int l = 0; l < 5; l++)
-                _mm_prefetch((const char *)(p + pf + 64 * l), _MM_HINT_T0);
+    for (size_t i = 0; i < nb; i++, p += R8_BLOCK(Q4)) {
+        R8_PREFETCH(p, pf);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
         __m256i isum[8][8];
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++) {
-            isum[t][0] = _mm256_set1_epi32(acts[t].bneg[i]);
+            isum[t][0] = lane_start(&acts[t], i, Q4, 1);
 #pragma GCC unroll 8
             for (int c = 1; c < NS; c++)
                 isum[t][c] = _mm256_setzero_si256();
         }
 #pragma GCC unroll 8
         for (int k = 0; k < R8_STEPS; k++) {
-            const __m256i qu = _mm256_xor_si256(tw_load256(p + R8_SCALES_BYTES + 32 * k), flip);
+            const __m256i qu =
+                Q4 ? q4_step(p, k)
+                   : _mm256_xor_si256(tw_load256(p + R8_SCALES_BYTES + 32 * k), flip);
 #pragma GCC unroll 8
             for (int t = 0; t < TB; t++)
                 isum[t][k % NS] = _mm256_dpbusd_epi32(isum[t][k % NS], qu, act4(&acts[t], i, k));
@@ -137,7 +176,8 @@ TW_AVX512 TW_TILE void r8_group_vnni(const uint8_t *p, size_t nb, const tw_act *
  * AVX2; fewer activations lost up to 27% from memory, so they fetch
  * nothing. */
 #define R8_PREFETCH_MIN_ACTS 6
-#define R8_DRIVER(ATTR, name, GROUP)                                                               \
+#define R8_GROUP(GROUP, TB, Q4) GROUP(p, nb, acts + t, yt, y_stride, TB, pf, Q4)
+#define R8_DRIVER(ATTR, name, GROUP, Q4, type)                                                     \
     ATTR static void name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,            \
                           const tw_act *acts, size_t n_act, float *y, size_t y_stride)             \
     {                                                                                              \
@@ -152,49 +192,39 @@ TW_AVX512 TW_TILE void r8_group_vnni(const uint8_t *p, size_t nb, const tw_act *
                 const size_t pf = t == 0 ? pf0 : 0;                                                \
                 float *yt = yg + t * y_stride;                                                     \
                 switch (tb) {                                                                      \
-                case 8:                                                                            \
-                    GROUP(p, nb, acts + t, yt, y_stride, 8, pf);                                   \
-                    break;                                                                         \
-                case 7:                                                                            \
-                    GROUP(p, nb, acts + t, yt, y_stride, 7, pf);                                   \
-                    break;                                                                         \
-                case 6:                                                                            \
-                    GROUP(p, nb, acts + t, yt, y_stride, 6, pf);                                   \
-                    break;                                                                         \
-                case 5:                                                                            \
-                    GROUP(p, nb, acts + t, yt, y_stride, 5, pf);                                   \
-                    break;                                                                         \
-                case 4:                                                                            \
-                    GROUP(p, nb, acts + t, yt, y_stride, 4, pf);                                   \
-                    break;                                                                         \
-                case 3:                                                                            \
-                    GROUP(p, nb, acts + t, yt, y_stride, 3, pf);                                   \
-                    break;                                                                         \
-                case 2:                                                                            \
-                    GROUP(p, nb, acts + t, yt, y_stride, 2, pf);                                   \
-                    break;                                                                         \
-                default:                                                                           \
-                    GROUP(p, nb, acts + t, yt, y_stride, 1, pf);                                   \
-                    break;                                                                         \
+                case 8: R8_GROUP(GROUP, 8, Q4); break;                                                 \
+                case 7: R8_GROUP(GROUP, 7, Q4); break;                                                 \
+                case 6: R8_GROUP(GROUP, 6, Q4); break;                                                 \
+                case 5: R8_GROUP(GROUP, 5, Q4); break;                                                 \
+                case 4: R8_GROUP(GROUP, 4, Q4); break;                                                 \
+                case 3: R8_GROUP(GROUP, 3, Q4); break;                                                 \
+                case 2: R8_GROUP(GROUP, 2, Q4); break;                                                 \
+                default: R8_GROUP(GROUP, 1, Q4); break;                                                \
                 }                                                                                  \
                 t += tb;                                                                           \
             }                                                                                      \
         }                                                                                          \
-        tw_rows_q8_0_r8_tail(w, row_bytes, rows, groups *TW_R8_ROWS, cols, acts, n_act, y,         \
-                             y_stride);                                                            \
+        tw_rows_r8_tail(type, w, row_bytes, rows, groups * TW_R8_ROWS, cols, acts, n_act, y,       \
+                        y_stride);                                                                 \
     }
 
-R8_DRIVER(TW_AVX2, rows_r8_avx2, r8_group_avx2)
-R8_DRIVER(TW_AVX512, rows_r8_vnni, r8_group_vnni)
+// clang-format off
+R8_DRIVER(TW_AVX2, rows_q8_avx2, r8_group_avx2, 0, TW_TYPE_Q8_0_R8)
+R8_DRIVER(TW_AVX2, rows_q4_avx2, r8_group_avx2, 1, TW_TYPE_Q4_0_R8)
+R8_DRIVER(TW_AVX512, rows_q8_vnni, r8_group_vnni, 0, TW_TYPE_Q8_0_R8)
+R8_DRIVER(TW_AVX512, rows_q4_vnni, r8_group_vnni, 1, TW_TYPE_Q4_0_R8)
+// clang-format on
 
 void tw_isa_fill_packed_avx2(tw_isa_table *t)
 {
-    t->rows[tw_ktype_index(TW_TYPE_Q8_0_R8)] = rows_r8_avx2;
+    t->rows[tw_ktype_index(TW_TYPE_Q8_0_R8)] = rows_q8_avx2;
+    t->rows[tw_ktype_index(TW_TYPE_Q4_0_R8)] = rows_q4_avx2;
 }
 
 void tw_isa_fill_packed_avx512(tw_isa_table *t)
 {
-    t->rows[tw_ktype_index(TW_TYPE_Q8_0_R8)] = rows_r8_vnni;
+    t->rows[tw_ktype_index(TW_TYPE_Q8_0_R8)] = rows_q8_vnni;
+    t->rows[tw_ktype_index(TW_TYPE_Q4_0_R8)] = rows_q4_vnni;
 }
 
 #else

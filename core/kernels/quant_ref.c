@@ -446,6 +446,7 @@ void tw_quant_row(tw_type type, const float *src, void *dst, size_t n)
         quant_q6_k(src, dst, n / TW_QK_K);
         break;
     case TW_TYPE_Q8_0_R8:
-        break; /* made by tw_pack_rows from Q8_0 rows, not from values */
+    case TW_TYPE_Q4_0_R8:
+        break; /* made by tw_pack_rows from plain rows, not from values */
     }
 }

@@ -1,7 +1,7 @@
-/* Weights repacked at load for the integer kernels: every Q8_0 matrix is
- * copied into tw_pack_rows' layout (eight rows side by side, see
- * tw/kernels.h), which the kernels multiply 2-2.5x faster (AVX-512 VNNI)
- * or 1.2-1.9x (AVX2) per activation row than plain rows. The packed copies
+/* Weights repacked at load for the integer kernels: every Q8_0 and Q4_0
+ * matrix is copied into tw_pack_rows' layout (eight rows side by side, see
+ * tw/kernels.h), which the kernels multiply 1.2-2.9x faster per activation
+ * row than plain rows. The packed copies
  * share one anonymous mapping, offered huge pages like the file's weights;
  * the embedding table keeps reading the file's rows. The pages of the
  * packed matrices' originals are given back, so the weights are not held
@@ -137,7 +137,7 @@ tw_status tw_model_pack_weights(tw_model *m, tw_err *err)
     p.next = mem;
     each_mat(m, use_packed, &p);
     (void)mprotect(mem, total, PROT_READ);
-    tw_info("packed %zu Q8_0 matrices (%.1f MiB) eight rows to a group for the integer "
+    tw_info("packed %zu matrices (%.1f MiB) eight rows to a group for the integer "
             "kernels; %.1f MiB of the file's copy given back",
             p.n, (double)total / 1048576.0, (double)p.released / 1048576.0);
     return TW_OK;

@@ -14,9 +14,10 @@
  * dequantize-then-dot by about the activation quantization error (~0.5%
  * relative of sum |w*x| at worst, far less typically). Every ISA variant of a
  * kernel computes the same integers, so variants differ only by float
- * summation order. Results never depend on the thread count (with a NULL
- * pool, rows wider than 8192 columns are summed in column chunks, which can
- * change the last bits relative to a pool).
+ * summation order; for packed types (TW_TYPE_Q8_0_R8, TW_TYPE_Q4_0_R8) not
+ * even by that: every ISA gives the same bits. Results never depend on the thread count (with a
+ * NULL pool, rows wider than 8192 columns are summed in column chunks, which
+ * can change the last bits relative to a pool; packed rows keep theirs).
  *
  * Memory: kernels never allocate per call once warmed up. Scratch (quantized
  * activations, dequantized weight tiles for prefill) lives in the tw_pool and
@@ -57,9 +58,10 @@ void tw_matvec(tw_pool *pool, tw_type type, const void *w, size_t row_bytes, siz
 
 /* Prefill matmul: Y[i][r] = dot(row r of W, X[i]) for i < n, r < rows. X is
  * n x cols row-major, Y is n x rows row-major. Same layout rules as
- * tw_matvec. Up to 16 rows of X, and at any n for the types where the
- * dispatched ISA measured it faster (the K types; with AVX-512 VNNI also
- * Q8_0 and Q4_0), it runs the integer kernels of tw_matvec with each weight
+ * tw_matvec. Up to 16 rows of X, and at any n for packed types (which have
+ * no other path) and the types where the dispatched ISA measured it faster
+ * (the K types; with AVX-512 VNNI also Q8_0 and Q4_0), it runs the integer
+ * kernels of tw_matvec with each weight
  * row reused across the batch, and row i of Y is then bit-identical to
  * tw_matvec of X[i] (so batching decode steps never changes a sequence's
  * output). Otherwise, from 17 rows on, it dequantizes tiles of W to f32 and
@@ -91,10 +93,10 @@ void tw_matmul_multi(tw_pool *pool, const tw_matmul_part *parts, size_t n_parts,
                      const float *x, size_t n);
 
 /* Weights packed for the integer kernels. tw_pack_type(type) is the type a
- * matrix of `type` becomes when packed (TW_TYPE_Q8_0_R8 for Q8_0: eight
- * rows side by side, each output's block dots summed as exact integers and
- * scaled with one fused multiply-add per block), or `type` itself when it
- * has no packed form. tw_pack_rows writes `rows` rows of `cols` values of
+ * matrix of `type` becomes when packed (TW_TYPE_Q8_0_R8 for Q8_0,
+ * TW_TYPE_Q4_0_R8 for Q4_0: eight rows side by side, each output's block
+ * dots summed as exact integers and scaled with one fused multiply-add per
+ * block), or `type` itself when it has no packed form. tw_pack_rows writes `rows` rows of `cols` values of
  * `type` (rows tw_type_row_bytes(type, cols) apart in src) into dst, which
  * holds as many bytes and must not overlap src; false, with nothing written,
  * when the type has no packed form or cols does not fit it. A packed matrix

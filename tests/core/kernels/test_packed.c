@@ -1,9 +1,9 @@
-/* Q8_0 rows packed eight to a group (tw_pack_rows, Q8_0_R8): packing is
- * refused where it does not apply, and every ISA's packed kernels give the
- * scalar kernel's bits for every batch size, thread count and row count
- * (whole groups and plain tail rows), also on the pool-less path that
- * splits wide rows; and they compute the same products as the plain Q8_0
- * rows they were packed from. */
+/* Q8_0 and Q4_0 rows packed eight to a group (tw_pack_rows, Q8_0_R8 and
+ * Q4_0_R8): packing is refused where it does not apply, and every ISA's
+ * packed kernels give the scalar kernel's bits for every batch size, thread
+ * count and row count (whole groups and plain tail rows), also on the
+ * pool-less path that splits wide rows; and they compute the same products
+ * as the plain rows they were packed from. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,24 +23,31 @@
 
 static const char *const isas[] = {"scalar", "avx2", "avx512"};
 
+static const tw_type plain_types[] = {TW_TYPE_Q8_0, TW_TYPE_Q4_0};
+
 typedef struct packed_mat {
+    tw_type type, packed_type;
     size_t rows, cols, row_bytes;
     uint8_t *plain, *packed;
 } packed_mat;
 
-/* Random Q8_0 rows: quantized random floats, or (raw) random levels from
- * -128 to 127 under random finite scales, the integer paths' extremes. */
-static void make(packed_mat *m, size_t rows, size_t cols, bool raw, tw_test_rng *rng)
+/* Random rows of type t: quantized random floats, or (raw) random bytes
+ * under random finite scales, the integer paths' extremes (Q8_0 levels
+ * from -128 to 127). */
+static void make(packed_mat *m, tw_type t, size_t rows, size_t cols, bool raw, tw_test_rng *rng)
 {
+    m->type = t;
+    m->packed_type = tw_pack_type(t);
     m->rows = rows;
     m->cols = cols;
-    m->row_bytes = tw_type_row_bytes(TW_TYPE_Q8_0, cols);
+    m->row_bytes = tw_type_row_bytes(t, cols);
     m->plain = malloc(rows * m->row_bytes);
     m->packed = malloc(rows * m->row_bytes);
     float *tmp = malloc(cols * sizeof(float));
     assert_non_null(m->plain);
     assert_non_null(m->packed);
     assert_non_null(tmp);
+    const size_t bb = tw_type_block_bytes(t);
     for (size_t r = 0; r < rows; r++) {
         uint8_t *row = m->plain + r * m->row_bytes;
         if (raw) {
@@ -48,16 +55,16 @@ static void make(packed_mat *m, size_t rows, size_t cols, bool raw, tw_test_rng 
                 row[i] = (uint8_t)tw_test_rand_u64(rng);
             for (size_t b = 0; b < cols / 32; b++) {
                 uint16_t h = tw_f32_to_f16(tw_test_rand_f32(rng) * 0.02f);
-                memcpy(row + b * 34, &h, 2);
+                memcpy(row + b * bb, &h, 2);
             }
         } else {
             for (size_t i = 0; i < cols; i++)
                 tmp[i] = tw_test_rand_f32(rng) * (1.0f + (float)(i % 5));
-            tw_quant_row(TW_TYPE_Q8_0, tmp, row, cols);
+            tw_quant_row(t, tmp, row, cols);
         }
     }
     free(tmp);
-    assert_true(tw_pack_rows(TW_TYPE_Q8_0, m->plain, rows, cols, m->packed));
+    assert_true(tw_pack_rows(t, m->plain, rows, cols, m->packed));
 }
 
 static void release(packed_mat *m)
@@ -77,38 +84,45 @@ static void test_pack_refusals(void **state)
     (void)state;
     uint8_t src[34 * 8] = {0}, dst[34 * 8];
     assert_int_equal(tw_pack_type(TW_TYPE_Q8_0), TW_TYPE_Q8_0_R8);
-    assert_int_equal(tw_pack_type(TW_TYPE_Q4_0), TW_TYPE_Q4_0);
+    assert_int_equal(tw_pack_type(TW_TYPE_Q4_0), TW_TYPE_Q4_0_R8);
+    assert_int_equal(tw_pack_type(TW_TYPE_Q5_0), TW_TYPE_Q5_0);
     assert_int_equal(tw_pack_type(TW_TYPE_F16), TW_TYPE_F16);
-    assert_false(tw_pack_rows(TW_TYPE_Q4_0, src, 8, 32, dst));
+    assert_false(tw_pack_rows(TW_TYPE_Q5_0, src, 8, 32, dst));
     assert_false(tw_pack_rows(TW_TYPE_Q8_0_R8, src, 8, 32, dst));
     assert_false(tw_pack_rows(TW_TYPE_Q8_0, src, 8, 33, dst));
-    assert_false(tw_pack_rows(TW_TYPE_Q8_0, NULL, 8, 32, dst));
-    /* a type made at load is never one a file may name */
-    assert_false(tw_type_supported(TW_TYPE_Q8_0_R8));
+    assert_false(tw_pack_rows(TW_TYPE_Q4_0, NULL, 8, 32, dst));
+    /* types made at load are never ones a file may name */
     tw_type t;
+    assert_false(tw_type_supported(TW_TYPE_Q8_0_R8));
+    assert_false(tw_type_supported(TW_TYPE_Q4_0_R8));
     assert_int_equal(tw_type_from_name("Q8_0_R8", &t, NULL), TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_type_from_name("Q4_0_R8", &t, NULL), TW_INVALID_ARGUMENT);
     assert_int_equal(tw_type_row_bytes(TW_TYPE_Q8_0_R8, 64), 68);
+    assert_int_equal(tw_type_row_bytes(TW_TYPE_Q4_0_R8, 64), 36);
 }
 
-/* Row r, group lane j: the packed block holds row r's scale and its four
- * values per 4-column step where blocks.h says. */
+/* Row r, group lane j: the packed block holds row r's scale and its 4-byte
+ * runs where blocks.h says; rows past the last group stay as they were. */
 static void test_pack_layout(void **state)
 {
     (void)state;
     tw_test_rng rng = {0x9e3779b97f4a7c15ull};
-    packed_mat m;
-    make(&m, 11, 64, true, &rng);
-    for (size_t r = 0; r < 8; r++)
-        for (size_t b = 0; b < 2; b++) {
-            const uint8_t *src = m.plain + r * m.row_bytes + b * 34;
-            const uint8_t *blk = m.packed + b * 272;
-            assert_memory_equal(blk + 2 * r, src, 2);
-            for (size_t k = 0; k < 8; k++)
-                assert_memory_equal(blk + 16 + 32 * k + 4 * r, src + 2 + 4 * k, 4);
-        }
-    /* the three rows past the last group stay as they were */
-    assert_memory_equal(m.packed + 8 * m.row_bytes, m.plain + 8 * m.row_bytes, 3 * m.row_bytes);
-    release(&m);
+    for (size_t k = 0; k < 2; k++) {
+        packed_mat m;
+        make(&m, plain_types[k], 11, 64, true, &rng);
+        const size_t bb = tw_type_block_bytes(m.type), runs = (bb - 2) / 4;
+        for (size_t r = 0; r < 8; r++)
+            for (size_t b = 0; b < 2; b++) {
+                const uint8_t *src = m.plain + r * m.row_bytes + b * bb;
+                const uint8_t *blk = m.packed + b * 8 * bb;
+                assert_memory_equal(blk + 2 * r, src, 2);
+                for (size_t j = 0; j < runs; j++)
+                    assert_memory_equal(blk + 16 + 32 * j + 4 * r, src + 2 + 4 * j, 4);
+            }
+        assert_memory_equal(m.packed + 8 * m.row_bytes, m.plain + 8 * m.row_bytes,
+                            3 * m.row_bytes);
+        release(&m);
+    }
 }
 
 /* Every ISA, 1 and 2 threads, every batch size against the scalar kernel
@@ -122,9 +136,10 @@ static void test_packed_bits_every_isa(void **state)
     tw_pool *pools[2];
     assert_int_equal(tw_pool_create(1, &pools[0], NULL), TW_OK);
     assert_int_equal(tw_pool_create(2, &pools[1], NULL), TW_OK);
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    for (size_t s = 0; s < 2 * sizeof shapes / sizeof shapes[0]; s++) {
         packed_mat m;
-        make(&m, shapes[s][0], shapes[s][1], s % 2 == 1, &rng);
+        const size_t *shape = shapes[s / 2];
+        make(&m, plain_types[s % 2], shape[0], shape[1], s / 2 % 2 == 1, &rng);
         size_t R = m.rows, C = m.cols;
         float *x = malloc(MAX_N * C * sizeof(float));
         float *want = malloc(MAX_N * R * sizeof(float));
@@ -137,12 +152,13 @@ static void test_packed_bits_every_isa(void **state)
         fill_x(x, MAX_N * C, &rng);
         assert_int_equal(tw_kernels_force_isa("scalar", NULL), TW_OK);
         for (size_t t = 0; t < MAX_N; t++) {
-            tw_matvec(NULL, TW_TYPE_Q8_0_R8, m.packed, m.row_bytes, R, C, x + t * C, want + t * R);
+            tw_matvec(NULL, m.packed_type, m.packed, m.row_bytes, R, C, x + t * C, want + t * R);
             /* the same integer block dots, summed in another order */
-            tw_matvec(NULL, TW_TYPE_Q8_0, m.plain, m.row_bytes, R, C, x + t * C, plain);
+            tw_matvec(NULL, m.type, m.plain, m.row_bytes, R, C, x + t * C, plain);
             for (size_t r = 0; r < R; r++)
                 if (!(fabsf(plain[r] - want[t * R + r]) <= 1e-5f * (1.0f + fabsf(plain[r]))))
-                    fail_msg("%zux%zu act %zu row %zu: packed %.9g, plain %.9g", R, C, t, r,
+                    fail_msg("%s %zux%zu act %zu row %zu: packed %.9g, plain %.9g",
+                             tw_type_name(m.type), R, C, t, r,
                              (double)want[t * R + r], (double)plain[r]);
         }
         for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
@@ -152,11 +168,10 @@ static void test_packed_bits_every_isa(void **state)
             for (size_t p = 0; p < 2; p++)
                 for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
                     memset(got, 0xff, MAX_N * R * sizeof(float));
-                    tw_matmul(pools[p], TW_TYPE_Q8_0_R8, m.packed, m.row_bytes, R, C, x, ns[k],
-                              got);
+                    tw_matmul(pools[p], m.packed_type, m.packed, m.row_bytes, R, C, x, ns[k], got);
                     if (memcmp(got, want, ns[k] * R * sizeof(float)) != 0)
-                        fail_msg("%s, %zu thread(s), %zux%zu, batch %zu: not the scalar bits",
-                                 isas[i], p + 1, R, C, ns[k]);
+                        fail_msg("%s %s, %zu thread(s), %zux%zu, batch %zu: not the scalar bits",
+                                 tw_type_name(m.packed_type), isas[i], p + 1, R, C, ns[k]);
                 }
         }
         free(x);
@@ -177,20 +192,22 @@ static void test_packed_wide_without_pool(void **state)
 {
     (void)state;
     tw_test_rng rng = {0x13198a2e03707344ull};
-    packed_mat m;
-    make(&m, 19, 8192 + 320, false, &rng);
-    float *x = malloc(m.cols * sizeof(float));
-    float a[19], b[19];
-    assert_non_null(x);
-    fill_x(x, m.cols, &rng);
     tw_pool *pool;
     assert_int_equal(tw_pool_create(2, &pool, NULL), TW_OK);
-    tw_matvec(pool, TW_TYPE_Q8_0_R8, m.packed, m.row_bytes, m.rows, m.cols, x, a);
-    tw_matvec(NULL, TW_TYPE_Q8_0_R8, m.packed, m.row_bytes, m.rows, m.cols, x, b);
-    assert_memory_equal(a, b, sizeof a);
+    for (size_t k = 0; k < 2; k++) {
+        packed_mat m;
+        make(&m, plain_types[k], 19, 8192 + 320, false, &rng);
+        float *x = malloc(m.cols * sizeof(float));
+        float a[19], b[19];
+        assert_non_null(x);
+        fill_x(x, m.cols, &rng);
+        tw_matvec(pool, m.packed_type, m.packed, m.row_bytes, m.rows, m.cols, x, a);
+        tw_matvec(NULL, m.packed_type, m.packed, m.row_bytes, m.rows, m.cols, x, b);
+        assert_memory_equal(a, b, sizeof a);
+        free(x);
+        release(&m);
+    }
     tw_pool_destroy(pool);
-    free(x);
-    release(&m);
 }
 
 int main(void)
