@@ -165,9 +165,9 @@ TW_AVX512 TW_TILE void r8_group_vnni(const uint8_t *p, size_t nb, const tw_act *
         _mm256_storeu_ps(y + (size_t)t * y_stride, acc[t]);
 }
 
-/* Each group of eight rows goes against every group of activations (as
- * few groups of at most 8 as there can be, near-equal) while its weights
- * are in L1; the rows past the last whole group take the scalar
+/* Each group of eight rows goes against every group of activations of a
+ * chunk (as few groups of at most 8 as there can be, near-equal) while its
+ * weights are in L1; the rows past the last whole group take the scalar
  * arithmetic. From R8_PREFETCH_MIN_ACTS activations on, a group consumes
  * its weights too slowly for the hardware prefetchers to run ahead of it,
  * so the first pass over a group fetches the next group's blocks. Measured
@@ -176,32 +176,41 @@ TW_AVX512 TW_TILE void r8_group_vnni(const uint8_t *p, size_t nb, const tw_act *
  * AVX2; fewer activations lost up to 27% from memory, so they fetch
  * nothing. */
 #define R8_PREFETCH_MIN_ACTS 6
+/* A prefill batch goes through in chunks of this many activations, each
+ * against every row before the next: a chunk's activations stay in L2
+ * while the rows stream past, instead of all of them streaming past every
+ * group of rows (3-11% less time for 128-512 activations, 2 threads). */
+#define R8_ACT_CHUNK 64
 #define R8_GROUP(GROUP, TB, Q4) GROUP(p, nb, acts + t, yt, y_stride, TB, pf, Q4)
 #define R8_DRIVER(ATTR, name, GROUP, Q4, type)                                                     \
     ATTR static void name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,            \
                           const tw_act *acts, size_t n_act, float *y, size_t y_stride)             \
     {                                                                                              \
         const size_t nb = cols / TW_QK8_0, groups = rows / TW_R8_ROWS;                             \
-        for (size_t g = 0; g < groups; g++) {                                                      \
-            const uint8_t *p = w + g * TW_R8_ROWS * row_bytes;                                     \
-            const size_t pf0 =                                                                     \
-                n_act >= R8_PREFETCH_MIN_ACTS && g + 1 < groups ? TW_R8_ROWS * row_bytes : 0;      \
-            float *yg = y + g * TW_R8_ROWS;                                                        \
-            for (size_t t = 0; t < n_act;) {                                                       \
-                const size_t tb = n_act - t == 1 ? 1 : tw_tile_group(n_act - t);                   \
-                const size_t pf = t == 0 ? pf0 : 0;                                                \
-                float *yt = yg + t * y_stride;                                                     \
-                switch (tb) {                                                                      \
-                case 8: R8_GROUP(GROUP, 8, Q4); break;                                                 \
-                case 7: R8_GROUP(GROUP, 7, Q4); break;                                                 \
-                case 6: R8_GROUP(GROUP, 6, Q4); break;                                                 \
-                case 5: R8_GROUP(GROUP, 5, Q4); break;                                                 \
-                case 4: R8_GROUP(GROUP, 4, Q4); break;                                                 \
-                case 3: R8_GROUP(GROUP, 3, Q4); break;                                                 \
-                case 2: R8_GROUP(GROUP, 2, Q4); break;                                                 \
-                default: R8_GROUP(GROUP, 1, Q4); break;                                                \
+        for (size_t t0 = 0; t0 < n_act; t0 += R8_ACT_CHUNK) {                                      \
+            const size_t t1 = n_act - t0 < R8_ACT_CHUNK ? n_act : t0 + R8_ACT_CHUNK;               \
+            for (size_t g = 0; g < groups; g++) {                                                  \
+                const uint8_t *p = w + g * TW_R8_ROWS * row_bytes;                                 \
+                const size_t pf0 = t1 - t0 >= R8_PREFETCH_MIN_ACTS && g + 1 < groups               \
+                                       ? TW_R8_ROWS * row_bytes                                    \
+                                       : 0;                                                        \
+                float *yg = y + g * TW_R8_ROWS;                                                    \
+                for (size_t t = t0; t < t1;) {                                                     \
+                    const size_t tb = t1 - t == 1 ? 1 : tw_tile_group(t1 - t);                     \
+                    const size_t pf = t == t0 ? pf0 : 0;                                           \
+                    float *yt = yg + t * y_stride;                                                 \
+                    switch (tb) {                                                                  \
+                    case 8: R8_GROUP(GROUP, 8, Q4); break;                                         \
+                    case 7: R8_GROUP(GROUP, 7, Q4); break;                                         \
+                    case 6: R8_GROUP(GROUP, 6, Q4); break;                                         \
+                    case 5: R8_GROUP(GROUP, 5, Q4); break;                                         \
+                    case 4: R8_GROUP(GROUP, 4, Q4); break;                                         \
+                    case 3: R8_GROUP(GROUP, 3, Q4); break;                                         \
+                    case 2: R8_GROUP(GROUP, 2, Q4); break;                                         \
+                    default: R8_GROUP(GROUP, 1, Q4); break;                                        \
+                    }                                                                              \
+                    t += tb;                                                                       \
                 }                                                                                  \
-                t += tb;                                                                           \
             }                                                                                      \
         }                                                                                          \
         tw_rows_r8_tail(type, w, row_bytes, rows, groups * TW_R8_ROWS, cols, acts, n_act, y,       \
