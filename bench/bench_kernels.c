@@ -1,7 +1,8 @@
 /* tw-bench-kernels: throughput of the decode matvec and prefill matmul
  * kernels per weight type and ISA at the shapes of a Qwen2-0.5B layer
  * (hidden 896, FFN 4864, vocabulary 151936), reported next to the scalar
- * path measured in the same run.
+ * path measured in the same run; and the packed forms of Q8_0 and Q4_0
+ * against their plain rows.
  *
  *   tw-bench-kernels [-t threads] [-n prefill_tokens] [-q] [-c] [-T type]
  *
@@ -114,6 +115,54 @@ static double time_matvec(tw_pool *pool, tw_type type, const void *w, size_t rb,
         t = now_s() - t0;
     } while (t < min_time || calls < 3);
     return t / calls;
+}
+
+/* The packed form of each type that has one (tw_pack_rows, as models load
+ * them) against its plain rows, for decode and the batch sizes of
+ * speculative verification and continuous batching: the two timed in
+ * alternation, the better of three rounds each. */
+static void packed_vs_plain(tw_pool *pool, const char *only_type, const float *x, float *y,
+                            double min_time)
+{
+    static const tw_type plain[] = {TW_TYPE_Q8_0, TW_TYPE_Q4_0};
+    static const size_t ns[] = {1, 2, 4, 9, 16};
+    const size_t shapes[][2] = {{896, 896}, {4864, 896}, {896, 4864}};
+    printf("\npacked vs plain rows (batch of n activations), per call\n");
+    printf("%-6s %-14s %-7s %3s %10s %10s %8s\n", "type", "shape", "isa", "n", "plain us",
+           "packed us", "x plain");
+    for (size_t ti = 0; ti < sizeof plain / sizeof plain[0]; ti++) {
+        tw_type t = plain[ti], pt = tw_pack_type(t);
+        if (only_type && strcasecmp(only_type, tw_type_name(t)) != 0)
+            continue;
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            size_t rows = shapes[si][0], cols = shapes[si][1], rb;
+            void *w = make_weights(t, rows, cols, &rb);
+            void *wp = w ? malloc(rows * rb) : NULL;
+            if (!wp || !tw_pack_rows(t, w, rows, cols, wp)) {
+                free(w);
+                free(wp);
+                continue;
+            }
+            for (int ii = 1; ii < N_ISAS; ii++) {
+                if (tw_kernels_force_isa(isas[ii], NULL) != TW_OK)
+                    continue;
+                for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+                    double best[2] = {1e30, 1e30};
+                    for (int round = 0; round < 3; round++)
+                        for (int v = 0; v < 2; v++) {
+                            double sec = time_matvec(pool, v ? pt : t, v ? wp : w, rb, rows, cols,
+                                                     x, y, ns[k], min_time / 3);
+                            best[v] = sec < best[v] ? sec : best[v];
+                        }
+                    printf("%-6s %6zux%-7zu %-7s %3zu %10.1f %10.1f %8.2f\n", tw_type_name(t),
+                           rows, cols, isas[ii], ns[k], best[0] * 1e6, best[1] * 1e6,
+                           best[0] / best[1]);
+                }
+            }
+            free(w);
+            free(wp);
+        }
+    }
 }
 
 static void noop_task(void *ctx, int task, int n_tasks)
@@ -256,6 +305,7 @@ int main(int argc, char **argv)
             free(w);
         }
     }
+    packed_vs_plain(pool, only_type, x, y, min_time);
     tw_kernels_force_isa(NULL, NULL);
     free(x);
     free(y);
