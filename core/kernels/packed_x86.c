@@ -50,6 +50,20 @@ TW_AVX2 TW_TILE __m256i lane_start(const tw_act *a, size_t i, int Q4, int biased
     return biased ? _mm256_set1_epi32(a->bneg[i]) : _mm256_setzero_si256();
 }
 
+/* The eight rows' scales of the block at p. */
+TW_AVX2 TW_TILE __m256 r8_scales(const uint8_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+
+/* Each activation's accumulator (one lane per row) into its output row. */
+TW_AVX2 TW_TILE void r8_store(const __m256 *acc, float *y, size_t y_stride, const int TB)
+{
+#pragma GCC unroll 8
+    for (int t = 0; t < TB; t++)
+        _mm256_storeu_ps(y + (size_t)t * y_stride, acc[t]);
+}
+
 /* The eight rows' scales times activation t's scale of block i, then the
  * block's dots into t's accumulator. */
 #define R8_SCALE_INTO(acc, dw, isum, a, i)                                                         \
@@ -71,13 +85,10 @@ TW_AVX2 TW_TILE void r8_group_avx2(const uint8_t *p, size_t nb, const tw_act *ac
                                    size_t y_stride, const int TB, size_t pf, const int Q4)
 {
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[8];
-#pragma GCC unroll 8
-    for (int t = 0; t < TB; t++)
-        acc[t] = _mm256_setzero_ps();
+    __m256 acc[8] = {0};
     for (size_t i = 0; i < nb; i++, p += R8_BLOCK(Q4)) {
         R8_PREFETCH(p, pf);
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+        const __m256 dw = r8_scales(p);
         __m256i isum[8];
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++)
@@ -111,9 +122,7 @@ TW_AVX2 TW_TILE void r8_group_avx2(const uint8_t *p, size_t nb, const tw_act *ac
         for (int t = 0; t < TB; t++)
             R8_SCALE_INTO(acc[t], dw, isum[t], &acts[t], i);
     }
-#pragma GCC unroll 8
-    for (int t = 0; t < TB; t++)
-        _mm256_storeu_ps(y + (size_t)t * y_stride, acc[t]);
+    r8_store(acc, y, y_stride, TB);
 }
 
 /* VNNI: unsigned weights as vpdpbusd's first operand and the activations
@@ -128,13 +137,10 @@ TW_AVX512 TW_TILE void r8_group_vnni(const uint8_t *p, size_t nb, const tw_act *
 {
     const int NS = TB >= 5 ? 2 : (8 + TB - 1) / TB;
     const __m256i flip = _mm256_set1_epi8((char)0x80);
-    __m256 acc[8];
-#pragma GCC unroll 8
-    for (int t = 0; t < TB; t++)
-        acc[t] = _mm256_setzero_ps();
+    __m256 acc[8] = {0};
     for (size_t i = 0; i < nb; i++, p += R8_BLOCK(Q4)) {
         R8_PREFETCH(p, pf);
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+        const __m256 dw = r8_scales(p);
         __m256i isum[8][8];
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++) {
@@ -160,9 +166,7 @@ TW_AVX512 TW_TILE void r8_group_vnni(const uint8_t *p, size_t nb, const tw_act *
             R8_SCALE_INTO(acc[t], dw, isum[t][0], &acts[t], i);
         }
     }
-#pragma GCC unroll 8
-    for (int t = 0; t < TB; t++)
-        _mm256_storeu_ps(y + (size_t)t * y_stride, acc[t]);
+    r8_store(acc, y, y_stride, TB);
 }
 
 /* Each group of eight rows goes against every group of activations of a
