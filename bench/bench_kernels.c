@@ -1,7 +1,7 @@
 /* tw-bench-kernels: throughput of the decode matvec and prefill matmul
  * kernels per weight type and ISA at the shapes of a Qwen2-0.5B layer
  * (hidden 896, FFN 4864, vocabulary 151936), reported next to the scalar
- * path measured in the same run; and the packed forms of Q8_0 and Q4_0
+ * path measured in the same run; and the packed forms of Q8_0, Q4_0 and Q5_0
  * against their plain rows.
  *
  *   tw-bench-kernels [-t threads] [-n prefill_tokens] [-q] [-c] [-T type]
@@ -124,7 +124,7 @@ static double time_matvec(tw_pool *pool, tw_type type, const void *w, size_t rb,
 static void packed_vs_plain(tw_pool *pool, const char *only_type, const float *x, float *y,
                             double min_time)
 {
-    static const tw_type plain[] = {TW_TYPE_Q8_0, TW_TYPE_Q4_0};
+    static const tw_type plain[] = {TW_TYPE_Q8_0, TW_TYPE_Q4_0, TW_TYPE_Q5_0};
     static const size_t ns[] = {1, 2, 4, 9, 16};
     const size_t shapes[][2] = {{896, 896}, {4864, 896}, {896, 4864}};
     printf("\npacked vs plain rows (batch of n activations), per call\n");

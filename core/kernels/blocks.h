@@ -71,16 +71,19 @@ typedef struct tw_block_q6_k {
     uint16_t d;
 } tw_block_q6_k;
 
-/* Q8_0_R8 and Q4_0_R8 (not file layouts; tw_pack_rows makes them at
- * load): Q8_0 / Q4_0 rows packed eight to a group, so that a kernel holds
+/* Q8_0_R8, Q4_0_R8 and Q5_0_R8 (not file layouts; tw_pack_rows makes them
+ * at load): Q8_0 / Q4_0 / Q5_0 rows packed eight to a group, so that a kernel holds
  * eight rows in the eight int32 lanes of one vector and sums each row's
  * block dot in its own lane. Group g (rows 8g..8g+7) occupies the bytes of
  * its eight rows, from 8g * row_bytes, block after block, 8 blocks' bytes
  * per block: the eight rows' f16 scales, then for each 4-byte run k of a
  * block's values (after its scale) the eight rows' run k, row after row.
  * Q8_0's run k is columns 4k..4k+3; Q4_0's, bytes 4k..4k+3 of qs, holds
- * columns 4k..4k+3 in its low nibbles and 16 + 4k.. in its high ones. Rows
- * past the last whole group stay plain rows at r * row_bytes. */
+ * columns 4k..4k+3 in its low nibbles and 16 + 4k.. in its high ones.
+ * Q5_0's run 0 is its qh with the bits reordered, bit 8j + k holding the
+ * fifth bit of column 4k + j (so one shift and mask give a 4-column step's
+ * four bits at bit 4 of their bytes); its runs 1..4 are Q4_0's runs 0..3.
+ * Rows past the last whole group stay plain rows at r * row_bytes. */
 #define TW_R8_ROWS 8
 
 _Static_assert(sizeof(tw_block_q8_0) == 34, "q8_0 block size");

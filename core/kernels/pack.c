@@ -1,6 +1,6 @@
 /* Packing of weight rows for the integer kernels (Q8_0 -> Q8_0_R8, Q4_0 ->
- * Q4_0_R8, see kernels/blocks.h) and the scalar arithmetic every ISA's
- * packed kernels reproduce. */
+ * Q4_0_R8, Q5_0 -> Q5_0_R8, see kernels/blocks.h) and the scalar arithmetic
+ * every ISA's packed kernels reproduce. */
 #include <math.h>
 #include <string.h>
 
@@ -15,9 +15,27 @@ tw_type tw_pack_type(tw_type type)
         return TW_TYPE_Q8_0_R8;
     case TW_TYPE_Q4_0:
         return TW_TYPE_Q4_0_R8;
+    case TW_TYPE_Q5_0:
+        return TW_TYPE_Q5_0_R8;
     default:
         return type;
     }
+}
+
+static uint32_t load_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Q5_0's qh reordered for the packed kernels: bit 8j + k = bit 4k + j. */
+static void reorder_qh(uint8_t *run)
+{
+    const uint32_t qh = load_u32(run);
+    uint32_t t = 0;
+    for (unsigned c = 0; c < 32; c++)
+        t |= (qh >> c & 1u) << (c % 4 * 8 + c / 4);
+    for (unsigned b = 0; b < 4; b++)
+        run[b] = (uint8_t)(t >> (8 * b));
 }
 
 bool tw_pack_rows(tw_type type, const void *src, size_t rows, size_t cols, void *dst)
@@ -38,6 +56,8 @@ bool tw_pack_rows(tw_type type, const void *src, size_t rows, size_t cols, void 
                 memcpy(o + 2 * r, b, 2);
                 for (size_t k = 0; k < runs; k++)
                     memcpy(o + 2 * TW_R8_ROWS + 4 * (k * TW_R8_ROWS + r), b + 2 + 4 * k, 4);
+                if (type == TW_TYPE_Q5_0)
+                    reorder_qh(o + 2 * TW_R8_ROWS + 4 * r);
             }
         }
     }
@@ -46,22 +66,28 @@ bool tw_pack_rows(tw_type type, const void *src, size_t rows, size_t cols, void 
     return true;
 }
 
-/* Weight level of column c (0..31) of a block whose 4-byte runs start at
- * run[0], run[1], ...: Q8_0's int8 values in column order; Q4_0's run k
- * holding columns 4k..4k+3 in its low nibbles and 16 + 4k.. in its high
- * ones, less 8. */
-static int level(bool q4, const uint8_t *const *run, size_t c)
+/* Weight level of column c (0..31) of a block of `type` whose 4-byte runs
+ * start at run[0], run[1], ...: Q8_0's int8 values in column order; Q4_0's
+ * run k holding columns 4k..4k+3 in its low nibbles and 16 + 4k.. in its
+ * high ones, less 8; Q5_0's the same after its qh (run 0, with its bits
+ * reordered in a packed group), with the fifth bit, less 16. */
+static int level(tw_type type, bool packed, const uint8_t *const *run, size_t c)
 {
-    if (!q4)
+    if (type == TW_TYPE_Q8_0_R8)
         return (int8_t)run[c / 4][c % 4];
-    const uint8_t b = run[c % 16 / 4][c % 4];
-    return (c < 16 ? b & 15 : b >> 4) - 8;
+    const bool q5 = type == TW_TYPE_Q5_0_R8;
+    const uint8_t b = run[q5 + c % 16 / 4][c % 4];
+    const int nib = c < 16 ? b & 15 : b >> 4;
+    if (!q5)
+        return nib - 8;
+    const uint32_t qh = load_u32(run[0]);
+    const unsigned bit = packed ? c % 4 * 8 + c / 4 : c;
+    return (nib | (int)(qh >> bit & 1u) << 4) - 16;
 }
 
-float tw_r8_dot(tw_type type, const uint8_t *w, size_t row_bytes, size_t rows, size_t r,
-                size_t b0, size_t b1, const int8_t *qs, const float *d, float acc)
+float tw_r8_dot(tw_type type, const uint8_t *w, size_t row_bytes, size_t rows, size_t r, size_t b0,
+                size_t b1, const int8_t *qs, const float *d, float acc)
 {
-    const bool q4 = type == TW_TYPE_Q4_0_R8;
     const size_t bb = tw_type_block_bytes(type), runs = (bb - 2) / 4;
     const size_t packed = rows / TW_R8_ROWS * TW_R8_ROWS;
     for (size_t i = b0; i < b1; i++) {
@@ -81,7 +107,7 @@ float tw_r8_dot(tw_type type, const uint8_t *w, size_t row_bytes, size_t rows, s
         }
         int32_t isum = 0;
         for (size_t c = 0; c < TW_QK8_0; c++)
-            isum += level(q4, run, c) * a[c];
+            isum += level(type, r < packed, run, c) * a[c];
         uint16_t h;
         memcpy(&h, scale, 2);
         const float s = tw_f16_to_f32(h) * d[i - b0];

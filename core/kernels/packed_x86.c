@@ -1,5 +1,5 @@
-/* x86 kernels for the packed types Q8_0_R8 and Q4_0_R8, Q8_0 / Q4_0 rows
- * packed eight to a group (kernels/blocks.h). Eight rows sit in the eight
+/* x86 kernels for the packed types Q8_0_R8, Q4_0_R8 and Q5_0_R8, Q8_0 /
+ * Q4_0 / Q5_0 rows packed eight to a group (kernels/blocks.h). Eight rows sit in the eight
  * int32 lanes of a vector: each 4-column step multiplies the eight rows'
  * four levels by the same four activation values broadcast to every lane,
  * so after the block's eight steps every lane holds its row's exact block
@@ -20,8 +20,12 @@
 #define TW_TILE         static inline __attribute__((always_inline))
 #define R8_SCALES_BYTES (2 * TW_R8_ROWS)
 #define R8_STEPS        (TW_QK8_0 / 4)
-/* bytes of one block of a group */
-#define R8_BLOCK(Q4) (TW_R8_ROWS * ((Q4) ? 18 : 34))
+/* The kind of a packed type (the K of the kernels below) and the bytes of
+ * one block of a group of it. */
+#define R8_Q8       0
+#define R8_Q4       1
+#define R8_Q5       2
+#define R8_BLOCK(K) (TW_R8_ROWS * ((K) == R8_Q8 ? 34 : (K) == R8_Q4 ? 18 : 22))
 
 /* Four activation values of block i, 4-column step k, in every lane. */
 TW_AVX2 TW_TILE __m256i act4(const tw_act *a, size_t i, int k)
@@ -31,22 +35,31 @@ TW_AVX2 TW_TILE __m256i act4(const tw_act *a, size_t i, int k)
     return _mm256_set1_epi32(v);
 }
 
-/* Q4_0 levels 0..15 of step k (columns 4k..4k+3) of the eight rows: run
- * k % 4, low nibbles for the first 16 columns, high ones after. */
-TW_AVX2 TW_TILE __m256i q4_step(const uint8_t *p, int k)
+/* Q4_0 / Q5_0 unsigned levels (0..15 / 0..31) of step k (columns
+ * 4k..4k+3) of the eight rows: nibble run k % 4, low nibbles for the first
+ * 16 columns, high ones after; Q5_0's fifth bits come from its reordered
+ * qh, shifted to bit 4 of each byte. */
+TW_AVX2 TW_TILE __m256i nib_step(const uint8_t *p, int k, const int K)
 {
-    const __m256i v = tw_load256(p + R8_SCALES_BYTES + 32 * (k % 4));
-    const __m256i low = _mm256_set1_epi8(0x0F);
-    return _mm256_and_si256(k < 4 ? v : _mm256_srli_epi16(v, 4), low);
+    const uint8_t *runs = p + R8_SCALES_BYTES + (K == R8_Q5 ? 32 : 0);
+    const __m256i v = tw_load256(runs + 32 * (k % 4));
+    __m256i l = _mm256_and_si256(k < 4 ? v : _mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
+    if (K == R8_Q5) {
+        const __m256i h = tw_load256(p + R8_SCALES_BYTES);
+        const __m256i at4 = k < 4 ? _mm256_slli_epi32(h, 4 - k) : _mm256_srli_epi32(h, k - 4);
+        l = _mm256_or_si256(l, _mm256_and_si256(at4, _mm256_set1_epi8(0x10)));
+    }
+    return l;
 }
 
-/* What a block's lanes start from: Q4_0's levels carry +8, so -8 times the
- * activations' block sum (bneg is -128 times it); VNNI's Q8_0 weights
- * carry +128, so bneg itself; AVX2's Q8_0 sign trick nothing. */
-TW_AVX2 TW_TILE __m256i lane_start(const tw_act *a, size_t i, int Q4, int biased)
+/* What a block's lanes start from: Q4_0's levels carry +8 and Q5_0's +16,
+ * so -8 or -16 times the activations' block sum (bneg is -128 times it);
+ * VNNI's Q8_0 weights carry +128, so bneg itself; AVX2's Q8_0 sign trick
+ * nothing. */
+TW_AVX2 TW_TILE __m256i lane_start(const tw_act *a, size_t i, const int K, int biased)
 {
-    if (Q4)
-        return _mm256_set1_epi32(a->bneg[i] / 16);
+    if (K != R8_Q8)
+        return _mm256_set1_epi32(a->bneg[i] / (K == R8_Q4 ? 16 : 8));
     return biased ? _mm256_set1_epi32(a->bneg[i]) : _mm256_setzero_si256();
 }
 
@@ -74,29 +87,29 @@ TW_AVX2 TW_TILE void r8_store(const __m256 *acc, float *y, size_t y_stride, cons
  * group's). */
 #define R8_PREFETCH(p, pf)                                                                         \
     if (pf)                                                                                        \
-        _Pragma("GCC unroll 5") for (int l = 0; l < 5; l++)                                        \
-            _mm_prefetch((const char *)((p) + (pf) + 64 * l), _MM_HINT_T0)
+    _Pragma("GCC unroll 5") for (int l = 0; l < 5; l++)                                            \
+        _mm_prefetch((const char *)((p) + (pf) + 64 * l), _MM_HINT_T0)
 
 /* AVX2. Q8_0: the sign trick per step, |q| . sign(a, q), two int16 pair
- * sums widened to int32 by a multiply-add with ones. Q4_0: the unsigned
- * levels times a, no sign needed (2 * 15 * 127 fits int16, and so do the
- * pair sums of steps k and k + 4 added, which share one widening). */
+ * sums widened to int32 by a multiply-add with ones. Q4_0 / Q5_0: the
+ * unsigned levels times a, no sign needed (2 * 31 * 127 fits int16, and so
+ * do the pair sums of steps k and k + 4 added, which share one widening). */
 TW_AVX2 TW_TILE void r8_group_avx2(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
-                                   size_t y_stride, const int TB, size_t pf, const int Q4)
+                                   size_t y_stride, const int TB, size_t pf, const int K)
 {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[8] = {0};
-    for (size_t i = 0; i < nb; i++, p += R8_BLOCK(Q4)) {
+    for (size_t i = 0; i < nb; i++, p += R8_BLOCK(K)) {
         R8_PREFETCH(p, pf);
         const __m256 dw = r8_scales(p);
         __m256i isum[8];
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++)
-            isum[t] = lane_start(&acts[t], i, Q4, 0);
-        if (Q4) {
+            isum[t] = lane_start(&acts[t], i, K, 0);
+        if (K != R8_Q8) {
 #pragma GCC unroll 4
             for (int k = 0; k < R8_STEPS / 2; k++) {
-                const __m256i lo = q4_step(p, k), hi = q4_step(p, k + 4);
+                const __m256i lo = nib_step(p, k, K), hi = nib_step(p, k + 4, K);
 #pragma GCC unroll 8
                 for (int t = 0; t < TB; t++) {
                     const __m256i s16 =
@@ -127,24 +140,24 @@ TW_AVX2 TW_TILE void r8_group_avx2(const uint8_t *p, size_t nb, const tw_act *ac
 
 /* VNNI: unsigned weights as vpdpbusd's first operand and the activations
  * as the signed second one. Q8_0's weights are biased to unsigned (q + 128,
- * the top bit flipped), Q4_0's levels are unsigned already; lane_start
+ * the top bit flipped), Q4_0's and Q5_0's levels are unsigned already; lane_start
  * takes the bias back. A vpdpbusd waits for the one before it on the same
  * accumulator, so the eight steps of a block are spread over NS
  * accumulators per activation (at least 8 chains in flight) and added up
  * after, which integer sums allow exactly. */
 TW_AVX512 TW_TILE void r8_group_vnni(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
-                                     size_t y_stride, const int TB, size_t pf, const int Q4)
+                                     size_t y_stride, const int TB, size_t pf, const int K)
 {
     const int NS = TB >= 5 ? 2 : (8 + TB - 1) / TB;
     const __m256i flip = _mm256_set1_epi8((char)0x80);
     __m256 acc[8] = {0};
-    for (size_t i = 0; i < nb; i++, p += R8_BLOCK(Q4)) {
+    for (size_t i = 0; i < nb; i++, p += R8_BLOCK(K)) {
         R8_PREFETCH(p, pf);
         const __m256 dw = r8_scales(p);
         __m256i isum[8][8];
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++) {
-            isum[t][0] = lane_start(&acts[t], i, Q4, 1);
+            isum[t][0] = lane_start(&acts[t], i, K, 1);
 #pragma GCC unroll 8
             for (int c = 1; c < NS; c++)
                 isum[t][c] = _mm256_setzero_si256();
@@ -152,8 +165,8 @@ TW_AVX512 TW_TILE void r8_group_vnni(const uint8_t *p, size_t nb, const tw_act *
 #pragma GCC unroll 8
         for (int k = 0; k < R8_STEPS; k++) {
             const __m256i qu =
-                Q4 ? q4_step(p, k)
-                   : _mm256_xor_si256(tw_load256(p + R8_SCALES_BYTES + 32 * k), flip);
+                K != R8_Q8 ? nib_step(p, k, K)
+                           : _mm256_xor_si256(tw_load256(p + R8_SCALES_BYTES + 32 * k), flip);
 #pragma GCC unroll 8
             for (int t = 0; t < TB; t++)
                 isum[t][k % NS] = _mm256_dpbusd_epi32(isum[t][k % NS], qu, act4(&acts[t], i, k));
@@ -184,9 +197,9 @@ TW_AVX512 TW_TILE void r8_group_vnni(const uint8_t *p, size_t nb, const tw_act *
  * against every row before the next: a chunk's activations stay in L2
  * while the rows stream past, instead of all of them streaming past every
  * group of rows (3-11% less time for 128-512 activations, 2 threads). */
-#define R8_ACT_CHUNK 64
-#define R8_GROUP(GROUP, TB, Q4) GROUP(p, nb, acts + t, yt, y_stride, TB, pf, Q4)
-#define R8_DRIVER(ATTR, name, GROUP, Q4, type)                                                     \
+#define R8_ACT_CHUNK           64
+#define R8_GROUP(GROUP, TB, K) GROUP(p, nb, acts + t, yt, y_stride, TB, pf, K)
+#define R8_DRIVER(ATTR, name, GROUP, K, type)                                                      \
     ATTR static void name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,            \
                           const tw_act *acts, size_t n_act, float *y, size_t y_stride)             \
     {                                                                                              \
@@ -204,40 +217,60 @@ TW_AVX512 TW_TILE void r8_group_vnni(const uint8_t *p, size_t nb, const tw_act *
                     const size_t pf = t == t0 ? pf0 : 0;                                           \
                     float *yt = yg + t * y_stride;                                                 \
                     switch (tb) {                                                                  \
-                    case 8: R8_GROUP(GROUP, 8, Q4); break;                                         \
-                    case 7: R8_GROUP(GROUP, 7, Q4); break;                                         \
-                    case 6: R8_GROUP(GROUP, 6, Q4); break;                                         \
-                    case 5: R8_GROUP(GROUP, 5, Q4); break;                                         \
-                    case 4: R8_GROUP(GROUP, 4, Q4); break;                                         \
-                    case 3: R8_GROUP(GROUP, 3, Q4); break;                                         \
-                    case 2: R8_GROUP(GROUP, 2, Q4); break;                                         \
-                    default: R8_GROUP(GROUP, 1, Q4); break;                                        \
+                    case 8:                                                                        \
+                        R8_GROUP(GROUP, 8, K);                                                     \
+                        break;                                                                     \
+                    case 7:                                                                        \
+                        R8_GROUP(GROUP, 7, K);                                                     \
+                        break;                                                                     \
+                    case 6:                                                                        \
+                        R8_GROUP(GROUP, 6, K);                                                     \
+                        break;                                                                     \
+                    case 5:                                                                        \
+                        R8_GROUP(GROUP, 5, K);                                                     \
+                        break;                                                                     \
+                    case 4:                                                                        \
+                        R8_GROUP(GROUP, 4, K);                                                     \
+                        break;                                                                     \
+                    case 3:                                                                        \
+                        R8_GROUP(GROUP, 3, K);                                                     \
+                        break;                                                                     \
+                    case 2:                                                                        \
+                        R8_GROUP(GROUP, 2, K);                                                     \
+                        break;                                                                     \
+                    default:                                                                       \
+                        R8_GROUP(GROUP, 1, K);                                                     \
+                        break;                                                                     \
                     }                                                                              \
                     t += tb;                                                                       \
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \
-        tw_rows_r8_tail(type, w, row_bytes, rows, groups * TW_R8_ROWS, cols, acts, n_act, y,       \
+        tw_rows_r8_tail(type, w, row_bytes, rows, groups *TW_R8_ROWS, cols, acts, n_act, y,        \
                         y_stride);                                                                 \
     }
 
 // clang-format off
-R8_DRIVER(TW_AVX2, rows_q8_avx2, r8_group_avx2, 0, TW_TYPE_Q8_0_R8)
-R8_DRIVER(TW_AVX2, rows_q4_avx2, r8_group_avx2, 1, TW_TYPE_Q4_0_R8)
-R8_DRIVER(TW_AVX512, rows_q8_vnni, r8_group_vnni, 0, TW_TYPE_Q8_0_R8)
-R8_DRIVER(TW_AVX512, rows_q4_vnni, r8_group_vnni, 1, TW_TYPE_Q4_0_R8)
+R8_DRIVER(TW_AVX2, rows_q8_avx2, r8_group_avx2, R8_Q8, TW_TYPE_Q8_0_R8)
+R8_DRIVER(TW_AVX2, rows_q4_avx2, r8_group_avx2, R8_Q4, TW_TYPE_Q4_0_R8)
+R8_DRIVER(TW_AVX2, rows_q5_avx2, r8_group_avx2, R8_Q5, TW_TYPE_Q5_0_R8)
+R8_DRIVER(TW_AVX512, rows_q8_vnni, r8_group_vnni, R8_Q8, TW_TYPE_Q8_0_R8)
+R8_DRIVER(TW_AVX512, rows_q4_vnni, r8_group_vnni, R8_Q4, TW_TYPE_Q4_0_R8)
+R8_DRIVER(TW_AVX512, rows_q5_vnni, r8_group_vnni, R8_Q5, TW_TYPE_Q5_0_R8)
 // clang-format on
 
 void tw_isa_fill_packed_avx2(tw_isa_table *t)
 {
     t->rows[tw_ktype_index(TW_TYPE_Q8_0_R8)] = rows_q8_avx2;
     t->rows[tw_ktype_index(TW_TYPE_Q4_0_R8)] = rows_q4_avx2;
+    t->rows[tw_ktype_index(TW_TYPE_Q5_0_R8)] = rows_q5_avx2;
 }
 
 void tw_isa_fill_packed_avx512(tw_isa_table *t)
 {
     t->rows[tw_ktype_index(TW_TYPE_Q8_0_R8)] = rows_q8_vnni;
     t->rows[tw_ktype_index(TW_TYPE_Q4_0_R8)] = rows_q4_vnni;
+    t->rows[tw_ktype_index(TW_TYPE_Q5_0_R8)] = rows_q5_vnni;
 }
 
 #else

@@ -132,11 +132,11 @@ struct tw_model {
     char fingerprint[65];
 
     void *owned; /* allocations to free with the model (arena list) */
-    void *packed; /* the packed copies of the Q8_0 / Q4_0 matrices (pack.c) */
+    void *packed; /* the packed copies of the Q8_0 / Q4_0 / Q5_0 matrices (pack.c) */
     size_t packed_len;
 };
 
-/* Points every Q8_0 / Q4_0 matrix of a built model at a packed copy of it
+/* Points every Q8_0 / Q4_0 / Q5_0 matrix of a built model at a packed copy of it
  * (tw_pack_rows), in one mapping the model owns; the undo frees it. The
  * originals are read again only for the embedding table and the
  * fingerprint, so it takes the fingerprint, then gives their pages back. */

@@ -25,10 +25,12 @@ typedef enum tw_type {
     TW_TYPE_Q5_K = 13,
     TW_TYPE_Q6_K = 14,
     TW_TYPE_BF16 = 30,
-    /* Not GGUF types, so no file holds them: Q4_0 / Q8_0 rows packed eight
-     * to a group for the integer kernels (tw_pack_rows in tw/kernels.h).
-     * tw_type_supported() is false for them; sizes are Q4_0's / Q8_0's. */
+    /* Not GGUF types, so no file holds them: Q4_0 / Q5_0 / Q8_0 rows packed
+     * eight to a group for the integer kernels (tw_pack_rows in
+     * tw/kernels.h). tw_type_supported() is false for them; sizes are those
+     * of the plain type. */
     TW_TYPE_Q4_0_R8 = 1002,
+    TW_TYPE_Q5_0_R8 = 1006,
     TW_TYPE_Q8_0_R8 = 1008,
 } tw_type;
 

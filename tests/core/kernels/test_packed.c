@@ -1,5 +1,5 @@
-/* Q8_0 and Q4_0 rows packed eight to a group (tw_pack_rows, Q8_0_R8 and
- * Q4_0_R8): packing is refused where it does not apply, and every ISA's
+/* Q8_0, Q4_0 and Q5_0 rows packed eight to a group (tw_pack_rows, Q8_0_R8,
+ * Q4_0_R8 and Q5_0_R8): packing is refused where it does not apply, and every ISA's
  * packed kernels give the scalar kernel's bits for every batch size, thread
  * count and row count (whole groups and plain tail rows), also on the
  * pool-less path that splits wide rows; and they compute the same products
@@ -23,7 +23,8 @@
 
 static const char *const isas[] = {"scalar", "avx2", "avx512"};
 
-static const tw_type plain_types[] = {TW_TYPE_Q8_0, TW_TYPE_Q4_0};
+static const tw_type plain_types[] = {TW_TYPE_Q8_0, TW_TYPE_Q4_0, TW_TYPE_Q5_0};
+#define N_PLAIN (sizeof plain_types / sizeof plain_types[0])
 
 typedef struct packed_mat {
     tw_type type, packed_type;
@@ -85,9 +86,10 @@ static void test_pack_refusals(void **state)
     uint8_t src[34 * 8] = {0}, dst[34 * 8];
     assert_int_equal(tw_pack_type(TW_TYPE_Q8_0), TW_TYPE_Q8_0_R8);
     assert_int_equal(tw_pack_type(TW_TYPE_Q4_0), TW_TYPE_Q4_0_R8);
-    assert_int_equal(tw_pack_type(TW_TYPE_Q5_0), TW_TYPE_Q5_0);
+    assert_int_equal(tw_pack_type(TW_TYPE_Q5_0), TW_TYPE_Q5_0_R8);
+    assert_int_equal(tw_pack_type(TW_TYPE_Q5_1), TW_TYPE_Q5_1);
     assert_int_equal(tw_pack_type(TW_TYPE_F16), TW_TYPE_F16);
-    assert_false(tw_pack_rows(TW_TYPE_Q5_0, src, 8, 32, dst));
+    assert_false(tw_pack_rows(TW_TYPE_Q5_1, src, 8, 32, dst));
     assert_false(tw_pack_rows(TW_TYPE_Q8_0_R8, src, 8, 32, dst));
     assert_false(tw_pack_rows(TW_TYPE_Q8_0, src, 8, 33, dst));
     assert_false(tw_pack_rows(TW_TYPE_Q4_0, NULL, 8, 32, dst));
@@ -95,6 +97,7 @@ static void test_pack_refusals(void **state)
     tw_type t;
     assert_false(tw_type_supported(TW_TYPE_Q8_0_R8));
     assert_false(tw_type_supported(TW_TYPE_Q4_0_R8));
+    assert_false(tw_type_supported(TW_TYPE_Q5_0_R8));
     assert_int_equal(tw_type_from_name("Q8_0_R8", &t, NULL), TW_INVALID_ARGUMENT);
     assert_int_equal(tw_type_from_name("Q4_0_R8", &t, NULL), TW_INVALID_ARGUMENT);
     assert_int_equal(tw_type_row_bytes(TW_TYPE_Q8_0_R8, 64), 68);
@@ -102,22 +105,28 @@ static void test_pack_refusals(void **state)
 }
 
 /* Row r, group lane j: the packed block holds row r's scale and its 4-byte
- * runs where blocks.h says; rows past the last group stay as they were. */
+ * runs where blocks.h says (Q5_0's qh with its bits reordered); rows past
+ * the last group stay as they were. */
 static void test_pack_layout(void **state)
 {
     (void)state;
     tw_test_rng rng = {0x9e3779b97f4a7c15ull};
-    for (size_t k = 0; k < 2; k++) {
+    for (size_t k = 0; k < N_PLAIN; k++) {
         packed_mat m;
         make(&m, plain_types[k], 11, 64, true, &rng);
         const size_t bb = tw_type_block_bytes(m.type), runs = (bb - 2) / 4;
+        const bool q5 = m.type == TW_TYPE_Q5_0;
         for (size_t r = 0; r < 8; r++)
             for (size_t b = 0; b < 2; b++) {
                 const uint8_t *src = m.plain + r * m.row_bytes + b * bb;
                 const uint8_t *blk = m.packed + b * 8 * bb;
                 assert_memory_equal(blk + 2 * r, src, 2);
-                for (size_t j = 0; j < runs; j++)
+                for (size_t j = q5; j < runs; j++)
                     assert_memory_equal(blk + 16 + 32 * j + 4 * r, src + 2 + 4 * j, 4);
+                for (size_t c = 0; q5 && c < 32; c++) {
+                    const uint8_t *qh = blk + 16 + 4 * r;
+                    assert_int_equal(qh[c % 4] >> (c / 4) & 1, src[2 + c / 8] >> (c % 8) & 1);
+                }
             }
         assert_memory_equal(m.packed + 8 * m.row_bytes, m.plain + 8 * m.row_bytes,
                             3 * m.row_bytes);
@@ -136,10 +145,10 @@ static void test_packed_bits_every_isa(void **state)
     tw_pool *pools[2];
     assert_int_equal(tw_pool_create(1, &pools[0], NULL), TW_OK);
     assert_int_equal(tw_pool_create(2, &pools[1], NULL), TW_OK);
-    for (size_t s = 0; s < 2 * sizeof shapes / sizeof shapes[0]; s++) {
+    for (size_t s = 0; s < N_PLAIN * (sizeof shapes / sizeof shapes[0]); s++) {
         packed_mat m;
-        const size_t *shape = shapes[s / 2];
-        make(&m, plain_types[s % 2], shape[0], shape[1], s / 2 % 2 == 1, &rng);
+        const size_t *shape = shapes[s / N_PLAIN];
+        make(&m, plain_types[s % N_PLAIN], shape[0], shape[1], s / N_PLAIN % 2 == 1, &rng);
         size_t R = m.rows, C = m.cols;
         float *x = malloc(MAX_N * C * sizeof(float));
         float *want = malloc(MAX_N * R * sizeof(float));
@@ -194,7 +203,7 @@ static void test_packed_wide_without_pool(void **state)
     tw_test_rng rng = {0x13198a2e03707344ull};
     tw_pool *pool;
     assert_int_equal(tw_pool_create(2, &pool, NULL), TW_OK);
-    for (size_t k = 0; k < 2; k++) {
+    for (size_t k = 0; k < N_PLAIN; k++) {
         packed_mat m;
         make(&m, plain_types[k], 19, 8192 + 320, false, &rng);
         float *x = malloc(m.cols * sizeof(float));
