@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "spec_length.h"
 #include "tw/spec.h"
 
 #define EMA_ALPHA 0.25
@@ -42,7 +43,7 @@ struct tw_spec {
     uint32_t toks[TW_SPEC_MAX_DRAFT + 1]; /* t0, then the proposals */
     size_t k;                             /* proposals this round */
     bool round_lookup;                    /* this round's proposals came from lookup */
-    uint32_t kcur;                        /* adaptive length */
+    spec_length len;                      /* the adaptive k */
     uint64_t t_round;
     bool in_round;
     tw_rng rng;
@@ -112,9 +113,9 @@ tw_status tw_spec_create(tw_model *target, tw_model *draft, size_t max_tokens,
     if (maxk + 1 > verify_rows)
         maxk = (uint32_t)verify_rows - 1;
     sp->o.max_draft = maxk;
-    sp->kcur = opts->fixed_k ? maxk : (opts->start_draft ? opts->start_draft : 4);
-    if (sp->kcur > maxk)
-        sp->kcur = maxk;
+    /* greedy output does not depend on k, so only there may the clock pick it */
+    spec_length_init(&sp->len, opts->fixed_k ? maxk : (opts->start_draft ? opts->start_draft : 4),
+                     maxk, !opts->fixed_k && sampling->temperature == 0.0f);
     sp->vocab = ti->vocab_size;
     sp->cap = cap;
     size_t V = sp->vocab;
@@ -212,11 +213,15 @@ void tw_spec_plain_time(tw_spec *sp, uint64_t us)
 
 /* Feeds the draft the history it has not seen (its prompt on the first
  * round, the last accepted token after a fully accepted round). */
-static tw_status draft_catch_up(tw_spec *sp, tw_pool *pool, tw_err *err)
+static tw_status draft_catch_up(tw_spec *sp, tw_pool *pool, bool *restart_clock, tw_err *err)
 {
     size_t dlen = tw_seq_len(sp->dseq);
     if (dlen >= sp->n_hist)
         return TW_OK;
+    /* A prompt is prefill work, not the round's; the last token of a fully
+     * kept round is the round's, as that is the price of keeping it all. */
+    if (sp->n_hist - dlen > 1)
+        *restart_clock = true;
     return tw_model_forward(sp->draft, pool, sp->dseq, sp->hist + dlen, sp->n_hist - dlen, NULL,
                             TW_LOGITS_NONE, err);
 }
@@ -225,10 +230,12 @@ static size_t propose_draft(tw_spec *sp, tw_pool *pool, size_t k, tw_status *st,
 {
     if (tw_seq_len(sp->dseq) > sp->n_hist || sp->n_hist + k > tw_seq_capacity(sp->dseq))
         return 0;
-    *st = draft_catch_up(sp, pool, err);
+    bool restart_clock = false;
+    *st = draft_catch_up(sp, pool, &restart_clock, err);
     if (*st)
         return 0;
-    sp->t_round = now_us(); /* a catch-up is prefill work, not the round's */
+    if (restart_clock)
+        sp->t_round = now_us();
     size_t V = sp->vocab;
     for (size_t i = 0; i < k; i++) {
         *st = tw_model_decode_batch(sp->draft, pool, &sp->dseq, &sp->toks[i], 1, sp->dlogits,
@@ -257,9 +264,9 @@ size_t tw_spec_propose(tw_spec *sp, tw_pool *pool, uint32_t t0, size_t room,
         sp->pause_left--;
         return 0;
     }
-    size_t k = sp->kcur;
     if (room < 2 || sp->n_hist + 1 > sp->cap)
         return 0;
+    size_t k = spec_length_next(&sp->len);
     if (k + 1 > room)
         k = room - 1;
     sp->t_round = now_us();
@@ -321,12 +328,8 @@ uint32_t tw_spec_choose(tw_spec *sp, tw_sampler *target_sampler, size_t i, float
 
 static void adapt(tw_spec *sp, size_t acc, uint64_t dt)
 {
-    if (!sp->o.fixed_k) {
-        if (acc == sp->k && sp->kcur < sp->o.max_draft)
-            sp->kcur++;
-        else if (2 * acc < sp->k && sp->kcur > 1)
-            sp->kcur--;
-    }
+    if (!sp->o.fixed_k)
+        spec_length_observe(&sp->len, (uint32_t)sp->k, (uint32_t)acc, dt);
     if (!sp->o.auto_pause)
         return;
     sp->spec_us_tok = ema(sp->spec_us_tok, (double)dt / (double)(acc + 1));

@@ -60,7 +60,11 @@ typedef struct tw_spec_opts_core {
     tw_spec_source source;
     uint32_t max_draft;   /* upper bound of k, 1..TW_SPEC_MAX_DRAFT [8] */
     uint32_t start_draft; /* k of the first round [4, capped by max_draft] */
-    bool fixed_k;         /* keep k = max_draft instead of adapting it */
+    /* keep k = max_draft instead of adapting it. Adapting picks the k with
+     * the most tokens per second from measured round times under greedy
+     * sampling, and follows acceptance alone otherwise (where the clock
+     * must not steer a seeded output). */
+    bool fixed_k;
     /* Adaptive policy (the engine's "auto" mode): speculation pauses while
      * its measured speed-up is below 1 and is probed again later. */
     bool auto_pause;
