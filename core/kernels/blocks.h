@@ -83,8 +83,25 @@ typedef struct tw_block_q6_k {
  * Q5_0's run 0 is its qh with the bits reordered, bit 8j + k holding the
  * fifth bit of column 4k + j (so one shift and mask give a 4-column step's
  * four bits at bit 4 of their bytes); its runs 1..4 are Q4_0's runs 0..3.
- * Rows past the last whole group stay plain rows at r * row_bytes. */
+ * Rows past the last whole group stay plain rows at r * row_bytes.
+ *
+ * Q4_K_R8, Q4_K rows packed the same way, 1152 bytes (eight blocks' worth)
+ * per 256 columns of a group: the eight rows' f16 d, their f16 dmin; then
+ * the 6-bit scales and mins of sub-blocks j = 0..7, whose low 4 bits take
+ * 64 bytes (byte 8j + r: row r's scale in the low nibble, its min in the
+ * high one) and whose top 2 bits take 32 (the 32-bit little-endian word
+ * 4j: bits 4r..4r+3 for row r, the scale's two bits under the min's); then
+ * for each 64-column group g = 0..3 of the block, its 32 qs bytes in eight
+ * 4-byte runs k, the eight rows' run k after one another. Run k holds
+ * columns 64g + 4k.. + 3 (sub-block 2g) in its low nibbles and 64g + 32 +
+ * 4k.. (sub-block 2g + 1) in its high ones. */
 #define TW_R8_ROWS 8
+/* Bytes of a Q4_K_R8 group's block: where its parts start. */
+#define TW_R8K_BLOCK  (TW_R8_ROWS * 144)
+#define TW_R8K_DMIN   16
+#define TW_R8K_SC_LO  32
+#define TW_R8K_SC_HI  96
+#define TW_R8K_QS     128
 
 _Static_assert(sizeof(tw_block_q8_0) == 34, "q8_0 block size");
 _Static_assert(sizeof(tw_block_q4_0) == 18, "q4_0 block size");

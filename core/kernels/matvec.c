@@ -73,9 +73,10 @@ static void matvec_stack(const tw_isa_table *t, tw_type type, const uint8_t *w,
             if (tw_type_packed(type)) {
                 /* packed blocks of a chunk are not a row slice: continue
                  * each output's own chain, the pool path's result exactly */
+                const size_t be = tw_type_block_elems(type);
                 for (size_t i = 0; i < nr; i++)
-                    y[r0 + i] = tw_r8_dot(type, w + r0 * row_bytes, row_bytes, nr, i, c0 / 32,
-                                          (c0 + nc) / 32, act.qs, act.d, y[r0 + i]);
+                    y[r0 + i] = tw_r8_dot(type, w + r0 * row_bytes, row_bytes, nr, i, c0 / be,
+                                          (c0 + nc) / be, &act, y[r0 + i]);
                 continue;
             }
             t->rows[k](w + r0 * row_bytes + col_offset(type, c0), row_bytes, nr, nc, &act, 1, part,

@@ -1,6 +1,6 @@
 /* Packing of weight rows for the integer kernels (Q8_0 -> Q8_0_R8, Q4_0 ->
- * Q4_0_R8, Q5_0 -> Q5_0_R8, see kernels/blocks.h) and the scalar arithmetic
- * every ISA's packed kernels reproduce. */
+ * Q4_0_R8, Q5_0 -> Q5_0_R8, Q4_K -> Q4_K_R8, see kernels/blocks.h) and the
+ * scalar arithmetic every ISA's packed kernels reproduce. */
 #include <math.h>
 #include <string.h>
 
@@ -17,6 +17,8 @@ tw_type tw_pack_type(tw_type type)
         return TW_TYPE_Q4_0_R8;
     case TW_TYPE_Q5_0:
         return TW_TYPE_Q5_0_R8;
+    case TW_TYPE_Q4_K:
+        return TW_TYPE_Q4_K_R8;
     default:
         return type;
     }
@@ -38,6 +40,26 @@ static void reorder_qh(uint8_t *run)
         run[b] = (uint8_t)(t >> (8 * b));
 }
 
+/* One block of a Q4_K_R8 group from the eight rows' blocks src[r]. */
+static void pack_q4_k_block(const uint8_t *const *src, uint8_t *o)
+{
+    memset(o + TW_R8K_SC_HI, 0, TW_R8K_QS - TW_R8K_SC_HI);
+    for (size_t r = 0; r < TW_R8_ROWS; r++) {
+        const uint8_t *b = src[r];
+        memcpy(o + 2 * r, b, 2);
+        memcpy(o + TW_R8K_DMIN + 2 * r, b + 2, 2);
+        for (int j = 0; j < 8; j++) {
+            uint8_t sc, m;
+            tw_k_scale_min(j, b + 4, &sc, &m);
+            o[TW_R8K_SC_LO + 8 * j + r] = (uint8_t)((sc & 15) | (m & 15) << 4);
+            o[TW_R8K_SC_HI + 4 * j + r / 2] |= (uint8_t)((sc >> 4 | (m >> 4) << 2) << (4 * (r % 2)));
+        }
+        for (size_t g = 0; g < 4; g++)
+            for (size_t k = 0; k < 8; k++)
+                memcpy(o + TW_R8K_QS + 256 * g + 32 * k + 4 * r, b + 16 + 32 * g + 4 * k, 4);
+    }
+}
+
 bool tw_pack_rows(tw_type type, const void *src, size_t rows, size_t cols, void *dst)
 {
     size_t row_bytes = tw_type_row_bytes(type, cols);
@@ -45,6 +67,19 @@ bool tw_pack_rows(tw_type type, const void *src, size_t rows, size_t cols, void 
         return false;
     const uint8_t *in = src;
     uint8_t *out = dst;
+    if (type == TW_TYPE_Q4_K) {
+        const size_t nb = cols / TW_QK_K, groups = rows / TW_R8_ROWS;
+        for (size_t g = 0; g < groups; g++)
+            for (size_t i = 0; i < nb; i++) {
+                const uint8_t *blocks[TW_R8_ROWS];
+                for (size_t r = 0; r < TW_R8_ROWS; r++)
+                    blocks[r] = in + (g * TW_R8_ROWS + r) * row_bytes + i * 144;
+                pack_q4_k_block(blocks, out + g * TW_R8_ROWS * row_bytes + i * TW_R8K_BLOCK);
+            }
+        size_t packed = groups * TW_R8_ROWS;
+        memcpy(out + packed * row_bytes, in + packed * row_bytes, (rows - packed) * row_bytes);
+        return true;
+    }
     const size_t bb = tw_type_block_bytes(type), runs = (bb - 2) / 4;
     const size_t nb = cols / TW_QK8_0, groups = rows / TW_R8_ROWS;
     for (size_t g = 0; g < groups; g++) {
@@ -85,9 +120,55 @@ static int level(tw_type type, bool packed, const uint8_t *const *run, size_t c)
     return (nib | (int)(qh >> bit & 1u) << 4) - 16;
 }
 
-float tw_r8_dot(tw_type type, const uint8_t *w, size_t row_bytes, size_t rows, size_t r, size_t b0,
-                size_t b1, const int8_t *qs, const float *d, float acc)
+/* Row r's block i of a Q4_K_R8 range (a plain Q4_K block past the last
+ * group): S1 = the sub-blocks' dots times their scales, S2 = the mins times
+ * the activation sums they multiply, both exact, then
+ * acc + da * (d * S1 - dmin * S2) in three roundings. */
+static float r8k_block(const uint8_t *w, size_t row_bytes, size_t rows, size_t r, size_t i,
+                       const int8_t *a, const int16_t *bsums, float da, float acc)
 {
+    const size_t packed = rows / TW_R8_ROWS * TW_R8_ROWS, lane = r % TW_R8_ROWS;
+    const uint8_t *blk = r < packed ? w + (r - lane) * row_bytes + i * TW_R8K_BLOCK
+                                    : w + r * row_bytes + i * 144;
+    uint16_t hd, hm;
+    memcpy(&hd, r < packed ? blk + 2 * lane : blk, 2);
+    memcpy(&hm, r < packed ? blk + TW_R8K_DMIN + 2 * lane : blk + 2, 2);
+    int32_t s1 = 0, s2 = 0;
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, m;
+        if (r < packed) {
+            const uint8_t lo = blk[TW_R8K_SC_LO + 8 * j + lane];
+            const unsigned hi = load_u32(blk + TW_R8K_SC_HI + 4 * j) >> (4 * lane) & 15u;
+            sc = (uint8_t)((lo & 15) | (hi & 3) << 4);
+            m = (uint8_t)((lo >> 4) | (hi >> 2) << 4);
+        } else {
+            tw_k_scale_min(j, blk + 4, &sc, &m);
+        }
+        int32_t isum = 0;
+        const size_t g = (size_t)j / 2, shift = 4 * ((size_t)j % 2);
+        for (size_t l = 0; l < 32; l++) {
+            const uint8_t q = r < packed ? blk[TW_R8K_QS + 256 * g + 32 * (l / 4) + 4 * lane + l % 4]
+                                         : blk[16 + 32 * g + l];
+            isum += (q >> shift & 15) * a[32 * j + l];
+        }
+        s1 += sc * isum;
+        s2 += m * (bsums[2 * j] + bsums[2 * j + 1]);
+    }
+    const float t = tw_f16_to_f32(hm) * (float)s2;
+    return fmaf(da, fmaf(tw_f16_to_f32(hd), (float)s1, -t), acc);
+}
+
+float tw_r8_dot(tw_type type, const uint8_t *w, size_t row_bytes, size_t rows, size_t r, size_t b0,
+                size_t b1, const tw_act *act, float acc)
+{
+    if (type == TW_TYPE_Q4_K_R8) {
+        for (size_t i = b0; i < b1; i++)
+            acc = r8k_block(w, row_bytes, rows, r, i, act->qs + (i - b0) * TW_QK_K,
+                            act->bsums + (i - b0) * (TW_QK_K / 16), act->d[i - b0], acc);
+        return acc;
+    }
+    const int8_t *qs = act->qs;
+    const float *d = act->d;
     const size_t bb = tw_type_block_bytes(type), runs = (bb - 2) / 4;
     const size_t packed = rows / TW_R8_ROWS * TW_R8_ROWS;
     for (size_t i = b0; i < b1; i++) {
@@ -121,6 +202,6 @@ void tw_rows_r8_tail(tw_type type, const uint8_t *w, size_t row_bytes, size_t ro
 {
     for (size_t t = 0; t < n_act; t++)
         for (size_t r = r0; r < rows; r++)
-            y[t * y_stride + r] = tw_r8_dot(type, w, row_bytes, rows, r, 0, cols / TW_QK8_0,
-                                            acts[t].qs, acts[t].d, 0.0f);
+            y[t * y_stride + r] = tw_r8_dot(type, w, row_bytes, rows, r, 0,
+                                            cols / tw_type_block_elems(type), &acts[t], 0.0f);
 }

@@ -1,6 +1,6 @@
-/* x86 kernels for the packed types Q8_0_R8, Q4_0_R8 and Q5_0_R8, Q8_0 /
- * Q4_0 / Q5_0 rows packed eight to a group (kernels/blocks.h). Eight rows sit in the eight
- * int32 lanes of a vector: each 4-column step multiplies the eight rows'
+/* x86 kernels for the packed types Q8_0_R8, Q4_0_R8, Q5_0_R8 and Q4_K_R8,
+ * Q8_0 / Q4_0 / Q5_0 / Q4_K rows packed eight to a group (kernels/blocks.h).
+ * Eight rows sit in the eight int32 lanes of a vector: each 4-column step multiplies the eight rows'
  * four levels by the same four activation values broadcast to every lane,
  * so after the block's eight steps every lane holds its row's exact block
  * dot, and one conversion and one fused multiply-add scale it for all
@@ -25,7 +25,10 @@
 #define R8_Q8       0
 #define R8_Q4       1
 #define R8_Q5       2
-#define R8_BLOCK(K) (TW_R8_ROWS * ((K) == R8_Q8 ? 34 : (K) == R8_Q4 ? 18 : 22))
+#define R8_Q4K      3
+#define R8_BLOCK(K)                                                                                \
+    ((K) == R8_Q4K ? TW_R8K_BLOCK : TW_R8_ROWS * ((K) == R8_Q8 ? 34 : (K) == R8_Q4 ? 18 : 22))
+#define R8_COLS(K) ((K) == R8_Q4K ? TW_QK_K : TW_QK8_0)
 
 /* Four activation values of block i, 4-column step k, in every lane. */
 TW_AVX2 TW_TILE __m256i act4(const tw_act *a, size_t i, int k)
@@ -33,6 +36,66 @@ TW_AVX2 TW_TILE __m256i act4(const tw_act *a, size_t i, int k)
     int32_t v;
     memcpy(&v, a->qs + i * TW_QK8_0 + 4 * k, 4);
     return _mm256_set1_epi32(v);
+}
+
+/* Q4_K_R8: the four activation values from column c of block i. */
+TW_AVX2 TW_TILE __m256i act4k(const tw_act *a, size_t i, int c)
+{
+    int32_t v;
+    memcpy(&v, a->qs + i * TW_QK_K + c, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* Q4_K_R8: the activation sums of the two 16-value halves of sub-block j
+ * of block i, as an int16 pair in every lane. */
+TW_AVX2 TW_TILE __m256i bsum_pair(const tw_act *a, size_t i, int j)
+{
+    int32_t v;
+    memcpy(&v, a->bsums + i * (TW_QK_K / 16) + 2 * j, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* Q4_K_R8: the eight rows' 6-bit scale and min of sub-block j of the block
+ * at p, one int32 lane per row (kernels/blocks.h). */
+TW_AVX2 TW_TILE void r8k_scale_min(const uint8_t *p, int j, __m256i *sc, __m256i *m)
+{
+    const __m256i lo = _mm256_cvtepu8_epi32(
+        _mm_loadl_epi64((const __m128i *)(const void *)(p + TW_R8K_SC_LO + 8 * j)));
+    int32_t w;
+    memcpy(&w, p + TW_R8K_SC_HI + 4 * j, 4);
+    const __m256i hi =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(w),
+                                           _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                         _mm256_set1_epi32(15));
+    *sc = _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi32(15)),
+                          _mm256_slli_epi32(_mm256_and_si256(hi, _mm256_set1_epi32(3)), 4));
+    *m = _mm256_or_si256(_mm256_srli_epi32(lo, 4), _mm256_slli_epi32(_mm256_srli_epi32(hi, 2), 4));
+}
+
+/* v (0..63 in each int32 lane) in both int16 halves of the lane. */
+TW_AVX2 TW_TILE __m256i pair16(__m256i v)
+{
+    return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
+
+/* Q4_K_R8: the levels of sub-block 2g + h at 4-column step k. */
+TW_AVX2 TW_TILE __m256i nib_k(const uint8_t *p, int g, int h, int k)
+{
+    const __m256i v = tw_load256(p + TW_R8K_QS + 256 * g + 32 * k);
+    return _mm256_and_si256(h ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(0x0F));
+}
+
+/* Q4_K_R8: acc + da * (d * S1 - dmin * S2) for the eight rows, the
+ * rounding steps of tw_r8_dot. */
+TW_AVX2 TW_TILE __m256 r8k_scale_into(const uint8_t *p, __m256i s1, __m256i s2, float da,
+                                     __m256 acc)
+{
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+    const __m256 dmin =
+        _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p + TW_R8K_DMIN)));
+    const __m256 u = _mm256_fmsub_ps(d, _mm256_cvtepi32_ps(s1),
+                                     _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(s2)));
+    return _mm256_fmadd_ps(_mm256_set1_ps(da), u, acc);
 }
 
 /* Q4_0 / Q5_0 unsigned levels (0..15 / 0..31) of step k (columns
@@ -84,11 +147,22 @@ TW_AVX2 TW_TILE void r8_store(const __m256 *acc, float *y, size_t y_stride, cons
                           acc)
 
 /* With pf, a block first fetches the block pf bytes on (the next
- * group's). */
-#define R8_PREFETCH(p, pf)                                                                         \
+ * group's): the 4-5 lines of a 32-column block, the 18 of a Q4_K one. */
+TW_AVX2 TW_TILE void r8_prefetch(const uint8_t *next, const int K)
+{
+    if (K == R8_Q4K) {
+#pragma GCC unroll 18
+        for (int l = 0; l < TW_R8K_BLOCK / 64; l++)
+            _mm_prefetch((const char *)(next + 64 * l), _MM_HINT_T0);
+    } else {
+#pragma GCC unroll 5
+        for (int l = 0; l < 5; l++)
+            _mm_prefetch((const char *)(next + 64 * l), _MM_HINT_T0);
+    }
+}
+#define R8_PREFETCH(p, pf, K)                                                                      \
     if (pf)                                                                                        \
-    _Pragma("GCC unroll 5") for (int l = 0; l < 5; l++)                                            \
-        _mm_prefetch((const char *)((p) + (pf) + 64 * l), _MM_HINT_T0)
+    r8_prefetch((p) + (pf), K)
 
 /* AVX2. Q8_0: the sign trick per step, |q| . sign(a, q), two int16 pair
  * sums widened to int32 by a multiply-add with ones. Q4_0 / Q5_0: the
@@ -100,7 +174,7 @@ TW_AVX2 TW_TILE void r8_group_avx2(const uint8_t *p, size_t nb, const tw_act *ac
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[8] = {0};
     for (size_t i = 0; i < nb; i++, p += R8_BLOCK(K)) {
-        R8_PREFETCH(p, pf);
+        R8_PREFETCH(p, pf, K);
         const __m256 dw = r8_scales(p);
         __m256i isum[8];
 #pragma GCC unroll 8
@@ -152,7 +226,7 @@ TW_AVX512 TW_TILE void r8_group_vnni(const uint8_t *p, size_t nb, const tw_act *
     const __m256i flip = _mm256_set1_epi8((char)0x80);
     __m256 acc[8] = {0};
     for (size_t i = 0; i < nb; i++, p += R8_BLOCK(K)) {
-        R8_PREFETCH(p, pf);
+        R8_PREFETCH(p, pf, K);
         const __m256 dw = r8_scales(p);
         __m256i isum[8][8];
 #pragma GCC unroll 8
@@ -182,6 +256,109 @@ TW_AVX512 TW_TILE void r8_group_vnni(const uint8_t *p, size_t nb, const tw_act *
     r8_store(acc, y, y_stride, TB);
 }
 
+/* Q4_K_R8 with AVX2: a sub-block's eight steps of levels (0..15) times
+ * activations summed as int16 (8 * 2 * 15 * 127 fits), then widened and
+ * scaled in one multiply-add against the scale in both halves of each lane;
+ * the mins' term the same way against the activations' 16-value sums. */
+TW_AVX2 TW_TILE void r8k_group_avx2(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
+                                    size_t y_stride, const int TB, size_t pf, const int K)
+{
+    (void)K;
+    __m256 acc[8] = {0};
+    for (size_t i = 0; i < nb; i++, p += TW_R8K_BLOCK) {
+        R8_PREFETCH(p, pf, K);
+        __m256i s1[8];
+#pragma GCC unroll 8
+        for (int t = 0; t < TB; t++)
+            s1[t] = _mm256_setzero_si256();
+        for (int j = 0; j < 8; j++) {
+            __m256i sc, m;
+            r8k_scale_min(p, j, &sc, &m);
+            const __m256i scp = pair16(sc);
+            __m256i s16[8];
+#pragma GCC unroll 8
+            for (int t = 0; t < TB; t++)
+                s16[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) {
+                const __m256i q = nib_k(p, j / 2, j % 2, k);
+#pragma GCC unroll 8
+                for (int t = 0; t < TB; t++)
+                    s16[t] = _mm256_add_epi16(
+                        s16[t], _mm256_maddubs_epi16(q, act4k(&acts[t], i, 32 * j + 4 * k)));
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < TB; t++)
+                s1[t] = _mm256_add_epi32(s1[t], _mm256_madd_epi16(s16[t], scp));
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < TB; t++) {
+            __m256i s2 = _mm256_setzero_si256();
+            for (int j = 0; j < 8; j++) {
+                __m256i sc, m;
+                r8k_scale_min(p, j, &sc, &m);
+                s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(pair16(m), bsum_pair(&acts[t], i, j)));
+            }
+            acc[t] = r8k_scale_into(p, s1[t], s2, acts[t].d[i], acc[t]);
+        }
+    }
+    r8_store(acc, y, y_stride, TB);
+}
+
+/* Q4_K_R8 with VNNI: a sub-block's dots in int32 lanes straight from
+ * vpdpbusd, over NS chains per activation as in r8_group_vnni, times the
+ * scales; the mins' term by vpdpwssd on the 16-value sums. */
+TW_AVX512 TW_TILE void r8k_group_vnni(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
+                                      size_t y_stride, const int TB, size_t pf, const int K)
+{
+    (void)K;
+    const int NS = TB >= 5 ? 2 : (8 + TB - 1) / TB;
+    __m256 acc[8] = {0};
+    for (size_t i = 0; i < nb; i++, p += TW_R8K_BLOCK) {
+        R8_PREFETCH(p, pf, K);
+        __m256i s1[8];
+#pragma GCC unroll 8
+        for (int t = 0; t < TB; t++)
+            s1[t] = _mm256_setzero_si256();
+        for (int j = 0; j < 8; j++) {
+            __m256i sc, m;
+            r8k_scale_min(p, j, &sc, &m);
+            __m256i isum[8][8];
+#pragma GCC unroll 8
+            for (int t = 0; t < TB; t++)
+#pragma GCC unroll 8
+                for (int c = 0; c < NS; c++)
+                    isum[t][c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) {
+                const __m256i q = nib_k(p, j / 2, j % 2, k);
+#pragma GCC unroll 8
+                for (int t = 0; t < TB; t++)
+                    isum[t][k % NS] = _mm256_dpbusd_epi32(isum[t][k % NS], q,
+                                                          act4k(&acts[t], i, 32 * j + 4 * k));
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < TB; t++) {
+#pragma GCC unroll 8
+                for (int c = 1; c < NS; c++)
+                    isum[t][0] = _mm256_add_epi32(isum[t][0], isum[t][c]);
+                s1[t] = _mm256_add_epi32(s1[t], _mm256_mullo_epi32(isum[t][0], sc));
+            }
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < TB; t++) {
+            __m256i s2 = _mm256_setzero_si256();
+            for (int j = 0; j < 8; j++) {
+                __m256i sc, m;
+                r8k_scale_min(p, j, &sc, &m);
+                s2 = _mm256_dpwssd_epi32(s2, pair16(m), bsum_pair(&acts[t], i, j));
+            }
+            acc[t] = r8k_scale_into(p, s1[t], s2, acts[t].d[i], acc[t]);
+        }
+    }
+    r8_store(acc, y, y_stride, TB);
+}
+
 /* Each group of eight rows goes against every group of activations of a
  * chunk (as few groups of at most 8 as there can be, near-equal) while its
  * weights are in L1; the rows past the last whole group take the scalar
@@ -203,7 +380,7 @@ TW_AVX512 TW_TILE void r8_group_vnni(const uint8_t *p, size_t nb, const tw_act *
     ATTR static void name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,            \
                           const tw_act *acts, size_t n_act, float *y, size_t y_stride)             \
     {                                                                                              \
-        const size_t nb = cols / TW_QK8_0, groups = rows / TW_R8_ROWS;                             \
+        const size_t nb = cols / R8_COLS(K), groups = rows / TW_R8_ROWS;                           \
         for (size_t t0 = 0; t0 < n_act; t0 += R8_ACT_CHUNK) {                                      \
             const size_t t1 = n_act - t0 < R8_ACT_CHUNK ? n_act : t0 + R8_ACT_CHUNK;               \
             for (size_t g = 0; g < groups; g++) {                                                  \
@@ -254,9 +431,11 @@ TW_AVX512 TW_TILE void r8_group_vnni(const uint8_t *p, size_t nb, const tw_act *
 R8_DRIVER(TW_AVX2, rows_q8_avx2, r8_group_avx2, R8_Q8, TW_TYPE_Q8_0_R8)
 R8_DRIVER(TW_AVX2, rows_q4_avx2, r8_group_avx2, R8_Q4, TW_TYPE_Q4_0_R8)
 R8_DRIVER(TW_AVX2, rows_q5_avx2, r8_group_avx2, R8_Q5, TW_TYPE_Q5_0_R8)
+R8_DRIVER(TW_AVX2, rows_q4k_avx2, r8k_group_avx2, R8_Q4K, TW_TYPE_Q4_K_R8)
 R8_DRIVER(TW_AVX512, rows_q8_vnni, r8_group_vnni, R8_Q8, TW_TYPE_Q8_0_R8)
 R8_DRIVER(TW_AVX512, rows_q4_vnni, r8_group_vnni, R8_Q4, TW_TYPE_Q4_0_R8)
 R8_DRIVER(TW_AVX512, rows_q5_vnni, r8_group_vnni, R8_Q5, TW_TYPE_Q5_0_R8)
+R8_DRIVER(TW_AVX512, rows_q4k_vnni, r8k_group_vnni, R8_Q4K, TW_TYPE_Q4_K_R8)
 // clang-format on
 
 void tw_isa_fill_packed_avx2(tw_isa_table *t)
@@ -264,6 +443,7 @@ void tw_isa_fill_packed_avx2(tw_isa_table *t)
     t->rows[tw_ktype_index(TW_TYPE_Q8_0_R8)] = rows_q8_avx2;
     t->rows[tw_ktype_index(TW_TYPE_Q4_0_R8)] = rows_q4_avx2;
     t->rows[tw_ktype_index(TW_TYPE_Q5_0_R8)] = rows_q5_avx2;
+    t->rows[tw_ktype_index(TW_TYPE_Q4_K_R8)] = rows_q4k_avx2;
 }
 
 void tw_isa_fill_packed_avx512(tw_isa_table *t)
@@ -271,6 +451,7 @@ void tw_isa_fill_packed_avx512(tw_isa_table *t)
     t->rows[tw_ktype_index(TW_TYPE_Q8_0_R8)] = rows_q8_vnni;
     t->rows[tw_ktype_index(TW_TYPE_Q4_0_R8)] = rows_q4_vnni;
     t->rows[tw_ktype_index(TW_TYPE_Q5_0_R8)] = rows_q5_vnni;
+    t->rows[tw_ktype_index(TW_TYPE_Q4_K_R8)] = rows_q4k_vnni;
 }
 
 #else

@@ -1,5 +1,5 @@
-/* Q8_0, Q4_0 and Q5_0 rows packed eight to a group (tw_pack_rows, Q8_0_R8,
- * Q4_0_R8 and Q5_0_R8): packing is refused where it does not apply, and every ISA's
+/* Q8_0, Q4_0, Q5_0 and Q4_K rows packed eight to a group (tw_pack_rows,
+ * Q8_0_R8, Q4_0_R8, Q5_0_R8 and Q4_K_R8): packing is refused where it does not apply, and every ISA's
  * packed kernels give the scalar kernel's bits for every batch size, thread
  * count and row count (whole groups and plain tail rows), also on the
  * pool-less path that splits wide rows; and they compute the same products
@@ -23,7 +23,7 @@
 
 static const char *const isas[] = {"scalar", "avx2", "avx512"};
 
-static const tw_type plain_types[] = {TW_TYPE_Q8_0, TW_TYPE_Q4_0, TW_TYPE_Q5_0};
+static const tw_type plain_types[] = {TW_TYPE_Q8_0, TW_TYPE_Q4_0, TW_TYPE_Q5_0, TW_TYPE_Q4_K};
 #define N_PLAIN (sizeof plain_types / sizeof plain_types[0])
 
 typedef struct packed_mat {
@@ -32,9 +32,15 @@ typedef struct packed_mat {
     uint8_t *plain, *packed;
 } packed_mat;
 
+/* Columns for a shape given in 32-column blocks: as many of t's blocks. */
+static size_t cols_of(tw_type t, size_t cols32)
+{
+    return cols32 / 32 * tw_type_block_elems(t);
+}
+
 /* Random rows of type t: quantized random floats, or (raw) random bytes
- * under random finite scales, the integer paths' extremes (Q8_0 levels
- * from -128 to 127). */
+ * under random finite scales (and Q4_K mins), the integer paths' extremes
+ * (Q8_0 levels from -128 to 127, Q4_K's 6-bit scales and mins up to 63). */
 static void make(packed_mat *m, tw_type t, size_t rows, size_t cols, bool raw, tw_test_rng *rng)
 {
     m->type = t;
@@ -54,9 +60,12 @@ static void make(packed_mat *m, tw_type t, size_t rows, size_t cols, bool raw, t
         if (raw) {
             for (size_t i = 0; i < m->row_bytes; i++)
                 row[i] = (uint8_t)tw_test_rand_u64(rng);
-            for (size_t b = 0; b < cols / 32; b++) {
+            for (size_t b = 0; b < cols / tw_type_block_elems(t); b++) {
                 uint16_t h = tw_f32_to_f16(tw_test_rand_f32(rng) * 0.02f);
                 memcpy(row + b * bb, &h, 2);
+                h = tw_f32_to_f16(tw_test_rand_f32(rng) * 0.01f);
+                if (t == TW_TYPE_Q4_K)
+                    memcpy(row + b * bb + 2, &h, 2);
             }
         } else {
             for (size_t i = 0; i < cols; i++)
@@ -87,6 +96,9 @@ static void test_pack_refusals(void **state)
     assert_int_equal(tw_pack_type(TW_TYPE_Q8_0), TW_TYPE_Q8_0_R8);
     assert_int_equal(tw_pack_type(TW_TYPE_Q4_0), TW_TYPE_Q4_0_R8);
     assert_int_equal(tw_pack_type(TW_TYPE_Q5_0), TW_TYPE_Q5_0_R8);
+    assert_int_equal(tw_pack_type(TW_TYPE_Q4_K), TW_TYPE_Q4_K_R8);
+    assert_int_equal(tw_pack_type(TW_TYPE_Q6_K), TW_TYPE_Q6_K);
+    assert_false(tw_pack_rows(TW_TYPE_Q4_K, src, 1, 32, dst)); /* not a whole block */
     assert_int_equal(tw_pack_type(TW_TYPE_Q5_1), TW_TYPE_Q5_1);
     assert_int_equal(tw_pack_type(TW_TYPE_F16), TW_TYPE_F16);
     assert_false(tw_pack_rows(TW_TYPE_Q5_1, src, 8, 32, dst));
@@ -98,6 +110,10 @@ static void test_pack_refusals(void **state)
     assert_false(tw_type_supported(TW_TYPE_Q8_0_R8));
     assert_false(tw_type_supported(TW_TYPE_Q4_0_R8));
     assert_false(tw_type_supported(TW_TYPE_Q5_0_R8));
+    assert_false(tw_type_supported(TW_TYPE_Q4_K_R8));
+    assert_int_equal(tw_type_from_name("Q4_K_R8", &t, NULL), TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_type_row_bytes(TW_TYPE_Q4_K_R8, 512), 288);
+    assert_int_equal(tw_type_row_bytes(TW_TYPE_Q4_K_R8, 64), 0);
     assert_int_equal(tw_type_from_name("Q8_0_R8", &t, NULL), TW_INVALID_ARGUMENT);
     assert_int_equal(tw_type_from_name("Q4_0_R8", &t, NULL), TW_INVALID_ARGUMENT);
     assert_int_equal(tw_type_row_bytes(TW_TYPE_Q8_0_R8, 64), 68);
@@ -112,6 +128,8 @@ static void test_pack_layout(void **state)
     (void)state;
     tw_test_rng rng = {0x9e3779b97f4a7c15ull};
     for (size_t k = 0; k < N_PLAIN; k++) {
+        if (plain_types[k] == TW_TYPE_Q4_K)
+            continue; /* test_pack_layout_q4_k */
         packed_mat m;
         make(&m, plain_types[k], 11, 64, true, &rng);
         const size_t bb = tw_type_block_bytes(m.type), runs = (bb - 2) / 4;
@@ -134,6 +152,53 @@ static void test_pack_layout(void **state)
     }
 }
 
+/* Q4_K_R8: row r's d and dmin, its sub-blocks' 6-bit scales and mins split
+ * into the low-nibble and top-bits planes, and its qs runs where blocks.h
+ * says; rows past the last group stay as they were. */
+static void test_pack_layout_q4_k(void **state)
+{
+    (void)state;
+    tw_test_rng rng = {0x452821e638d01377ull};
+    packed_mat m;
+    make(&m, TW_TYPE_Q4_K, 10, 512, true, &rng);
+    for (size_t r = 0; r < 8; r++)
+        for (size_t b = 0; b < 2; b++) {
+            const uint8_t *src = m.plain + r * m.row_bytes + b * 144;
+            const uint8_t *blk = m.packed + b * 8 * 144;
+            assert_memory_equal(blk + 2 * r, src, 2);
+            assert_memory_equal(blk + 16 + 2 * r, src + 2, 2);
+            for (int j = 0; j < 8; j++) {
+                /* the 6-bit values as Q4_K's scales hold them */
+                const uint8_t *q = src + 4;
+                unsigned sc = j < 4 ? q[j] & 63u : (q[j + 4] & 15u) | (unsigned)(q[j - 4] >> 6) << 4;
+                unsigned mn = j < 4 ? q[j + 4] & 63u : (unsigned)(q[j + 4] >> 4) | (unsigned)(q[j] >> 6) << 4;
+                const uint8_t lo = blk[32 + 8 * j + r];
+                const unsigned hi = (unsigned)blk[96 + 4 * j + r / 2] >> (4 * (r % 2)) & 15u;
+                assert_int_equal(lo & 15u, sc & 15u);
+                assert_int_equal(lo >> 4, mn & 15u);
+                assert_int_equal(hi & 3u, sc >> 4);
+                assert_int_equal(hi >> 2, mn >> 4);
+            }
+            for (size_t g = 0; g < 4; g++)
+                for (size_t k = 0; k < 8; k++)
+                    assert_memory_equal(blk + 128 + 256 * g + 32 * k + 4 * r,
+                                        src + 16 + 32 * g + 4 * k, 4);
+        }
+    assert_memory_equal(m.packed + 8 * m.row_bytes, m.plain + 8 * m.row_bytes, 2 * m.row_bytes);
+    release(&m);
+}
+
+/* Σ |w_c x_c| of row r of the plain rows: what the rounding of a dot
+ * product of those rows scales with. */
+static float magnitude(const packed_mat *m, size_t r, const float *x, float *row)
+{
+    tw_dequant_row(m->type, m->plain + r * m->row_bytes, row, m->cols);
+    float s = 0.0f;
+    for (size_t c = 0; c < m->cols; c++)
+        s += fabsf(row[c] * x[c]);
+    return s;
+}
+
 /* Every ISA, 1 and 2 threads, every batch size against the scalar kernel
  * one activation at a time, bit for bit; and close to the plain rows. */
 static void test_packed_bits_every_isa(void **state)
@@ -148,8 +213,11 @@ static void test_packed_bits_every_isa(void **state)
     for (size_t s = 0; s < N_PLAIN * (sizeof shapes / sizeof shapes[0]); s++) {
         packed_mat m;
         const size_t *shape = shapes[s / N_PLAIN];
-        make(&m, plain_types[s % N_PLAIN], shape[0], shape[1], s / N_PLAIN % 2 == 1, &rng);
+        const tw_type pt = plain_types[s % N_PLAIN];
+        make(&m, pt, shape[0], cols_of(pt, shape[1]), s / N_PLAIN % 2 == 1, &rng);
         size_t R = m.rows, C = m.cols;
+        float *wrow = malloc(C * sizeof(float));
+        assert_non_null(wrow);
         float *x = malloc(MAX_N * C * sizeof(float));
         float *want = malloc(MAX_N * R * sizeof(float));
         float *plain = malloc(R * sizeof(float));
@@ -165,7 +233,8 @@ static void test_packed_bits_every_isa(void **state)
             /* the same integer block dots, summed in another order */
             tw_matvec(NULL, m.type, m.plain, m.row_bytes, R, C, x + t * C, plain);
             for (size_t r = 0; r < R; r++)
-                if (!(fabsf(plain[r] - want[t * R + r]) <= 1e-5f * (1.0f + fabsf(plain[r]))))
+                if (!(fabsf(plain[r] - want[t * R + r]) <=
+                      1e-5f * (1.0f + magnitude(&m, r, x + t * C, wrow))))
                     fail_msg("%s %zux%zu act %zu row %zu: packed %.9g, plain %.9g",
                              tw_type_name(m.type), R, C, t, r,
                              (double)want[t * R + r], (double)plain[r]);
@@ -187,6 +256,7 @@ static void test_packed_bits_every_isa(void **state)
         free(want);
         free(plain);
         free(got);
+        free(wrow);
         release(&m);
     }
     assert_int_equal(tw_kernels_force_isa("auto", NULL), TW_OK);
@@ -205,7 +275,7 @@ static void test_packed_wide_without_pool(void **state)
     assert_int_equal(tw_pool_create(2, &pool, NULL), TW_OK);
     for (size_t k = 0; k < N_PLAIN; k++) {
         packed_mat m;
-        make(&m, plain_types[k], 19, 8192 + 320, false, &rng);
+        make(&m, plain_types[k], 19, 8192 + cols_of(plain_types[k], 320), false, &rng);
         float *x = malloc(m.cols * sizeof(float));
         float a[19], b[19];
         assert_non_null(x);
@@ -224,6 +294,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pack_refusals),
         cmocka_unit_test(test_pack_layout),
+        cmocka_unit_test(test_pack_layout_q4_k),
         cmocka_unit_test(test_packed_bits_every_isa),
         cmocka_unit_test(test_packed_wide_without_pool),
     };
