@@ -124,9 +124,12 @@ static double time_matvec(tw_pool *pool, tw_type type, const void *w, size_t rb,
 static void packed_vs_plain(tw_pool *pool, const char *only_type, const float *x, float *y,
                             double min_time)
 {
-    static const tw_type plain[] = {TW_TYPE_Q8_0, TW_TYPE_Q4_0, TW_TYPE_Q5_0};
+    static const tw_type plain[] = {TW_TYPE_Q8_0, TW_TYPE_Q4_0, TW_TYPE_Q5_0, TW_TYPE_Q4_K};
     static const size_t ns[] = {1, 2, 4, 9, 16};
+    /* qwen2-0.5b's, and for Q4_K (whose rows are whole 256-column blocks)
+     * llama-1b's */
     const size_t shapes[][2] = {{896, 896}, {4864, 896}, {896, 4864}};
+    const size_t shapes_k[][2] = {{2048, 2048}, {8192, 2048}, {2048, 8192}};
     printf("\npacked vs plain rows (batch of n activations), per call\n");
     printf("%-6s %-14s %-7s %3s %10s %10s %8s\n", "type", "shape", "isa", "n", "plain us",
            "packed us", "x plain");
@@ -134,8 +137,10 @@ static void packed_vs_plain(tw_pool *pool, const char *only_type, const float *x
         tw_type t = plain[ti], pt = tw_pack_type(t);
         if (only_type && strcasecmp(only_type, tw_type_name(t)) != 0)
             continue;
+        const bool k_type = tw_type_block_elems(t) == 256;
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
-            size_t rows = shapes[si][0], cols = shapes[si][1], rb;
+            size_t rows = k_type ? shapes_k[si][0] : shapes[si][0];
+            size_t cols = k_type ? shapes_k[si][1] : shapes[si][1], rb;
             void *w = make_weights(t, rows, cols, &rb);
             void *wp = w ? malloc(rows * rb) : NULL;
             if (!wp || !tw_pack_rows(t, w, rows, cols, wp)) {
