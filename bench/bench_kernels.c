@@ -124,9 +124,10 @@ static double time_matvec(tw_pool *pool, tw_type type, const void *w, size_t rb,
 static void packed_vs_plain(tw_pool *pool, const char *only_type, const float *x, float *y,
                             double min_time)
 {
-    static const tw_type plain[] = {TW_TYPE_Q8_0, TW_TYPE_Q4_0, TW_TYPE_Q5_0, TW_TYPE_Q4_K};
+    static const tw_type plain[] = {TW_TYPE_Q8_0, TW_TYPE_Q4_0, TW_TYPE_Q5_0, TW_TYPE_Q4_K,
+                                    TW_TYPE_Q6_K};
     static const size_t ns[] = {1, 2, 4, 9, 16};
-    /* qwen2-0.5b's, and for Q4_K (whose rows are whole 256-column blocks)
+    /* qwen2-0.5b's, and for the K types (whose rows are whole 256-column blocks)
      * llama-1b's */
     const size_t shapes[][2] = {{896, 896}, {4864, 896}, {896, 4864}};
     const size_t shapes_k[][2] = {{2048, 2048}, {8192, 2048}, {2048, 8192}};

@@ -94,8 +94,22 @@ typedef struct tw_block_q6_k {
  * for each 64-column group g = 0..3 of the block, its 32 qs bytes in eight
  * 4-byte runs k, the eight rows' run k after one another. Run k holds
  * columns 64g + 4k.. + 3 (sub-block 2g) in its low nibbles and 64g + 32 +
- * 4k.. (sub-block 2g + 1) in its high ones. */
+ * 4k.. (sub-block 2g + 1) in its high ones.
+ *
+ * Q6_K_R8, Q6_K rows packed the same way, 1680 bytes per 256 columns of a
+ * group: the eight rows' f16 d; their int8 sub-block scales in pairs (16
+ * bytes per pair p: row r's scales 2p and 2p + 1 at 2r, 2r + 1); then for
+ * each half h = 0..1 of the block and 4-column step k = 0..7, 96 bytes:
+ * the eight rows' 4-byte runs of ql bytes 64h + 4k.., of ql bytes
+ * 64h + 32 + 4k.. and of qh bytes 32h + 4k... Their nibbles and bit pairs
+ * give columns 128h + 4k.. (low nibbles of the first run, qh bits 0-1),
+ * + 32 (second run, bits 2-3), + 64 (first run's high nibbles, bits 4-5)
+ * and + 96 (second run's, bits 6-7), as in Q6_K. */
 #define TW_R8_ROWS 8
+/* Bytes of a Q6_K_R8 group's block and where its parts start. */
+#define TW_R8Q6_BLOCK (TW_R8_ROWS * 210)
+#define TW_R8Q6_SC    16
+#define TW_R8Q6_Q     144
 /* Bytes of a Q4_K_R8 group's block: where its parts start. */
 #define TW_R8K_BLOCK  (TW_R8_ROWS * 144)
 #define TW_R8K_DMIN   16

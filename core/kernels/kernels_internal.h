@@ -188,7 +188,7 @@ void tw_act_layout(tw_act_kind kind, size_t cols, void *buf, tw_act *act);
 tw_act_kind tw_act_kind_for(tw_type type);
 
 /* Number of weight types with kernels, and a dense index for each. */
-#define TW_KTYPE_COUNT 14
+#define TW_KTYPE_COUNT 15
 int tw_ktype_index(tw_type type); /* -1 for unsupported */
 
 /* y[t * y_stride + r] = dot(row r, acts[t]) for r < rows, t < n_act; rows
@@ -198,13 +198,14 @@ int tw_ktype_index(tw_type type); /* -1 for unsupported */
 typedef void (*tw_rows_fn)(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
                            const tw_act *acts, size_t n_act, float *y, size_t y_stride);
 
-/* The packed types (Q8_0_R8, Q4_0_R8, Q5_0_R8, Q4_K_R8; kernels/blocks.h) in
- * scalar arithmetic, which every ISA's packed kernels reproduce bit for bit:
- * row r of a packed range of `rows` rows (starting on a group), blocks
- * [b0, b1) of the type against the activation a, whose arrays start at
- * block b0, each block's exact int32 dot (for Q4_K_R8 the scaled sub-block
- * dots and the mins' term, two exact int32 sums) scaled into the running
- * acc by fused multiply-adds. */
+/* The packed types (Q8_0_R8, Q4_0_R8, Q5_0_R8, Q4_K_R8, Q6_K_R8;
+ * kernels/blocks.h) in scalar arithmetic, which every ISA's packed kernels
+ * reproduce bit for bit: row r of a packed range of `rows` rows (starting
+ * on a group), blocks [b0, b1) of the type against the activation a, whose
+ * arrays start at block b0, each block's exact int32 dot (for Q4_K_R8 the
+ * scaled sub-block dots and the mins' term, two exact int32 sums; for
+ * Q6_K_R8 the scaled sub-block dots less 32 times the scaled activation
+ * sums, one) scaled into the running acc by fused multiply-adds. */
 float tw_r8_dot(tw_type type, const uint8_t *w, size_t row_bytes, size_t rows, size_t r,
                 size_t b0, size_t b1, const tw_act *a, float acc);
 
@@ -217,7 +218,7 @@ void tw_rows_r8_tail(tw_type type, const uint8_t *w, size_t row_bytes, size_t ro
 static inline bool tw_type_packed(tw_type type)
 {
     return type == TW_TYPE_Q8_0_R8 || type == TW_TYPE_Q4_0_R8 || type == TW_TYPE_Q5_0_R8 ||
-           type == TW_TYPE_Q4_K_R8;
+           type == TW_TYPE_Q4_K_R8 || type == TW_TYPE_Q6_K_R8;
 }
 
 /* Fills act->qs/d/bsums from act->x (cols values). */
@@ -288,7 +289,7 @@ typedef struct tw_isa_table {
 void tw_isa_fill_scalar(tw_isa_table *t);
 void tw_isa_fill_avx2(tw_isa_table *t);
 void tw_isa_fill_avx512(tw_isa_table *t);
-/* The packed (Q8_0_R8, Q4_0_R8, Q5_0_R8, Q4_K_R8) kernels of packed_x86.c into t. */
+/* The packed kernels of packed_x86.c into t. */
 void tw_isa_fill_packed_avx2(tw_isa_table *t);
 void tw_isa_fill_packed_avx512(tw_isa_table *t);
 

@@ -39,6 +39,8 @@ int tw_ktype_index(tw_type type)
         return 12;
     case TW_TYPE_Q4_K_R8:
         return 13;
+    case TW_TYPE_Q6_K_R8:
+        return 14;
     }
     return -1;
 }
@@ -58,6 +60,7 @@ tw_act_kind tw_act_kind_for(tw_type type)
     case TW_TYPE_Q4_K_R8:
     case TW_TYPE_Q5_K:
     case TW_TYPE_Q6_K:
+    case TW_TYPE_Q6_K_R8:
         return TW_ACT_Q8K;
     default:
         return TW_ACT_F32;
@@ -536,6 +539,12 @@ static void rows_q4_k_r8(const uint8_t *w, size_t row_bytes, size_t rows, size_t
     tw_rows_r8_tail(TW_TYPE_Q4_K_R8, w, row_bytes, rows, 0, cols, acts, n_act, y, y_stride);
 }
 
+static void rows_q6_k_r8(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                         const tw_act *acts, size_t n_act, float *y, size_t y_stride)
+{
+    tw_rows_r8_tail(TW_TYPE_Q6_K_R8, w, row_bytes, rows, 0, cols, acts, n_act, y, y_stride);
+}
+
 void tw_isa_fill_scalar(tw_isa_table *t)
 {
     t->name = "scalar";
@@ -553,12 +562,14 @@ void tw_isa_fill_scalar(tw_isa_table *t)
     t->rows[tw_ktype_index(TW_TYPE_Q4_0_R8)] = rows_q4_0_r8;
     t->rows[tw_ktype_index(TW_TYPE_Q5_0_R8)] = rows_q5_0_r8;
     t->rows[tw_ktype_index(TW_TYPE_Q4_K_R8)] = rows_q4_k_r8;
+    t->rows[tw_ktype_index(TW_TYPE_Q6_K_R8)] = rows_q6_k_r8;
     /* packed rows always take the integer kernels (there is no dequantizer
      * for them), each call on whole groups */
     const unsigned packed = 1u << tw_ktype_index(TW_TYPE_Q8_0_R8) |
                             1u << tw_ktype_index(TW_TYPE_Q4_0_R8) |
                             1u << tw_ktype_index(TW_TYPE_Q5_0_R8) |
-                            1u << tw_ktype_index(TW_TYPE_Q4_K_R8);
+                            1u << tw_ktype_index(TW_TYPE_Q4_K_R8) |
+                            1u << tw_ktype_index(TW_TYPE_Q6_K_R8);
     t->prefill_int8 |= packed;
     t->self_blocked_types |= packed;
     tw_isa_fill_dequant_scalar(t->dequant);

@@ -1,6 +1,7 @@
 /* Packing of weight rows for the integer kernels (Q8_0 -> Q8_0_R8, Q4_0 ->
- * Q4_0_R8, Q5_0 -> Q5_0_R8, Q4_K -> Q4_K_R8, see kernels/blocks.h) and the
- * scalar arithmetic every ISA's packed kernels reproduce. */
+ * Q4_0_R8, Q5_0 -> Q5_0_R8, Q4_K -> Q4_K_R8, Q6_K -> Q6_K_R8, see
+ * kernels/blocks.h) and the scalar arithmetic every ISA's packed kernels
+ * reproduce. */
 #include <math.h>
 #include <string.h>
 
@@ -19,6 +20,8 @@ tw_type tw_pack_type(tw_type type)
         return TW_TYPE_Q5_0_R8;
     case TW_TYPE_Q4_K:
         return TW_TYPE_Q4_K_R8;
+    case TW_TYPE_Q6_K:
+        return TW_TYPE_Q6_K_R8;
     default:
         return type;
     }
@@ -52,11 +55,30 @@ static void pack_q4_k_block(const uint8_t *const *src, uint8_t *o)
             uint8_t sc, m;
             tw_k_scale_min(j, b + 4, &sc, &m);
             o[TW_R8K_SC_LO + 8 * j + r] = (uint8_t)((sc & 15) | (m & 15) << 4);
-            o[TW_R8K_SC_HI + 4 * j + r / 2] |= (uint8_t)((sc >> 4 | (m >> 4) << 2) << (4 * (r % 2)));
+            const unsigned top = (unsigned)(sc >> 4) | (unsigned)(m >> 4) << 2;
+            o[TW_R8K_SC_HI + 4 * j + r / 2] |= (uint8_t)(top << (4 * (r % 2)));
         }
         for (size_t g = 0; g < 4; g++)
             for (size_t k = 0; k < 8; k++)
                 memcpy(o + TW_R8K_QS + 256 * g + 32 * k + 4 * r, b + 16 + 32 * g + 4 * k, 4);
+    }
+}
+
+/* One block of a Q6_K_R8 group from the eight rows' blocks src[r]. */
+static void pack_q6_k_block(const uint8_t *const *src, uint8_t *o)
+{
+    for (size_t r = 0; r < TW_R8_ROWS; r++) {
+        const uint8_t *b = src[r]; /* ql[128], qh[64], scales[16], d */
+        memcpy(o + 2 * r, b + 208, 2);
+        for (size_t p = 0; p < 8; p++)
+            memcpy(o + TW_R8Q6_SC + 16 * p + 2 * r, b + 192 + 2 * p, 2);
+        for (size_t h = 0; h < 2; h++)
+            for (size_t k = 0; k < 8; k++) {
+                uint8_t *run = o + TW_R8Q6_Q + 768 * h + 96 * k + 4 * r;
+                memcpy(run, b + 64 * h + 4 * k, 4);
+                memcpy(run + 32, b + 64 * h + 32 + 4 * k, 4);
+                memcpy(run + 64, b + 128 + 32 * h + 4 * k, 4);
+            }
     }
 }
 
@@ -67,14 +89,19 @@ bool tw_pack_rows(tw_type type, const void *src, size_t rows, size_t cols, void 
         return false;
     const uint8_t *in = src;
     uint8_t *out = dst;
-    if (type == TW_TYPE_Q4_K) {
+    if (type == TW_TYPE_Q4_K || type == TW_TYPE_Q6_K) {
         const size_t nb = cols / TW_QK_K, groups = rows / TW_R8_ROWS;
+        const size_t bb = tw_type_block_bytes(type);
         for (size_t g = 0; g < groups; g++)
             for (size_t i = 0; i < nb; i++) {
                 const uint8_t *blocks[TW_R8_ROWS];
                 for (size_t r = 0; r < TW_R8_ROWS; r++)
-                    blocks[r] = in + (g * TW_R8_ROWS + r) * row_bytes + i * 144;
-                pack_q4_k_block(blocks, out + g * TW_R8_ROWS * row_bytes + i * TW_R8K_BLOCK);
+                    blocks[r] = in + (g * TW_R8_ROWS + r) * row_bytes + i * bb;
+                uint8_t *o = out + g * TW_R8_ROWS * row_bytes + i * TW_R8_ROWS * bb;
+                if (type == TW_TYPE_Q4_K)
+                    pack_q4_k_block(blocks, o);
+                else
+                    pack_q6_k_block(blocks, o);
             }
         size_t packed = groups * TW_R8_ROWS;
         memcpy(out + packed * row_bytes, in + packed * row_bytes, (rows - packed) * row_bytes);
@@ -147,8 +174,9 @@ static float r8k_block(const uint8_t *w, size_t row_bytes, size_t rows, size_t r
         int32_t isum = 0;
         const size_t g = (size_t)j / 2, shift = 4 * ((size_t)j % 2);
         for (size_t l = 0; l < 32; l++) {
-            const uint8_t q = r < packed ? blk[TW_R8K_QS + 256 * g + 32 * (l / 4) + 4 * lane + l % 4]
-                                         : blk[16 + 32 * g + l];
+            const uint8_t q = r < packed
+                                  ? blk[TW_R8K_QS + 256 * g + 32 * (l / 4) + 4 * lane + l % 4]
+                                  : blk[16 + 32 * g + l];
             isum += (q >> shift & 15) * a[32 * j + l];
         }
         s1 += sc * isum;
@@ -158,9 +186,52 @@ static float r8k_block(const uint8_t *w, size_t row_bytes, size_t rows, size_t r
     return fmaf(da, fmaf(tw_f16_to_f32(hd), (float)s1, -t), acc);
 }
 
+/* Row r's block i of a Q6_K_R8 range (a plain Q6_K block past the last
+ * group): S = sum over sub-blocks s of sc_s * (the dot of the 0..63 levels
+ * less 32 times the activations' sum), exact, then acc + (d * da) * S. */
+static float r8q6_block(const uint8_t *w, size_t row_bytes, size_t rows, size_t r, size_t i,
+                        const int8_t *a, const int16_t *bsums, float da, float acc)
+{
+    const size_t packed = rows / TW_R8_ROWS * TW_R8_ROWS, lane = r % TW_R8_ROWS;
+    const bool pk = r < packed;
+    const uint8_t *blk =
+        pk ? w + (r - lane) * row_bytes + i * TW_R8Q6_BLOCK : w + r * row_bytes + i * 210;
+    uint16_t hd;
+    memcpy(&hd, pk ? blk + 2 * lane : blk + 208, 2);
+    int32_t s = 0;
+    for (size_t sb = 0; sb < 16; sb++) {
+        const int sc = (int8_t)(pk ? blk[TW_R8Q6_SC + 16 * (sb / 2) + 2 * lane + sb % 2]
+                                   : blk[192 + sb]);
+        int32_t isum = 0;
+        for (size_t c = 16 * sb; c < 16 * sb + 16; c++) {
+            /* column c: half h, quarter g (which run, nibble and qh bits), byte l */
+            const size_t h = c / 128, g = c % 128 / 32, l = c % 32;
+            const uint8_t *ql, *qh;
+            if (pk) {
+                const uint8_t *step = blk + TW_R8Q6_Q + 768 * h + 96 * (l / 4) + 4 * lane + l % 4;
+                ql = step + 32 * (g % 2);
+                qh = step + 64;
+            } else {
+                ql = blk + 64 * h + 32 * (g % 2) + l;
+                qh = blk + 128 + 32 * h + l;
+            }
+            const int q = (g < 2 ? *ql & 15 : *ql >> 4) | (*qh >> (2 * g) & 3) << 4;
+            isum += q * a[c];
+        }
+        s += sc * (isum - 32 * bsums[sb]);
+    }
+    return fmaf(tw_f16_to_f32(hd) * da, (float)s, acc);
+}
+
 float tw_r8_dot(tw_type type, const uint8_t *w, size_t row_bytes, size_t rows, size_t r, size_t b0,
                 size_t b1, const tw_act *act, float acc)
 {
+    if (type == TW_TYPE_Q6_K_R8) {
+        for (size_t i = b0; i < b1; i++)
+            acc = r8q6_block(w, row_bytes, rows, r, i, act->qs + (i - b0) * TW_QK_K,
+                             act->bsums + (i - b0) * (TW_QK_K / 16), act->d[i - b0], acc);
+        return acc;
+    }
     if (type == TW_TYPE_Q4_K_R8) {
         for (size_t i = b0; i < b1; i++)
             acc = r8k_block(w, row_bytes, rows, r, i, act->qs + (i - b0) * TW_QK_K,

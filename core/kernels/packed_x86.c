@@ -1,16 +1,18 @@
-/* x86 kernels for the packed types Q8_0_R8, Q4_0_R8, Q5_0_R8 and Q4_K_R8,
- * Q8_0 / Q4_0 / Q5_0 / Q4_K rows packed eight to a group (kernels/blocks.h).
- * Eight rows sit in the eight int32 lanes of a vector: each 4-column step multiplies the eight rows'
- * four levels by the same four activation values broadcast to every lane,
- * so after the block's eight steps every lane holds its row's exact block
- * dot, and one conversion and one fused multiply-add scale it for all
- * eight rows. The row-per-vector tiles of kernels_avx2.c / kernels_avx512.c
- * instead spend a conversion and an fma per block and row. Every output is
- * thus exactly tw_r8_dot's: the same int32 per block, the same product of
- * the two scales, the same fma into its own accumulator, block after
- * block, whatever the ISA, the batch or its grouping. Measured against
- * those tiles on a 2-core EPYC (Zen 4), one thread, Q8_0 weights in cache:
- * 2.3-2.5x faster with VNNI for 1-16 activations; 1.2-1.9x with AVX2. */
+/* x86 kernels for the packed types Q8_0_R8, Q4_0_R8, Q5_0_R8, Q4_K_R8 and
+ * Q6_K_R8, Q8_0 / Q4_0 / Q5_0 / Q4_K / Q6_K rows packed eight to a group
+ * (kernels/blocks.h). Eight rows sit in the eight int32 lanes of a vector:
+ * each 4-column step multiplies the eight rows' four levels by the same
+ * four activation values broadcast to every lane, so after the block's
+ * eight steps every lane holds its row's exact block dot, and one
+ * conversion and one fused multiply-add scale it for all eight rows. The
+ * row-per-vector tiles of kernels_avx2.c / kernels_avx512.c instead spend
+ * a conversion and an fma per block and row. Every output is thus exactly
+ * tw_r8_dot's: the same int32 per block, the same product of the two
+ * scales, the same fma into its own accumulator, block after block,
+ * whatever the ISA, the batch or its grouping (the K types add their
+ * sub-blocks' scaled dots in int32 first). Measured against those tiles on
+ * a 2-core EPYC (Zen 4), one thread, Q8_0 weights in cache: 2.3-2.5x
+ * faster with VNNI for 1-16 activations; 1.2-1.9x with AVX2. */
 #include "kernels/blocks.h"
 #include "kernels/kernels_internal.h"
 #include "kernels/simd_x86.h"
@@ -26,9 +28,12 @@
 #define R8_Q4       1
 #define R8_Q5       2
 #define R8_Q4K      3
+#define R8_Q6K      4
 #define R8_BLOCK(K)                                                                                \
-    ((K) == R8_Q4K ? TW_R8K_BLOCK : TW_R8_ROWS * ((K) == R8_Q8 ? 34 : (K) == R8_Q4 ? 18 : 22))
-#define R8_COLS(K) ((K) == R8_Q4K ? TW_QK_K : TW_QK8_0)
+    ((K) == R8_Q4K   ? TW_R8K_BLOCK                                                                \
+     : (K) == R8_Q6K ? TW_R8Q6_BLOCK                                                               \
+                     : TW_R8_ROWS * ((K) == R8_Q8 ? 34 : (K) == R8_Q4 ? 18 : 22))
+#define R8_COLS(K) ((K) >= R8_Q4K ? TW_QK_K : TW_QK8_0)
 
 /* Four activation values of block i, 4-column step k, in every lane. */
 TW_AVX2 TW_TILE __m256i act4(const tw_act *a, size_t i, int k)
@@ -83,6 +88,41 @@ TW_AVX2 TW_TILE __m256i nib_k(const uint8_t *p, int g, int h, int k)
 {
     const __m256i v = tw_load256(p + TW_R8K_QS + 256 * g + 32 * k);
     return _mm256_and_si256(h ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(0x0F));
+}
+
+/* Q6_K_R8: the 0..63 levels of columns 128h + 32g + 4k.. + 3 of the eight
+ * rows, from the step's ql run (g even: low nibbles, odd: the next run's;
+ * g >= 2: high nibbles) and its qh run's bit pair g at bits 4-5. */
+TW_AVX2 TW_TILE __m256i q6_step(const uint8_t *p, int h, int k, int g)
+{
+    const uint8_t *step = p + TW_R8Q6_Q + 768 * h + 96 * k;
+    const __m256i l = tw_load256(step + 32 * (g % 2)), qh = tw_load256(step + 64);
+    const __m256i nib =
+        _mm256_and_si256(g < 2 ? l : _mm256_srli_epi16(l, 4), _mm256_set1_epi8(0x0F));
+    const __m256i hi = g == 0   ? _mm256_slli_epi16(qh, 4)
+                       : g == 1 ? _mm256_slli_epi16(qh, 2)
+                       : g == 2 ? qh
+                                : _mm256_srli_epi16(qh, 2);
+    return _mm256_or_si256(nib, _mm256_and_si256(hi, _mm256_set1_epi8(0x30)));
+}
+
+/* Q6_K_R8: the scales of sub-blocks 2p and 2p + 1 of the eight rows, as an
+ * int16 pair in each row's lane. */
+TW_AVX2 TW_TILE __m256i q6_scale_pair(const uint8_t *p, int pair)
+{
+    return _mm256_cvtepi8_epi16(
+        _mm_loadu_si128((const __m128i *)(const void *)(p + TW_R8Q6_SC + 16 * pair)));
+}
+
+/* Q6_K_R8: acc + (d * da) * S for the eight rows, S = s - 32 * s2 (s2:
+ * the scales times the activations' 16-value sums), tw_r8_dot's
+ * roundings. */
+TW_AVX2 TW_TILE __m256 q6_scale_into(const uint8_t *p, __m256i s, __m256i s2, float da,
+                                    __m256 acc)
+{
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+    const __m256i v = _mm256_sub_epi32(s, _mm256_slli_epi32(s2, 5));
+    return _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(da)), _mm256_cvtepi32_ps(v), acc);
 }
 
 /* Q4_K_R8: acc + da * (d * S1 - dmin * S2) for the eight rows, the
@@ -147,12 +187,17 @@ TW_AVX2 TW_TILE void r8_store(const __m256 *acc, float *y, size_t y_stride, cons
                           acc)
 
 /* With pf, a block first fetches the block pf bytes on (the next
- * group's): the 4-5 lines of a 32-column block, the 18 of a Q4_K one. */
+ * group's): the 4-5 lines of a 32-column block, the 18 of a Q4_K one, the
+ * 27 of a Q6_K one. */
 TW_AVX2 TW_TILE void r8_prefetch(const uint8_t *next, const int K)
 {
     if (K == R8_Q4K) {
 #pragma GCC unroll 18
         for (int l = 0; l < TW_R8K_BLOCK / 64; l++)
+            _mm_prefetch((const char *)(next + 64 * l), _MM_HINT_T0);
+    } else if (K == R8_Q6K) {
+#pragma GCC unroll 27
+        for (int l = 0; l < (TW_R8Q6_BLOCK + 63) / 64; l++)
             _mm_prefetch((const char *)(next + 64 * l), _MM_HINT_T0);
     } else {
 #pragma GCC unroll 5
@@ -359,6 +404,107 @@ TW_AVX512 TW_TILE void r8k_group_vnni(const uint8_t *p, size_t nb, const tw_act 
     r8_store(acc, y, y_stride, TB);
 }
 
+/* Q6_K_R8 with AVX2: a sub-block's four steps of levels (0..63) times
+ * activations summed as int16 two steps at a time (2 * 2 * 63 * 127
+ * fits), each pair widened and scaled in one multiply-add against the
+ * sub-block's scale in both halves of each lane. */
+TW_AVX2 TW_TILE void r8q6_group_avx2(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
+                                     size_t y_stride, const int TB, size_t pf, const int K)
+{
+    __m256 acc[8] = {0};
+    for (size_t i = 0; i < nb; i++, p += TW_R8Q6_BLOCK) {
+        R8_PREFETCH(p, pf, K);
+        __m256i s[8];
+#pragma GCC unroll 8
+        for (int t = 0; t < TB; t++)
+            s[t] = _mm256_setzero_si256();
+#pragma GCC unroll 16
+        for (int sb = 0; sb < 16; sb++) {
+            /* sub-block sb: half h, quarter g, steps 4 * (sb % 2) .. + 3 */
+            const int h = sb / 8, g = sb % 8 / 2, k0 = 4 * (sb % 2);
+            const __m256i pr = q6_scale_pair(p, sb / 2);
+            const __m256i sc = sb % 2 ? _mm256_srai_epi32(pr, 16)
+                                      : _mm256_srai_epi32(_mm256_slli_epi32(pr, 16), 16);
+            const __m256i scp = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)),
+                                                _mm256_slli_epi32(sc, 16));
+            const int c0 = 128 * h + 32 * g + 4 * k0;
+#pragma GCC unroll 2
+            for (int kk = 0; kk < 4; kk += 2) {
+                const __m256i q0 = q6_step(p, h, k0 + kk, g), q1 = q6_step(p, h, k0 + kk + 1, g);
+#pragma GCC unroll 8
+                for (int t = 0; t < TB; t++) {
+                    const __m256i s16 = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(q0, act4k(&acts[t], i, c0 + 4 * kk)),
+                        _mm256_maddubs_epi16(q1, act4k(&acts[t], i, c0 + 4 * kk + 4)));
+                    s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(s16, scp));
+                }
+            }
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < TB; t++) {
+            __m256i s2 = _mm256_setzero_si256();
+            for (int pair = 0; pair < 8; pair++)
+                s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(q6_scale_pair(p, pair),
+                                                            bsum_pair(&acts[t], i, pair)));
+            acc[t] = q6_scale_into(p, s[t], s2, acts[t].d[i], acc[t]);
+        }
+    }
+    r8_store(acc, y, y_stride, TB);
+}
+
+/* Q6_K_R8 with VNNI: a sub-block's four steps by vpdpbusd over NS chains
+ * per activation, times the scale. */
+TW_AVX512 TW_TILE void r8q6_group_vnni(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
+                                       size_t y_stride, const int TB, size_t pf, const int K)
+{
+    const int NS = TB >= 4 ? 1 : TB >= 2 ? 2 : 4;
+    __m256 acc[8] = {0};
+    for (size_t i = 0; i < nb; i++, p += TW_R8Q6_BLOCK) {
+        R8_PREFETCH(p, pf, K);
+        __m256i s[8];
+#pragma GCC unroll 8
+        for (int t = 0; t < TB; t++)
+            s[t] = _mm256_setzero_si256();
+#pragma GCC unroll 16
+        for (int sb = 0; sb < 16; sb++) {
+            const int h = sb / 8, g = sb % 8 / 2, k0 = 4 * (sb % 2);
+            const __m256i pr = q6_scale_pair(p, sb / 2);
+            const __m256i sc = sb % 2 ? _mm256_srai_epi32(pr, 16)
+                                      : _mm256_srai_epi32(_mm256_slli_epi32(pr, 16), 16);
+            const int c0 = 128 * h + 32 * g + 4 * k0;
+            __m256i isum[8][4];
+#pragma GCC unroll 8
+            for (int t = 0; t < TB; t++)
+#pragma GCC unroll 4
+                for (int c = 0; c < NS; c++)
+                    isum[t][c] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+            for (int kk = 0; kk < 4; kk++) {
+                const __m256i q = q6_step(p, h, k0 + kk, g);
+#pragma GCC unroll 8
+                for (int t = 0; t < TB; t++)
+                    isum[t][kk % NS] =
+                        _mm256_dpbusd_epi32(isum[t][kk % NS], q, act4k(&acts[t], i, c0 + 4 * kk));
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < TB; t++) {
+#pragma GCC unroll 4
+                for (int c = 1; c < NS; c++)
+                    isum[t][0] = _mm256_add_epi32(isum[t][0], isum[t][c]);
+                s[t] = _mm256_add_epi32(s[t], _mm256_mullo_epi32(isum[t][0], sc));
+            }
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < TB; t++) {
+            __m256i s2 = _mm256_setzero_si256();
+            for (int pair = 0; pair < 8; pair++)
+                s2 = _mm256_dpwssd_epi32(s2, q6_scale_pair(p, pair), bsum_pair(&acts[t], i, pair));
+            acc[t] = q6_scale_into(p, s[t], s2, acts[t].d[i], acc[t]);
+        }
+    }
+    r8_store(acc, y, y_stride, TB);
+}
+
 /* Each group of eight rows goes against every group of activations of a
  * chunk (as few groups of at most 8 as there can be, near-equal) while its
  * weights are in L1; the rows past the last whole group take the scalar
@@ -370,13 +516,21 @@ TW_AVX512 TW_TILE void r8k_group_vnni(const uint8_t *p, size_t nb, const tw_act 
  * AVX2; fewer activations lost up to 27% from memory, so they fetch
  * nothing. */
 #define R8_PREFETCH_MIN_ACTS 6
+/* Size of the next group for `left` (>= 2) activations, at most cap: as
+ * few groups as there can be, of near-equal size. Q6_K's stop at 4: its
+ * unrolled sub-block loop spills registers with more. */
+static inline size_t r8_tile_group(size_t left, size_t cap)
+{
+    size_t groups = (left + cap - 1) / cap;
+    return (left + groups - 1) / groups;
+}
 /* A prefill batch goes through in chunks of this many activations, each
  * against every row before the next: a chunk's activations stay in L2
  * while the rows stream past, instead of all of them streaming past every
  * group of rows (3-11% less time for 128-512 activations, 2 threads). */
 #define R8_ACT_CHUNK           64
 #define R8_GROUP(GROUP, TB, K) GROUP(p, nb, acts + t, yt, y_stride, TB, pf, K)
-#define R8_DRIVER(ATTR, name, GROUP, K, type)                                                      \
+#define R8_DRIVER(ATTR, name, GROUP, K, type, CAP)                                                 \
     ATTR static void name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,            \
                           const tw_act *acts, size_t n_act, float *y, size_t y_stride)             \
     {                                                                                              \
@@ -390,7 +544,7 @@ TW_AVX512 TW_TILE void r8k_group_vnni(const uint8_t *p, size_t nb, const tw_act 
                                        : 0;                                                        \
                 float *yg = y + g * TW_R8_ROWS;                                                    \
                 for (size_t t = t0; t < t1;) {                                                     \
-                    const size_t tb = t1 - t == 1 ? 1 : tw_tile_group(t1 - t);                     \
+                    const size_t tb = t1 - t == 1 ? 1 : r8_tile_group(t1 - t, CAP);                \
                     const size_t pf = t == t0 ? pf0 : 0;                                           \
                     float *yt = yg + t * y_stride;                                                 \
                     switch (tb) {                                                                  \
@@ -428,14 +582,16 @@ TW_AVX512 TW_TILE void r8k_group_vnni(const uint8_t *p, size_t nb, const tw_act 
     }
 
 // clang-format off
-R8_DRIVER(TW_AVX2, rows_q8_avx2, r8_group_avx2, R8_Q8, TW_TYPE_Q8_0_R8)
-R8_DRIVER(TW_AVX2, rows_q4_avx2, r8_group_avx2, R8_Q4, TW_TYPE_Q4_0_R8)
-R8_DRIVER(TW_AVX2, rows_q5_avx2, r8_group_avx2, R8_Q5, TW_TYPE_Q5_0_R8)
-R8_DRIVER(TW_AVX2, rows_q4k_avx2, r8k_group_avx2, R8_Q4K, TW_TYPE_Q4_K_R8)
-R8_DRIVER(TW_AVX512, rows_q8_vnni, r8_group_vnni, R8_Q8, TW_TYPE_Q8_0_R8)
-R8_DRIVER(TW_AVX512, rows_q4_vnni, r8_group_vnni, R8_Q4, TW_TYPE_Q4_0_R8)
-R8_DRIVER(TW_AVX512, rows_q5_vnni, r8_group_vnni, R8_Q5, TW_TYPE_Q5_0_R8)
-R8_DRIVER(TW_AVX512, rows_q4k_vnni, r8k_group_vnni, R8_Q4K, TW_TYPE_Q4_K_R8)
+R8_DRIVER(TW_AVX2, rows_q8_avx2, r8_group_avx2, R8_Q8, TW_TYPE_Q8_0_R8, 8)
+R8_DRIVER(TW_AVX2, rows_q4_avx2, r8_group_avx2, R8_Q4, TW_TYPE_Q4_0_R8, 8)
+R8_DRIVER(TW_AVX2, rows_q5_avx2, r8_group_avx2, R8_Q5, TW_TYPE_Q5_0_R8, 8)
+R8_DRIVER(TW_AVX2, rows_q4k_avx2, r8k_group_avx2, R8_Q4K, TW_TYPE_Q4_K_R8, 8)
+R8_DRIVER(TW_AVX2, rows_q6k_avx2, r8q6_group_avx2, R8_Q6K, TW_TYPE_Q6_K_R8, 4)
+R8_DRIVER(TW_AVX512, rows_q8_vnni, r8_group_vnni, R8_Q8, TW_TYPE_Q8_0_R8, 8)
+R8_DRIVER(TW_AVX512, rows_q4_vnni, r8_group_vnni, R8_Q4, TW_TYPE_Q4_0_R8, 8)
+R8_DRIVER(TW_AVX512, rows_q5_vnni, r8_group_vnni, R8_Q5, TW_TYPE_Q5_0_R8, 8)
+R8_DRIVER(TW_AVX512, rows_q4k_vnni, r8k_group_vnni, R8_Q4K, TW_TYPE_Q4_K_R8, 8)
+R8_DRIVER(TW_AVX512, rows_q6k_vnni, r8q6_group_vnni, R8_Q6K, TW_TYPE_Q6_K_R8, 4)
 // clang-format on
 
 void tw_isa_fill_packed_avx2(tw_isa_table *t)
@@ -444,6 +600,7 @@ void tw_isa_fill_packed_avx2(tw_isa_table *t)
     t->rows[tw_ktype_index(TW_TYPE_Q4_0_R8)] = rows_q4_avx2;
     t->rows[tw_ktype_index(TW_TYPE_Q5_0_R8)] = rows_q5_avx2;
     t->rows[tw_ktype_index(TW_TYPE_Q4_K_R8)] = rows_q4k_avx2;
+    t->rows[tw_ktype_index(TW_TYPE_Q6_K_R8)] = rows_q6k_avx2;
 }
 
 void tw_isa_fill_packed_avx512(tw_isa_table *t)
@@ -452,6 +609,7 @@ void tw_isa_fill_packed_avx512(tw_isa_table *t)
     t->rows[tw_ktype_index(TW_TYPE_Q4_0_R8)] = rows_q4_vnni;
     t->rows[tw_ktype_index(TW_TYPE_Q5_0_R8)] = rows_q5_vnni;
     t->rows[tw_ktype_index(TW_TYPE_Q4_K_R8)] = rows_q4k_vnni;
+    t->rows[tw_ktype_index(TW_TYPE_Q6_K_R8)] = rows_q6k_vnni;
 }
 
 #else

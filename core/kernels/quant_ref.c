@@ -449,6 +449,7 @@ void tw_quant_row(tw_type type, const float *src, void *dst, size_t n)
     case TW_TYPE_Q4_0_R8:
     case TW_TYPE_Q5_0_R8:
     case TW_TYPE_Q4_K_R8:
+    case TW_TYPE_Q6_K_R8:
         break; /* made by tw_pack_rows from plain rows, not from values */
     }
 }

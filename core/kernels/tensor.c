@@ -27,6 +27,7 @@ static const type_info types[] = {
     {TW_TYPE_Q5_0_R8, "Q5_0_R8", 32, sizeof(tw_block_q5_0), false},
     {TW_TYPE_Q8_0_R8, "Q8_0_R8", TW_QK8_0, sizeof(tw_block_q8_0), false},
     {TW_TYPE_Q4_K_R8, "Q4_K_R8", TW_QK_K, sizeof(tw_block_q4_k), false},
+    {TW_TYPE_Q6_K_R8, "Q6_K_R8", TW_QK_K, sizeof(tw_block_q6_k), false},
 };
 
 static const type_info *find(uint32_t type)

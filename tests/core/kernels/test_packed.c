@@ -1,9 +1,10 @@
-/* Q8_0, Q4_0, Q5_0 and Q4_K rows packed eight to a group (tw_pack_rows,
- * Q8_0_R8, Q4_0_R8, Q5_0_R8 and Q4_K_R8): packing is refused where it does not apply, and every ISA's
- * packed kernels give the scalar kernel's bits for every batch size, thread
- * count and row count (whole groups and plain tail rows), also on the
- * pool-less path that splits wide rows; and they compute the same products
- * as the plain rows they were packed from. */
+/* Q8_0, Q4_0, Q5_0, Q4_K and Q6_K rows packed eight to a group
+ * (tw_pack_rows, Q8_0_R8, Q4_0_R8, Q5_0_R8, Q4_K_R8 and Q6_K_R8): packing
+ * is refused where it does not apply, and every ISA's packed kernels give
+ * the scalar kernel's bits for every batch size, thread count and row
+ * count (whole groups and plain tail rows), also on the pool-less path
+ * that splits wide rows; and they compute the same products as the plain
+ * rows they were packed from. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,7 +24,8 @@
 
 static const char *const isas[] = {"scalar", "avx2", "avx512"};
 
-static const tw_type plain_types[] = {TW_TYPE_Q8_0, TW_TYPE_Q4_0, TW_TYPE_Q5_0, TW_TYPE_Q4_K};
+static const tw_type plain_types[] = {TW_TYPE_Q8_0, TW_TYPE_Q4_0, TW_TYPE_Q5_0, TW_TYPE_Q4_K,
+                                      TW_TYPE_Q6_K};
 #define N_PLAIN (sizeof plain_types / sizeof plain_types[0])
 
 typedef struct packed_mat {
@@ -66,6 +68,8 @@ static void make(packed_mat *m, tw_type t, size_t rows, size_t cols, bool raw, t
                 h = tw_f32_to_f16(tw_test_rand_f32(rng) * 0.01f);
                 if (t == TW_TYPE_Q4_K)
                     memcpy(row + b * bb + 2, &h, 2);
+                if (t == TW_TYPE_Q6_K) /* its d comes last */
+                    memcpy(row + b * bb + 208, &h, 2);
             }
         } else {
             for (size_t i = 0; i < cols; i++)
@@ -97,7 +101,8 @@ static void test_pack_refusals(void **state)
     assert_int_equal(tw_pack_type(TW_TYPE_Q4_0), TW_TYPE_Q4_0_R8);
     assert_int_equal(tw_pack_type(TW_TYPE_Q5_0), TW_TYPE_Q5_0_R8);
     assert_int_equal(tw_pack_type(TW_TYPE_Q4_K), TW_TYPE_Q4_K_R8);
-    assert_int_equal(tw_pack_type(TW_TYPE_Q6_K), TW_TYPE_Q6_K);
+    assert_int_equal(tw_pack_type(TW_TYPE_Q6_K), TW_TYPE_Q6_K_R8);
+    assert_int_equal(tw_pack_type(TW_TYPE_Q5_K), TW_TYPE_Q5_K);
     assert_false(tw_pack_rows(TW_TYPE_Q4_K, src, 1, 32, dst)); /* not a whole block */
     assert_int_equal(tw_pack_type(TW_TYPE_Q5_1), TW_TYPE_Q5_1);
     assert_int_equal(tw_pack_type(TW_TYPE_F16), TW_TYPE_F16);
@@ -111,6 +116,9 @@ static void test_pack_refusals(void **state)
     assert_false(tw_type_supported(TW_TYPE_Q4_0_R8));
     assert_false(tw_type_supported(TW_TYPE_Q5_0_R8));
     assert_false(tw_type_supported(TW_TYPE_Q4_K_R8));
+    assert_false(tw_type_supported(TW_TYPE_Q6_K_R8));
+    assert_int_equal(tw_type_from_name("Q6_K_R8", &t, NULL), TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_type_row_bytes(TW_TYPE_Q6_K_R8, 512), 420);
     assert_int_equal(tw_type_from_name("Q4_K_R8", &t, NULL), TW_INVALID_ARGUMENT);
     assert_int_equal(tw_type_row_bytes(TW_TYPE_Q4_K_R8, 512), 288);
     assert_int_equal(tw_type_row_bytes(TW_TYPE_Q4_K_R8, 64), 0);
@@ -128,8 +136,8 @@ static void test_pack_layout(void **state)
     (void)state;
     tw_test_rng rng = {0x9e3779b97f4a7c15ull};
     for (size_t k = 0; k < N_PLAIN; k++) {
-        if (plain_types[k] == TW_TYPE_Q4_K)
-            continue; /* test_pack_layout_q4_k */
+        if (tw_type_block_elems(plain_types[k]) == 256)
+            continue; /* test_pack_layout_q4_k, test_pack_layout_q6_k */
         packed_mat m;
         make(&m, plain_types[k], 11, 64, true, &rng);
         const size_t bb = tw_type_block_bytes(m.type), runs = (bb - 2) / 4;
@@ -170,8 +178,10 @@ static void test_pack_layout_q4_k(void **state)
             for (int j = 0; j < 8; j++) {
                 /* the 6-bit values as Q4_K's scales hold them */
                 const uint8_t *q = src + 4;
-                unsigned sc = j < 4 ? q[j] & 63u : (q[j + 4] & 15u) | (unsigned)(q[j - 4] >> 6) << 4;
-                unsigned mn = j < 4 ? q[j + 4] & 63u : (unsigned)(q[j + 4] >> 4) | (unsigned)(q[j] >> 6) << 4;
+                unsigned sc =
+                    j < 4 ? q[j] & 63u : (q[j + 4] & 15u) | (unsigned)(q[j - 4] >> 6) << 4;
+                unsigned mn = j < 4 ? q[j + 4] & 63u
+                                    : (unsigned)(q[j + 4] >> 4) | (unsigned)(q[j] >> 6) << 4;
                 const uint8_t lo = blk[32 + 8 * j + r];
                 const unsigned hi = (unsigned)blk[96 + 4 * j + r / 2] >> (4 * (r % 2)) & 15u;
                 assert_int_equal(lo & 15u, sc & 15u);
@@ -185,6 +195,33 @@ static void test_pack_layout_q4_k(void **state)
                                         src + 16 + 32 * g + 4 * k, 4);
         }
     assert_memory_equal(m.packed + 8 * m.row_bytes, m.plain + 8 * m.row_bytes, 2 * m.row_bytes);
+    release(&m);
+}
+
+/* Q6_K_R8: row r's d, its scales in pairs, and its ql / ql / qh runs of
+ * each half and step where blocks.h says. */
+static void test_pack_layout_q6_k(void **state)
+{
+    (void)state;
+    tw_test_rng rng = {0xbe5466cf34e90c6cull};
+    packed_mat m;
+    make(&m, TW_TYPE_Q6_K, 9, 512, true, &rng);
+    for (size_t r = 0; r < 8; r++)
+        for (size_t b = 0; b < 2; b++) {
+            const uint8_t *src = m.plain + r * m.row_bytes + b * 210;
+            const uint8_t *blk = m.packed + b * 8 * 210;
+            assert_memory_equal(blk + 2 * r, src + 208, 2);
+            for (size_t s = 0; s < 16; s++)
+                assert_int_equal(blk[16 + 16 * (s / 2) + 2 * r + s % 2], src[192 + s]);
+            for (size_t h = 0; h < 2; h++)
+                for (size_t k = 0; k < 8; k++) {
+                    const uint8_t *run = blk + 144 + 768 * h + 96 * k + 4 * r;
+                    assert_memory_equal(run, src + 64 * h + 4 * k, 4);
+                    assert_memory_equal(run + 32, src + 64 * h + 32 + 4 * k, 4);
+                    assert_memory_equal(run + 64, src + 128 + 32 * h + 4 * k, 4);
+                }
+        }
+    assert_memory_equal(m.packed + 8 * m.row_bytes, m.plain + 8 * m.row_bytes, m.row_bytes);
     release(&m);
 }
 
@@ -295,6 +332,7 @@ int main(void)
         cmocka_unit_test(test_pack_refusals),
         cmocka_unit_test(test_pack_layout),
         cmocka_unit_test(test_pack_layout_q4_k),
+        cmocka_unit_test(test_pack_layout_q6_k),
         cmocka_unit_test(test_packed_bits_every_isa),
         cmocka_unit_test(test_packed_wide_without_pool),
     };
