@@ -515,35 +515,18 @@ MULTI_ACT(q4_k)
 MULTI_ACT(q5_k)
 MULTI_ACT(q6_k)
 
-static void rows_q8_0_r8(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
-                         const tw_act *acts, size_t n_act, float *y, size_t y_stride)
-{
-    tw_rows_r8_tail(TW_TYPE_Q8_0_R8, w, row_bytes, rows, 0, cols, acts, n_act, y, y_stride);
-}
-
-static void rows_q4_0_r8(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
-                         const tw_act *acts, size_t n_act, float *y, size_t y_stride)
-{
-    tw_rows_r8_tail(TW_TYPE_Q4_0_R8, w, row_bytes, rows, 0, cols, acts, n_act, y, y_stride);
-}
-
-static void rows_q5_0_r8(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
-                         const tw_act *acts, size_t n_act, float *y, size_t y_stride)
-{
-    tw_rows_r8_tail(TW_TYPE_Q5_0_R8, w, row_bytes, rows, 0, cols, acts, n_act, y, y_stride);
-}
-
-static void rows_q4_k_r8(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
-                         const tw_act *acts, size_t n_act, float *y, size_t y_stride)
-{
-    tw_rows_r8_tail(TW_TYPE_Q4_K_R8, w, row_bytes, rows, 0, cols, acts, n_act, y, y_stride);
-}
-
-static void rows_q6_k_r8(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
-                         const tw_act *acts, size_t n_act, float *y, size_t y_stride)
-{
-    tw_rows_r8_tail(TW_TYPE_Q6_K_R8, w, row_bytes, rows, 0, cols, acts, n_act, y, y_stride);
-}
+/* The packed types' scalar kernels: tw_r8_dot over every row. */
+#define R8_SCALAR(name, type)                                                                      \
+    static void name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,                \
+                     const tw_act *acts, size_t n_act, float *y, size_t y_stride)                 \
+    {                                                                                              \
+        tw_rows_r8_tail(type, w, row_bytes, rows, 0, cols, acts, n_act, y, y_stride);             \
+    }
+R8_SCALAR(rows_q8_0_r8, TW_TYPE_Q8_0_R8)
+R8_SCALAR(rows_q4_0_r8, TW_TYPE_Q4_0_R8)
+R8_SCALAR(rows_q5_0_r8, TW_TYPE_Q5_0_R8)
+R8_SCALAR(rows_q4_k_r8, TW_TYPE_Q4_K_R8)
+R8_SCALAR(rows_q6_k_r8, TW_TYPE_Q6_K_R8)
 
 void tw_isa_fill_scalar(tw_isa_table *t)
 {

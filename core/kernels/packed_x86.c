@@ -114,6 +114,14 @@ TW_AVX2 TW_TILE __m256i q6_scale_pair(const uint8_t *p, int pair)
         _mm_loadu_si128((const __m128i *)(const void *)(p + TW_R8Q6_SC + 16 * pair)));
 }
 
+/* Q6_K_R8: the scale of sub-block sb of the eight rows, one int32 lane
+ * per row. */
+TW_AVX2 TW_TILE __m256i q6_sub_scale(const uint8_t *p, int sb)
+{
+    const __m256i pr = q6_scale_pair(p, sb / 2);
+    return sb % 2 ? _mm256_srai_epi32(pr, 16) : _mm256_srai_epi32(_mm256_slli_epi32(pr, 16), 16);
+}
+
 /* Q6_K_R8: acc + (d * da) * S for the eight rows, S = s - 32 * s2 (s2:
  * the scales times the activations' 16-value sums), tw_r8_dot's
  * roundings. */
@@ -422,9 +430,7 @@ TW_AVX2 TW_TILE void r8q6_group_avx2(const uint8_t *p, size_t nb, const tw_act *
         for (int sb = 0; sb < 16; sb++) {
             /* sub-block sb: half h, quarter g, steps 4 * (sb % 2) .. + 3 */
             const int h = sb / 8, g = sb % 8 / 2, k0 = 4 * (sb % 2);
-            const __m256i pr = q6_scale_pair(p, sb / 2);
-            const __m256i sc = sb % 2 ? _mm256_srai_epi32(pr, 16)
-                                      : _mm256_srai_epi32(_mm256_slli_epi32(pr, 16), 16);
+            const __m256i sc = q6_sub_scale(p, sb);
             const __m256i scp = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)),
                                                 _mm256_slli_epi32(sc, 16));
             const int c0 = 128 * h + 32 * g + 4 * k0;
@@ -468,9 +474,7 @@ TW_AVX512 TW_TILE void r8q6_group_vnni(const uint8_t *p, size_t nb, const tw_act
 #pragma GCC unroll 16
         for (int sb = 0; sb < 16; sb++) {
             const int h = sb / 8, g = sb % 8 / 2, k0 = 4 * (sb % 2);
-            const __m256i pr = q6_scale_pair(p, sb / 2);
-            const __m256i sc = sb % 2 ? _mm256_srai_epi32(pr, 16)
-                                      : _mm256_srai_epi32(_mm256_slli_epi32(pr, 16), 16);
+            const __m256i sc = q6_sub_scale(p, sb);
             const int c0 = 128 * h + 32 * g + 4 * k0;
             __m256i isum[8][4];
 #pragma GCC unroll 8
