@@ -107,7 +107,14 @@ rc=$?
 [ $rc = 3 ] || fail "unreachable engine exited $rc, want 3"
 grep -q "cannot reach the engine" "$D/down.err" || fail "unreachable engine: unclear message"
 
+# A daemon that does not stop on SIGTERM fails here, with its log, instead
+# of holding the suite until its timeout.
 kill -TERM "$DPID"
+for _ in $(seq 1 120); do
+    kill -0 "$DPID" 2>/dev/null || break
+    sleep 0.25
+done
+kill -0 "$DPID" 2>/dev/null && fail "tokenwired still running 30 s after SIGTERM"
 wait "$DPID"
 rc=$?
 DPID=""
