@@ -43,7 +43,7 @@ TW_AVX2 TW_TILE __m256i act4(const tw_act *a, size_t i, int k)
     return _mm256_set1_epi32(v);
 }
 
-/* Q4_K_R8: the four activation values from column c of block i. */
+/* The K types: the four activation values from column c of block i. */
 TW_AVX2 TW_TILE __m256i act4k(const tw_act *a, size_t i, int c)
 {
     int32_t v;
@@ -51,8 +51,9 @@ TW_AVX2 TW_TILE __m256i act4k(const tw_act *a, size_t i, int c)
     return _mm256_set1_epi32(v);
 }
 
-/* Q4_K_R8: the activation sums of the two 16-value halves of sub-block j
- * of block i, as an int16 pair in every lane. */
+/* The K types: the activations' 16-value sums 2j and 2j + 1 of block i
+ * as an int16 pair in every lane (Q4_K: the two halves of its sub-block j;
+ * Q6_K: its sub-blocks 2j and 2j + 1). */
 TW_AVX2 TW_TILE __m256i bsum_pair(const tw_act *a, size_t i, int j)
 {
     int32_t v;
