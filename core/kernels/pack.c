@@ -82,6 +82,21 @@ static void pack_q6_k_block(const uint8_t *const *src, uint8_t *o)
     }
 }
 
+/* One block of a Q8_0 / Q4_0 / Q5_0 group (bb bytes per row's block) from
+ * the eight rows' blocks src[r]. */
+static void pack_q32_block(tw_type type, size_t bb, const uint8_t *const *src, uint8_t *o)
+{
+    const size_t runs = (bb - 2) / 4;
+    for (size_t r = 0; r < TW_R8_ROWS; r++) {
+        const uint8_t *b = src[r];
+        memcpy(o + 2 * r, b, 2);
+        for (size_t k = 0; k < runs; k++)
+            memcpy(o + 2 * TW_R8_ROWS + 4 * (k * TW_R8_ROWS + r), b + 2 + 4 * k, 4);
+        if (type == TW_TYPE_Q5_0)
+            reorder_qh(o + 2 * TW_R8_ROWS + 4 * r);
+    }
+}
+
 bool tw_pack_rows(tw_type type, const void *src, size_t rows, size_t cols, void *dst)
 {
     size_t row_bytes = tw_type_row_bytes(type, cols);
@@ -89,40 +104,21 @@ bool tw_pack_rows(tw_type type, const void *src, size_t rows, size_t cols, void 
         return false;
     const uint8_t *in = src;
     uint8_t *out = dst;
-    if (type == TW_TYPE_Q4_K || type == TW_TYPE_Q6_K) {
-        const size_t nb = cols / TW_QK_K, groups = rows / TW_R8_ROWS;
-        const size_t bb = tw_type_block_bytes(type);
-        for (size_t g = 0; g < groups; g++)
-            for (size_t i = 0; i < nb; i++) {
-                const uint8_t *blocks[TW_R8_ROWS];
-                for (size_t r = 0; r < TW_R8_ROWS; r++)
-                    blocks[r] = in + (g * TW_R8_ROWS + r) * row_bytes + i * bb;
-                uint8_t *o = out + g * TW_R8_ROWS * row_bytes + i * TW_R8_ROWS * bb;
-                if (type == TW_TYPE_Q4_K)
-                    pack_q4_k_block(blocks, o);
-                else
-                    pack_q6_k_block(blocks, o);
-            }
-        size_t packed = groups * TW_R8_ROWS;
-        memcpy(out + packed * row_bytes, in + packed * row_bytes, (rows - packed) * row_bytes);
-        return true;
-    }
-    const size_t bb = tw_type_block_bytes(type), runs = (bb - 2) / 4;
-    const size_t nb = cols / TW_QK8_0, groups = rows / TW_R8_ROWS;
-    for (size_t g = 0; g < groups; g++) {
-        const uint8_t *rows8 = in + g * TW_R8_ROWS * row_bytes;
-        uint8_t *o = out + g * TW_R8_ROWS * row_bytes;
-        for (size_t i = 0; i < nb; i++, o += TW_R8_ROWS * bb) {
-            for (size_t r = 0; r < TW_R8_ROWS; r++) {
-                const uint8_t *b = rows8 + r * row_bytes + i * bb;
-                memcpy(o + 2 * r, b, 2);
-                for (size_t k = 0; k < runs; k++)
-                    memcpy(o + 2 * TW_R8_ROWS + 4 * (k * TW_R8_ROWS + r), b + 2 + 4 * k, 4);
-                if (type == TW_TYPE_Q5_0)
-                    reorder_qh(o + 2 * TW_R8_ROWS + 4 * r);
-            }
+    const size_t bb = tw_type_block_bytes(type), nb = cols / tw_type_block_elems(type);
+    const size_t groups = rows / TW_R8_ROWS;
+    for (size_t g = 0; g < groups; g++)
+        for (size_t i = 0; i < nb; i++) {
+            const uint8_t *blocks[TW_R8_ROWS];
+            for (size_t r = 0; r < TW_R8_ROWS; r++)
+                blocks[r] = in + (g * TW_R8_ROWS + r) * row_bytes + i * bb;
+            uint8_t *o = out + g * TW_R8_ROWS * row_bytes + i * TW_R8_ROWS * bb;
+            if (type == TW_TYPE_Q4_K)
+                pack_q4_k_block(blocks, o);
+            else if (type == TW_TYPE_Q6_K)
+                pack_q6_k_block(blocks, o);
+            else
+                pack_q32_block(type, bb, blocks, o);
         }
-    }
     size_t packed = groups * TW_R8_ROWS;
     memcpy(out + packed * row_bytes, in + packed * row_bytes, (rows - packed) * row_bytes);
     return true;
@@ -226,16 +222,14 @@ static float r8q6_block(const uint8_t *w, size_t row_bytes, size_t rows, size_t 
 float tw_r8_dot(tw_type type, const uint8_t *w, size_t row_bytes, size_t rows, size_t r, size_t b0,
                 size_t b1, const tw_act *act, float acc)
 {
-    if (type == TW_TYPE_Q6_K_R8) {
-        for (size_t i = b0; i < b1; i++)
-            acc = r8q6_block(w, row_bytes, rows, r, i, act->qs + (i - b0) * TW_QK_K,
-                             act->bsums + (i - b0) * (TW_QK_K / 16), act->d[i - b0], acc);
-        return acc;
-    }
-    if (type == TW_TYPE_Q4_K_R8) {
-        for (size_t i = b0; i < b1; i++)
-            acc = r8k_block(w, row_bytes, rows, r, i, act->qs + (i - b0) * TW_QK_K,
-                            act->bsums + (i - b0) * (TW_QK_K / 16), act->d[i - b0], acc);
+    if (type == TW_TYPE_Q4_K_R8 || type == TW_TYPE_Q6_K_R8) {
+        for (size_t i = b0; i < b1; i++) {
+            const int8_t *a = act->qs + (i - b0) * TW_QK_K;
+            const int16_t *bsums = act->bsums + (i - b0) * (TW_QK_K / 16);
+            acc = type == TW_TYPE_Q4_K_R8
+                      ? r8k_block(w, row_bytes, rows, r, i, a, bsums, act->d[i - b0], acc)
+                      : r8q6_block(w, row_bytes, rows, r, i, a, bsums, act->d[i - b0], acc);
+        }
         return acc;
     }
     const int8_t *qs = act->qs;

@@ -321,13 +321,14 @@ TW_AVX2 TW_TILE void r8k_group_avx2(const uint8_t *p, size_t nb, const tw_act *a
     __m256 acc[8] = {0};
     for (size_t i = 0; i < nb; i++, p += TW_R8K_BLOCK) {
         R8_PREFETCH(p, pf, K);
-        __m256i s1[8];
+        __m256i s1[8], mp[8]; /* mp: each sub-block's mins, unpacked once for all */
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++)
             s1[t] = _mm256_setzero_si256();
         for (int j = 0; j < 8; j++) {
             __m256i sc, m;
             r8k_scale_min(p, j, &sc, &m);
+            mp[j] = pair16(m);
             const __m256i scp = pair16(sc);
             __m256i s16[8];
 #pragma GCC unroll 8
@@ -348,11 +349,8 @@ TW_AVX2 TW_TILE void r8k_group_avx2(const uint8_t *p, size_t nb, const tw_act *a
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++) {
             __m256i s2 = _mm256_setzero_si256();
-            for (int j = 0; j < 8; j++) {
-                __m256i sc, m;
-                r8k_scale_min(p, j, &sc, &m);
-                s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(pair16(m), bsum_pair(&acts[t], i, j)));
-            }
+            for (int j = 0; j < 8; j++)
+                s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(mp[j], bsum_pair(&acts[t], i, j)));
             acc[t] = r8k_scale_into(p, s1[t], s2, acts[t].d[i], acc[t]);
         }
     }
@@ -370,13 +368,14 @@ TW_AVX512 TW_TILE void r8k_group_vnni(const uint8_t *p, size_t nb, const tw_act 
     __m256 acc[8] = {0};
     for (size_t i = 0; i < nb; i++, p += TW_R8K_BLOCK) {
         R8_PREFETCH(p, pf, K);
-        __m256i s1[8];
+        __m256i s1[8], mp[8]; /* mp: each sub-block's mins, unpacked once for all */
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++)
             s1[t] = _mm256_setzero_si256();
         for (int j = 0; j < 8; j++) {
             __m256i sc, m;
             r8k_scale_min(p, j, &sc, &m);
+            mp[j] = pair16(m);
             __m256i isum[8][8];
 #pragma GCC unroll 8
             for (int t = 0; t < TB; t++)
@@ -402,11 +401,8 @@ TW_AVX512 TW_TILE void r8k_group_vnni(const uint8_t *p, size_t nb, const tw_act 
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++) {
             __m256i s2 = _mm256_setzero_si256();
-            for (int j = 0; j < 8; j++) {
-                __m256i sc, m;
-                r8k_scale_min(p, j, &sc, &m);
-                s2 = _mm256_dpwssd_epi32(s2, pair16(m), bsum_pair(&acts[t], i, j));
-            }
+            for (int j = 0; j < 8; j++)
+                s2 = _mm256_dpwssd_epi32(s2, mp[j], bsum_pair(&acts[t], i, j));
             acc[t] = r8k_scale_into(p, s1[t], s2, acts[t].d[i], acc[t]);
         }
     }
