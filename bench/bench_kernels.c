@@ -1,8 +1,8 @@
 /* tw-bench-kernels: throughput of the decode matvec and prefill matmul
  * kernels per weight type and ISA at the shapes of a Qwen2-0.5B layer
  * (hidden 896, FFN 4864, vocabulary 151936), reported next to the scalar
- * path measured in the same run; and the packed forms of Q8_0, Q4_0 and Q5_0
- * against their plain rows.
+ * path measured in the same run; and the packed form of each quantized type
+ * that has one against its plain rows.
  *
  *   tw-bench-kernels [-t threads] [-n prefill_tokens] [-q] [-c] [-T type]
  *
@@ -124,8 +124,8 @@ static double time_matvec(tw_pool *pool, tw_type type, const void *w, size_t rb,
 static void packed_vs_plain(tw_pool *pool, const char *only_type, const float *x, float *y,
                             double min_time)
 {
-    static const tw_type plain[] = {TW_TYPE_Q8_0, TW_TYPE_Q4_0, TW_TYPE_Q5_0, TW_TYPE_Q4_K,
-                                    TW_TYPE_Q6_K};
+    static const tw_type plain[] = {TW_TYPE_Q8_0, TW_TYPE_Q4_0, TW_TYPE_Q5_0, TW_TYPE_Q5_1,
+                                    TW_TYPE_Q4_K, TW_TYPE_Q5_K, TW_TYPE_Q6_K};
     static const size_t ns[] = {1, 2, 4, 9, 16};
     /* qwen2-0.5b's, and for the K types (whose rows are whole 256-column blocks)
      * llama-1b's */

@@ -96,6 +96,17 @@ typedef struct tw_block_q6_k {
  * columns 64g + 4k.. + 3 (sub-block 2g) in its low nibbles and 64g + 32 +
  * 4k.. (sub-block 2g + 1) in its high ones.
  *
+ * Q5_K_R8, Q5_K rows packed as Q4_K_R8 (the same parts at the same
+ * offsets) with the fifth bits after them, 1408 bytes per 256 columns of a
+ * group: for each sub-block j = 0..7, 32 bytes, the eight rows' 4-byte
+ * words, bit 8c + k of row r's holding the fifth bit of its column 4k + c
+ * of the sub-block (bit j of qh byte 4k + c), Q5_0_R8's order, so a step's
+ * four bits come to bit 4 of their bytes by one shift and mask.
+ *
+ * Q5_1_R8, Q5_1 rows packed as Q5_0_R8 with the eight rows' f16 offsets m
+ * after their f16 scales d, 192 bytes per 32 columns of a group: d at 0, m
+ * at 16, the reordered qh at 32, the nibble runs from 64.
+ *
  * Q6_K_R8, Q6_K rows packed the same way, 1680 bytes per 256 columns of a
  * group: the eight rows' f16 d; their int8 sub-block scales in pairs (16
  * bytes per pair p: row r's scales 2p and 2p + 1 at 2r, 2r + 1); then for
@@ -116,6 +127,9 @@ typedef struct tw_block_q6_k {
 #define TW_R8K_SC_LO  32
 #define TW_R8K_SC_HI  96
 #define TW_R8K_QS     128
+/* Q5_K_R8: a group's block and where its fifth bits start. */
+#define TW_R8K5_BLOCK (TW_R8_ROWS * 176)
+#define TW_R8K5_QH    1152
 
 _Static_assert(sizeof(tw_block_q8_0) == 34, "q8_0 block size");
 _Static_assert(sizeof(tw_block_q4_0) == 18, "q4_0 block size");

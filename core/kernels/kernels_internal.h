@@ -188,7 +188,7 @@ void tw_act_layout(tw_act_kind kind, size_t cols, void *buf, tw_act *act);
 tw_act_kind tw_act_kind_for(tw_type type);
 
 /* Number of weight types with kernels, and a dense index for each. */
-#define TW_KTYPE_COUNT 15
+#define TW_KTYPE_COUNT 17
 int tw_ktype_index(tw_type type); /* -1 for unsupported */
 
 /* y[t * y_stride + r] = dot(row r, acts[t]) for r < rows, t < n_act; rows
@@ -198,7 +198,7 @@ int tw_ktype_index(tw_type type); /* -1 for unsupported */
 typedef void (*tw_rows_fn)(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
                            const tw_act *acts, size_t n_act, float *y, size_t y_stride);
 
-/* The packed types (Q8_0_R8, Q4_0_R8, Q5_0_R8, Q4_K_R8, Q6_K_R8;
+/* The packed types (Q8_0_R8, Q4_0_R8, Q5_0_R8, Q5_1_R8, Q4_K_R8, Q5_K_R8, Q6_K_R8;
  * kernels/blocks.h) in scalar arithmetic, which every ISA's packed kernels
  * reproduce bit for bit: row r of a packed range of `rows` rows (starting
  * on a group), blocks [b0, b1) of the type against the activation a, whose
@@ -218,7 +218,8 @@ void tw_rows_r8_tail(tw_type type, const uint8_t *w, size_t row_bytes, size_t ro
 static inline bool tw_type_packed(tw_type type)
 {
     return type == TW_TYPE_Q8_0_R8 || type == TW_TYPE_Q4_0_R8 || type == TW_TYPE_Q5_0_R8 ||
-           type == TW_TYPE_Q4_K_R8 || type == TW_TYPE_Q6_K_R8;
+           type == TW_TYPE_Q5_1_R8 || type == TW_TYPE_Q4_K_R8 || type == TW_TYPE_Q5_K_R8 ||
+           type == TW_TYPE_Q6_K_R8;
 }
 
 /* Fills act->qs/d/bsums from act->x (cols values). */

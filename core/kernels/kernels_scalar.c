@@ -41,6 +41,10 @@ int tw_ktype_index(tw_type type)
         return 13;
     case TW_TYPE_Q6_K_R8:
         return 14;
+    case TW_TYPE_Q5_1_R8:
+        return 15;
+    case TW_TYPE_Q5_K_R8:
+        return 16;
     }
     return -1;
 }
@@ -55,10 +59,12 @@ tw_act_kind tw_act_kind_for(tw_type type)
     case TW_TYPE_Q5_0:
     case TW_TYPE_Q5_0_R8:
     case TW_TYPE_Q5_1:
+    case TW_TYPE_Q5_1_R8:
         return TW_ACT_Q8;
     case TW_TYPE_Q4_K:
     case TW_TYPE_Q4_K_R8:
     case TW_TYPE_Q5_K:
+    case TW_TYPE_Q5_K_R8:
     case TW_TYPE_Q6_K:
     case TW_TYPE_Q6_K_R8:
         return TW_ACT_Q8K;
@@ -525,7 +531,9 @@ MULTI_ACT(q6_k)
 R8_SCALAR(rows_q8_0_r8, TW_TYPE_Q8_0_R8)
 R8_SCALAR(rows_q4_0_r8, TW_TYPE_Q4_0_R8)
 R8_SCALAR(rows_q5_0_r8, TW_TYPE_Q5_0_R8)
+R8_SCALAR(rows_q5_1_r8, TW_TYPE_Q5_1_R8)
 R8_SCALAR(rows_q4_k_r8, TW_TYPE_Q4_K_R8)
+R8_SCALAR(rows_q5_k_r8, TW_TYPE_Q5_K_R8)
 R8_SCALAR(rows_q6_k_r8, TW_TYPE_Q6_K_R8)
 
 void tw_isa_fill_scalar(tw_isa_table *t)
@@ -544,14 +552,18 @@ void tw_isa_fill_scalar(tw_isa_table *t)
     t->rows[tw_ktype_index(TW_TYPE_Q8_0_R8)] = rows_q8_0_r8;
     t->rows[tw_ktype_index(TW_TYPE_Q4_0_R8)] = rows_q4_0_r8;
     t->rows[tw_ktype_index(TW_TYPE_Q5_0_R8)] = rows_q5_0_r8;
+    t->rows[tw_ktype_index(TW_TYPE_Q5_1_R8)] = rows_q5_1_r8;
     t->rows[tw_ktype_index(TW_TYPE_Q4_K_R8)] = rows_q4_k_r8;
+    t->rows[tw_ktype_index(TW_TYPE_Q5_K_R8)] = rows_q5_k_r8;
     t->rows[tw_ktype_index(TW_TYPE_Q6_K_R8)] = rows_q6_k_r8;
     /* packed rows always take the integer kernels (there is no dequantizer
      * for them), each call on whole groups */
     const unsigned packed = 1u << tw_ktype_index(TW_TYPE_Q8_0_R8) |
                             1u << tw_ktype_index(TW_TYPE_Q4_0_R8) |
                             1u << tw_ktype_index(TW_TYPE_Q5_0_R8) |
+                            1u << tw_ktype_index(TW_TYPE_Q5_1_R8) |
                             1u << tw_ktype_index(TW_TYPE_Q4_K_R8) |
+                            1u << tw_ktype_index(TW_TYPE_Q5_K_R8) |
                             1u << tw_ktype_index(TW_TYPE_Q6_K_R8);
     t->prefill_int8 |= packed;
     t->self_blocked_types |= packed;

@@ -1,6 +1,5 @@
-/* x86 kernels for the packed types Q8_0_R8, Q4_0_R8, Q5_0_R8, Q4_K_R8 and
- * Q6_K_R8, Q8_0 / Q4_0 / Q5_0 / Q4_K / Q6_K rows packed eight to a group
- * (kernels/blocks.h). Eight rows sit in the eight int32 lanes of a vector:
+/* x86 kernels for the packed types, Q8_0 / Q4_0 / Q5_0 / Q5_1 / Q4_K /
+ * Q5_K / Q6_K rows packed eight to a group (kernels/blocks.h). Eight rows sit in the eight int32 lanes of a vector:
  * each 4-column step multiplies the eight rows' four levels by the same
  * four activation values broadcast to every lane, so after the block's
  * eight steps every lane holds its row's exact block dot, and one
@@ -19,21 +18,28 @@
 
 #ifdef TW_HAVE_X86
 
-#define TW_TILE         static inline __attribute__((always_inline))
-#define R8_SCALES_BYTES (2 * TW_R8_ROWS)
-#define R8_STEPS        (TW_QK8_0 / 4)
-/* The kind of a packed type (the K of the kernels below) and the bytes of
- * one block of a group of it. */
+#define TW_TILE  static inline __attribute__((always_inline))
+#define R8_STEPS (TW_QK8_0 / 4)
+/* The kind of a packed type (the K of the kernels below), the bytes of one
+ * block of a group of it, and (32-column kinds) of the block's head: the
+ * eight rows' f16 scales, and Q5_1's offsets. */
 #define R8_Q8       0
 #define R8_Q4       1
 #define R8_Q5       2
-#define R8_Q4K      3
-#define R8_Q6K      4
+#define R8_Q51      3
+#define R8_Q4K      4
+#define R8_Q5K      5
+#define R8_Q6K      6
 #define R8_BLOCK(K)                                                                                \
     ((K) == R8_Q4K   ? TW_R8K_BLOCK                                                                \
+     : (K) == R8_Q5K ? TW_R8K5_BLOCK                                                               \
      : (K) == R8_Q6K ? TW_R8Q6_BLOCK                                                               \
-                     : TW_R8_ROWS * ((K) == R8_Q8 ? 34 : (K) == R8_Q4 ? 18 : 22))
+                     : TW_R8_ROWS * ((K) == R8_Q8   ? 34                                           \
+                                     : (K) == R8_Q4 ? 18                                           \
+                                     : (K) == R8_Q5 ? 22                                           \
+                                                    : 24))
 #define R8_COLS(K) ((K) >= R8_Q4K ? TW_QK_K : TW_QK8_0)
+#define R8_HEAD(K) (((K) == R8_Q51 ? 4 : 2) * TW_R8_ROWS)
 
 /* Four activation values of block i, 4-column step k, in every lane. */
 TW_AVX2 TW_TILE __m256i act4(const tw_act *a, size_t i, int k)
@@ -84,11 +90,28 @@ TW_AVX2 TW_TILE __m256i pair16(__m256i v)
     return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
 }
 
-/* Q4_K_R8: the levels of sub-block 2g + h at 4-column step k. */
-TW_AVX2 TW_TILE __m256i nib_k(const uint8_t *p, int g, int h, int k)
+/* The fifth bits of 4-column step k (0..7) of the eight rows at bit 4 of
+ * their bytes, from their 32 bits in the packed order (bit 8c + k for
+ * column 4k + c) in each lane of h. */
+TW_AVX2 TW_TILE __m256i fifth_bits(__m256i h, int k)
+{
+    const __m256i at4 = k < 4 ? _mm256_slli_epi32(h, 4 - k) : _mm256_srli_epi32(h, k - 4);
+    return _mm256_and_si256(at4, _mm256_set1_epi8(0x10));
+}
+
+/* Q4_K_R8 / Q5_K_R8: the levels of sub-block 2g + h at 4-column step k;
+ * Q5_K's with the fifth bits of the sub-block in h5. */
+TW_AVX2 TW_TILE __m256i nib_k(const uint8_t *p, int g, int h, int k, __m256i h5, const int K)
 {
     const __m256i v = tw_load256(p + TW_R8K_QS + 256 * g + 32 * k);
-    return _mm256_and_si256(h ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(0x0F));
+    const __m256i l = _mm256_and_si256(h ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(0x0F));
+    return K == R8_Q5K ? _mm256_or_si256(l, fifth_bits(h5, k)) : l;
+}
+
+/* Q5_K_R8: the fifth bits of sub-block j of the block at p; zero for Q4_K. */
+TW_AVX2 TW_TILE __m256i k5_bits(const uint8_t *p, int j, const int K)
+{
+    return K == R8_Q5K ? tw_load256(p + TW_R8K5_QH + 32 * j) : _mm256_setzero_si256();
 }
 
 /* Q6_K_R8: the 0..63 levels of columns 128h + 32g + 4k.. + 3 of the eight
@@ -147,32 +170,28 @@ TW_AVX2 TW_TILE __m256 r8k_scale_into(const uint8_t *p, __m256i s1, __m256i s2, 
     return _mm256_fmadd_ps(_mm256_set1_ps(da), u, acc);
 }
 
-/* Q4_0 / Q5_0 unsigned levels (0..15 / 0..31) of step k (columns
+/* Q4_0 / Q5_0 / Q5_1 unsigned levels (0..15 / 0..31) of step k (columns
  * 4k..4k+3) of the eight rows: nibble run k % 4, low nibbles for the first
- * 16 columns, high ones after; Q5_0's fifth bits come from its reordered
- * qh, shifted to bit 4 of each byte. */
+ * 16 columns, high ones after; the fifth bits come from the reordered qh,
+ * shifted to bit 4 of each byte. */
 TW_AVX2 TW_TILE __m256i nib_step(const uint8_t *p, int k, const int K)
 {
-    const uint8_t *runs = p + R8_SCALES_BYTES + (K == R8_Q5 ? 32 : 0);
-    const __m256i v = tw_load256(runs + 32 * (k % 4));
-    __m256i l = _mm256_and_si256(k < 4 ? v : _mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
-    if (K == R8_Q5) {
-        const __m256i h = tw_load256(p + R8_SCALES_BYTES);
-        const __m256i at4 = k < 4 ? _mm256_slli_epi32(h, 4 - k) : _mm256_srli_epi32(h, k - 4);
-        l = _mm256_or_si256(l, _mm256_and_si256(at4, _mm256_set1_epi8(0x10)));
-    }
-    return l;
+    const bool q5 = K == R8_Q5 || K == R8_Q51;
+    const __m256i v = tw_load256(p + R8_HEAD(K) + (q5 ? 32 : 0) + 32 * (k % 4));
+    const __m256i l =
+        _mm256_and_si256(k < 4 ? v : _mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
+    return q5 ? _mm256_or_si256(l, fifth_bits(tw_load256(p + R8_HEAD(K)), k)) : l;
 }
 
 /* What a block's lanes start from: Q4_0's levels carry +8 and Q5_0's +16,
  * so -8 or -16 times the activations' block sum (bneg is -128 times it);
  * VNNI's Q8_0 weights carry +128, so bneg itself; AVX2's Q8_0 sign trick
- * nothing. */
+ * and Q5_1's unsigned levels (its offset is a separate term) nothing. */
 TW_AVX2 TW_TILE __m256i lane_start(const tw_act *a, size_t i, const int K, int biased)
 {
-    if (K != R8_Q8)
+    if (K == R8_Q4 || K == R8_Q5)
         return _mm256_set1_epi32(a->bneg[i] / (K == R8_Q4 ? 16 : 8));
-    return biased ? _mm256_set1_epi32(a->bneg[i]) : _mm256_setzero_si256();
+    return K == R8_Q8 && biased ? _mm256_set1_epi32(a->bneg[i]) : _mm256_setzero_si256();
 }
 
 /* The eight rows' scales of the block at p. */
@@ -190,10 +209,20 @@ TW_AVX2 TW_TILE void r8_store(const __m256 *acc, float *y, size_t y_stride, cons
 }
 
 /* The eight rows' scales times activation t's scale of block i, then the
- * block's dots into t's accumulator. */
-#define R8_SCALE_INTO(acc, dw, isum, a, i)                                                         \
-    acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps((a)->d[i])), _mm256_cvtepi32_ps(isum),  \
-                          acc)
+ * block's dots into t's accumulator; Q5_1's offsets times that scale, then
+ * the activations' block sum into it too. */
+TW_AVX2 TW_TILE __m256 r8_scale_into(const uint8_t *p, __m256 dw, __m256i isum, const tw_act *a,
+                                    size_t i, __m256 acc, const int K)
+{
+    const __m256 da = _mm256_set1_ps(a->d[i]);
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(isum), acc);
+    if (K == R8_Q51) {
+        const __m256 m = r8_scales(p + 2 * TW_R8_ROWS);
+        const float asum = (float)(a->bsums[2 * i] + a->bsums[2 * i + 1]);
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(m, da), _mm256_set1_ps(asum), acc);
+    }
+    return acc;
+}
 
 /* With pf, a block first fetches the block pf bytes on (the next
  * group's): the 4-5 lines of a 32-column block, the 18 of a Q4_K one, the
@@ -203,6 +232,10 @@ TW_AVX2 TW_TILE void r8_prefetch(const uint8_t *next, const int K)
     if (K == R8_Q4K) {
 #pragma GCC unroll 18
         for (int l = 0; l < TW_R8K_BLOCK / 64; l++)
+            _mm_prefetch((const char *)(next + 64 * l), _MM_HINT_T0);
+    } else if (K == R8_Q5K) {
+#pragma GCC unroll 22
+        for (int l = 0; l < TW_R8K5_BLOCK / 64; l++)
             _mm_prefetch((const char *)(next + 64 * l), _MM_HINT_T0);
     } else if (K == R8_Q6K) {
 #pragma GCC unroll 27
@@ -249,7 +282,7 @@ TW_AVX2 TW_TILE void r8_group_avx2(const uint8_t *p, size_t nb, const tw_act *ac
         } else {
 #pragma GCC unroll 8
             for (int k = 0; k < R8_STEPS; k++) {
-                const __m256i q = tw_load256(p + R8_SCALES_BYTES + 32 * k);
+                const __m256i q = tw_load256(p + R8_HEAD(K) + 32 * k);
                 const __m256i qabs = _mm256_sign_epi8(q, q);
 #pragma GCC unroll 8
                 for (int t = 0; t < TB; t++) {
@@ -261,7 +294,7 @@ TW_AVX2 TW_TILE void r8_group_avx2(const uint8_t *p, size_t nb, const tw_act *ac
         }
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++)
-            R8_SCALE_INTO(acc[t], dw, isum[t], &acts[t], i);
+            acc[t] = r8_scale_into(p, dw, isum[t], &acts[t], i, acc[t], K);
     }
     r8_store(acc, y, y_stride, TB);
 }
@@ -294,7 +327,7 @@ TW_AVX512 TW_TILE void r8_group_vnni(const uint8_t *p, size_t nb, const tw_act *
         for (int k = 0; k < R8_STEPS; k++) {
             const __m256i qu =
                 K != R8_Q8 ? nib_step(p, k, K)
-                           : _mm256_xor_si256(tw_load256(p + R8_SCALES_BYTES + 32 * k), flip);
+                           : _mm256_xor_si256(tw_load256(p + R8_HEAD(K) + 32 * k), flip);
 #pragma GCC unroll 8
             for (int t = 0; t < TB; t++)
                 isum[t][k % NS] = _mm256_dpbusd_epi32(isum[t][k % NS], qu, act4(&acts[t], i, k));
@@ -304,22 +337,23 @@ TW_AVX512 TW_TILE void r8_group_vnni(const uint8_t *p, size_t nb, const tw_act *
 #pragma GCC unroll 8
             for (int c = 1; c < NS; c++)
                 isum[t][0] = _mm256_add_epi32(isum[t][0], isum[t][c]);
-            R8_SCALE_INTO(acc[t], dw, isum[t][0], &acts[t], i);
+            acc[t] = r8_scale_into(p, dw, isum[t][0], &acts[t], i, acc[t], K);
         }
     }
     r8_store(acc, y, y_stride, TB);
 }
 
-/* Q4_K_R8 with AVX2: a sub-block's eight steps of levels (0..15) times
- * activations summed as int16 (8 * 2 * 15 * 127 fits), then widened and
- * scaled in one multiply-add against the scale in both halves of each lane;
- * the mins' term the same way against the activations' 16-value sums. */
+/* Q4_K_R8 / Q5_K_R8 with AVX2: a sub-block's steps of levels times
+ * activations summed as int16, Q4_K's eight at once (8 * 2 * 15 * 128
+ * fits), Q5_K's four (4 * 2 * 31 * 128 does), then widened and scaled in
+ * one multiply-add against the scale in both halves of each lane; the
+ * mins' term the same way against the activations' 16-value sums. */
 TW_AVX2 TW_TILE void r8k_group_avx2(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
                                     size_t y_stride, const int TB, size_t pf, const int K)
 {
-    (void)K;
+    const int widen = K == R8_Q5K ? 4 : 8; /* steps per int16 sum */
     __m256 acc[8] = {0};
-    for (size_t i = 0; i < nb; i++, p += TW_R8K_BLOCK) {
+    for (size_t i = 0; i < nb; i++, p += R8_BLOCK(K)) {
         R8_PREFETCH(p, pf, K);
         __m256i s1[8], mp[8]; /* mp: each sub-block's mins, unpacked once for all */
 #pragma GCC unroll 8
@@ -329,22 +363,19 @@ TW_AVX2 TW_TILE void r8k_group_avx2(const uint8_t *p, size_t nb, const tw_act *a
             __m256i sc, m;
             r8k_scale_min(p, j, &sc, &m);
             mp[j] = pair16(m);
-            const __m256i scp = pair16(sc);
+            const __m256i scp = pair16(sc), h5 = k5_bits(p, j, K);
             __m256i s16[8];
 #pragma GCC unroll 8
-            for (int t = 0; t < TB; t++)
-                s16[t] = _mm256_setzero_si256();
-#pragma GCC unroll 8
             for (int k = 0; k < 8; k++) {
-                const __m256i q = nib_k(p, j / 2, j % 2, k);
+                const __m256i q = nib_k(p, j / 2, j % 2, k, h5, K);
 #pragma GCC unroll 8
-                for (int t = 0; t < TB; t++)
-                    s16[t] = _mm256_add_epi16(
-                        s16[t], _mm256_maddubs_epi16(q, act4k(&acts[t], i, 32 * j + 4 * k)));
+                for (int t = 0; t < TB; t++) {
+                    const __m256i d = _mm256_maddubs_epi16(q, act4k(&acts[t], i, 32 * j + 4 * k));
+                    s16[t] = k % widen == 0 ? d : _mm256_add_epi16(s16[t], d);
+                    if (k % widen == widen - 1)
+                        s1[t] = _mm256_add_epi32(s1[t], _mm256_madd_epi16(s16[t], scp));
+                }
             }
-#pragma GCC unroll 8
-            for (int t = 0; t < TB; t++)
-                s1[t] = _mm256_add_epi32(s1[t], _mm256_madd_epi16(s16[t], scp));
         }
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++) {
@@ -357,16 +388,15 @@ TW_AVX2 TW_TILE void r8k_group_avx2(const uint8_t *p, size_t nb, const tw_act *a
     r8_store(acc, y, y_stride, TB);
 }
 
-/* Q4_K_R8 with VNNI: a sub-block's dots in int32 lanes straight from
- * vpdpbusd, over NS chains per activation as in r8_group_vnni, times the
- * scales; the mins' term by vpdpwssd on the 16-value sums. */
+/* Q4_K_R8 / Q5_K_R8 with VNNI: a sub-block's dots in int32 lanes straight
+ * from vpdpbusd, over NS chains per activation as in r8_group_vnni, times
+ * the scales; the mins' term by vpdpwssd on the 16-value sums. */
 TW_AVX512 TW_TILE void r8k_group_vnni(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
                                       size_t y_stride, const int TB, size_t pf, const int K)
 {
-    (void)K;
     const int NS = TB >= 5 ? 2 : (8 + TB - 1) / TB;
     __m256 acc[8] = {0};
-    for (size_t i = 0; i < nb; i++, p += TW_R8K_BLOCK) {
+    for (size_t i = 0; i < nb; i++, p += R8_BLOCK(K)) {
         R8_PREFETCH(p, pf, K);
         __m256i s1[8], mp[8]; /* mp: each sub-block's mins, unpacked once for all */
 #pragma GCC unroll 8
@@ -376,6 +406,7 @@ TW_AVX512 TW_TILE void r8k_group_vnni(const uint8_t *p, size_t nb, const tw_act 
             __m256i sc, m;
             r8k_scale_min(p, j, &sc, &m);
             mp[j] = pair16(m);
+            const __m256i h5 = k5_bits(p, j, K);
             __m256i isum[8][8];
 #pragma GCC unroll 8
             for (int t = 0; t < TB; t++)
@@ -384,7 +415,7 @@ TW_AVX512 TW_TILE void r8k_group_vnni(const uint8_t *p, size_t nb, const tw_act 
                     isum[t][c] = _mm256_setzero_si256();
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++) {
-                const __m256i q = nib_k(p, j / 2, j % 2, k);
+                const __m256i q = nib_k(p, j / 2, j % 2, k, h5, K);
 #pragma GCC unroll 8
                 for (int t = 0; t < TB; t++)
                     isum[t][k % NS] = _mm256_dpbusd_epi32(isum[t][k % NS], q,
@@ -586,12 +617,16 @@ static inline size_t r8_tile_group(size_t left, size_t cap)
 R8_DRIVER(TW_AVX2, rows_q8_avx2, r8_group_avx2, R8_Q8, TW_TYPE_Q8_0_R8, 8)
 R8_DRIVER(TW_AVX2, rows_q4_avx2, r8_group_avx2, R8_Q4, TW_TYPE_Q4_0_R8, 8)
 R8_DRIVER(TW_AVX2, rows_q5_avx2, r8_group_avx2, R8_Q5, TW_TYPE_Q5_0_R8, 8)
+R8_DRIVER(TW_AVX2, rows_q51_avx2, r8_group_avx2, R8_Q51, TW_TYPE_Q5_1_R8, 8)
 R8_DRIVER(TW_AVX2, rows_q4k_avx2, r8k_group_avx2, R8_Q4K, TW_TYPE_Q4_K_R8, 8)
+R8_DRIVER(TW_AVX2, rows_q5k_avx2, r8k_group_avx2, R8_Q5K, TW_TYPE_Q5_K_R8, 8)
 R8_DRIVER(TW_AVX2, rows_q6k_avx2, r8q6_group_avx2, R8_Q6K, TW_TYPE_Q6_K_R8, 4)
 R8_DRIVER(TW_AVX512, rows_q8_vnni, r8_group_vnni, R8_Q8, TW_TYPE_Q8_0_R8, 8)
 R8_DRIVER(TW_AVX512, rows_q4_vnni, r8_group_vnni, R8_Q4, TW_TYPE_Q4_0_R8, 8)
 R8_DRIVER(TW_AVX512, rows_q5_vnni, r8_group_vnni, R8_Q5, TW_TYPE_Q5_0_R8, 8)
+R8_DRIVER(TW_AVX512, rows_q51_vnni, r8_group_vnni, R8_Q51, TW_TYPE_Q5_1_R8, 8)
 R8_DRIVER(TW_AVX512, rows_q4k_vnni, r8k_group_vnni, R8_Q4K, TW_TYPE_Q4_K_R8, 8)
+R8_DRIVER(TW_AVX512, rows_q5k_vnni, r8k_group_vnni, R8_Q5K, TW_TYPE_Q5_K_R8, 8)
 R8_DRIVER(TW_AVX512, rows_q6k_vnni, r8q6_group_vnni, R8_Q6K, TW_TYPE_Q6_K_R8, 4)
 // clang-format on
 
@@ -600,7 +635,9 @@ void tw_isa_fill_packed_avx2(tw_isa_table *t)
     t->rows[tw_ktype_index(TW_TYPE_Q8_0_R8)] = rows_q8_avx2;
     t->rows[tw_ktype_index(TW_TYPE_Q4_0_R8)] = rows_q4_avx2;
     t->rows[tw_ktype_index(TW_TYPE_Q5_0_R8)] = rows_q5_avx2;
+    t->rows[tw_ktype_index(TW_TYPE_Q5_1_R8)] = rows_q51_avx2;
     t->rows[tw_ktype_index(TW_TYPE_Q4_K_R8)] = rows_q4k_avx2;
+    t->rows[tw_ktype_index(TW_TYPE_Q5_K_R8)] = rows_q5k_avx2;
     t->rows[tw_ktype_index(TW_TYPE_Q6_K_R8)] = rows_q6k_avx2;
 }
 
@@ -609,7 +646,9 @@ void tw_isa_fill_packed_avx512(tw_isa_table *t)
     t->rows[tw_ktype_index(TW_TYPE_Q8_0_R8)] = rows_q8_vnni;
     t->rows[tw_ktype_index(TW_TYPE_Q4_0_R8)] = rows_q4_vnni;
     t->rows[tw_ktype_index(TW_TYPE_Q5_0_R8)] = rows_q5_vnni;
+    t->rows[tw_ktype_index(TW_TYPE_Q5_1_R8)] = rows_q51_vnni;
     t->rows[tw_ktype_index(TW_TYPE_Q4_K_R8)] = rows_q4k_vnni;
+    t->rows[tw_ktype_index(TW_TYPE_Q5_K_R8)] = rows_q5k_vnni;
     t->rows[tw_ktype_index(TW_TYPE_Q6_K_R8)] = rows_q6k_vnni;
 }
 

@@ -448,7 +448,9 @@ void tw_quant_row(tw_type type, const float *src, void *dst, size_t n)
     case TW_TYPE_Q8_0_R8:
     case TW_TYPE_Q4_0_R8:
     case TW_TYPE_Q5_0_R8:
+    case TW_TYPE_Q5_1_R8:
     case TW_TYPE_Q4_K_R8:
+    case TW_TYPE_Q5_K_R8:
     case TW_TYPE_Q6_K_R8:
         break; /* made by tw_pack_rows from plain rows, not from values */
     }

@@ -25,8 +25,10 @@ static const type_info types[] = {
     {TW_TYPE_Q6_K, "Q6_K", TW_QK_K, sizeof(tw_block_q6_k), true},
     {TW_TYPE_Q4_0_R8, "Q4_0_R8", TW_QK4_0, sizeof(tw_block_q4_0), false},
     {TW_TYPE_Q5_0_R8, "Q5_0_R8", 32, sizeof(tw_block_q5_0), false},
+    {TW_TYPE_Q5_1_R8, "Q5_1_R8", 32, sizeof(tw_block_q5_1), false},
     {TW_TYPE_Q8_0_R8, "Q8_0_R8", TW_QK8_0, sizeof(tw_block_q8_0), false},
     {TW_TYPE_Q4_K_R8, "Q4_K_R8", TW_QK_K, sizeof(tw_block_q4_k), false},
+    {TW_TYPE_Q5_K_R8, "Q5_K_R8", TW_QK_K, sizeof(tw_block_q5_k), false},
     {TW_TYPE_Q6_K_R8, "Q6_K_R8", TW_QK_K, sizeof(tw_block_q6_k), false},
 };
 

@@ -15,7 +15,8 @@
  * relative of sum |w*x| at worst, far less typically). Every ISA variant of a
  * kernel computes the same integers, so variants differ only by float
  * summation order; for packed types (TW_TYPE_Q8_0_R8, TW_TYPE_Q4_0_R8,
- * TW_TYPE_Q5_0_R8, TW_TYPE_Q4_K_R8, TW_TYPE_Q6_K_R8) not even by that:
+ * TW_TYPE_Q5_0_R8, TW_TYPE_Q5_1_R8, TW_TYPE_Q4_K_R8, TW_TYPE_Q5_K_R8,
+ * TW_TYPE_Q6_K_R8) not even by that:
  * every ISA gives the same bits. Results
  * never depend on the thread count (with a NULL pool, rows wider than 8192
  * columns are summed in column chunks, which can change the last bits
@@ -95,12 +96,12 @@ void tw_matmul_multi(tw_pool *pool, const tw_matmul_part *parts, size_t n_parts,
                      const float *x, size_t n);
 
 /* Weights packed for the integer kernels. tw_pack_type(type) is the type a
- * matrix of `type` becomes when packed (TW_TYPE_Q8_0_R8 for Q8_0,
- * TW_TYPE_Q4_0_R8 for Q4_0, TW_TYPE_Q5_0_R8 for Q5_0, TW_TYPE_Q4_K_R8 for
- * Q4_K, TW_TYPE_Q6_K_R8 for Q6_K: eight rows side by side, each output's
+ * matrix of `type` becomes when packed (TW_TYPE_<type>_R8 for Q8_0, Q4_0,
+ * Q5_0, Q5_1, Q4_K, Q5_K and Q6_K: eight rows side by side, each output's
  * block dots summed as exact integers and scaled with one fused
- * multiply-add per block; for Q4_K its scaled sub-block dots and its mins'
- * term are two exact sums scaled with three roundings per 256 columns, for
+ * multiply-add per block, Q5_1's offset term with a second one; for Q4_K
+ * and Q5_K the scaled sub-block dots and the mins' term are two exact sums
+ * scaled with three roundings per 256 columns, for
  * Q6_K its scaled sub-block dots less the offset's term one exact sum and
  * one multiply-add), or `type` itself when it has no packed
  * form. tw_pack_rows writes `rows` rows of `cols` values of

@@ -25,14 +25,16 @@ typedef enum tw_type {
     TW_TYPE_Q5_K = 13,
     TW_TYPE_Q6_K = 14,
     TW_TYPE_BF16 = 30,
-    /* Not GGUF types, so no file holds them: Q4_0 / Q5_0 / Q8_0 / Q4_K /
-     * Q6_K rows packed eight to a group for the integer kernels
+    /* Not GGUF types, so no file holds them: Q4_0 / Q5_0 / Q5_1 / Q8_0 /
+     * Q4_K / Q5_K / Q6_K rows packed eight to a group for the integer kernels
      * (tw_pack_rows in tw/kernels.h). tw_type_supported() is false for
      * them; sizes are those of the plain type. */
     TW_TYPE_Q4_0_R8 = 1002,
     TW_TYPE_Q5_0_R8 = 1006,
+    TW_TYPE_Q5_1_R8 = 1007,
     TW_TYPE_Q8_0_R8 = 1008,
     TW_TYPE_Q4_K_R8 = 1012,
+    TW_TYPE_Q5_K_R8 = 1013,
     TW_TYPE_Q6_K_R8 = 1014,
 } tw_type;
 

@@ -1,5 +1,5 @@
-/* Q8_0, Q4_0, Q5_0, Q4_K and Q6_K rows packed eight to a group
- * (tw_pack_rows, Q8_0_R8, Q4_0_R8, Q5_0_R8, Q4_K_R8 and Q6_K_R8): packing
+/* Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K rows packed eight to a
+ * group (tw_pack_rows, their _R8 types): packing
  * is refused where it does not apply, and every ISA's packed kernels give
  * the scalar kernel's bits for every batch size, thread count and row
  * count (whole groups and plain tail rows), also on the pool-less path
@@ -24,8 +24,8 @@
 
 static const char *const isas[] = {"scalar", "avx2", "avx512"};
 
-static const tw_type plain_types[] = {TW_TYPE_Q8_0, TW_TYPE_Q4_0, TW_TYPE_Q5_0, TW_TYPE_Q4_K,
-                                      TW_TYPE_Q6_K};
+static const tw_type plain_types[] = {TW_TYPE_Q8_0, TW_TYPE_Q4_0, TW_TYPE_Q5_0, TW_TYPE_Q5_1,
+                                      TW_TYPE_Q4_K, TW_TYPE_Q5_K, TW_TYPE_Q6_K};
 #define N_PLAIN (sizeof plain_types / sizeof plain_types[0])
 
 typedef struct packed_mat {
@@ -41,8 +41,9 @@ static size_t cols_of(tw_type t, size_t cols32)
 }
 
 /* Random rows of type t: quantized random floats, or (raw) random bytes
- * under random finite scales (and Q4_K mins), the integer paths' extremes
- * (Q8_0 levels from -128 to 127, Q4_K's 6-bit scales and mins up to 63). */
+ * under random finite scales (and Q5_1 offsets, Q4_K / Q5_K mins), the
+ * integer paths' extremes (Q8_0 levels from -128 to 127, Q5_K's from 0 to
+ * 31, 6-bit scales and mins up to 63). */
 static void make(packed_mat *m, tw_type t, size_t rows, size_t cols, bool raw, tw_test_rng *rng)
 {
     m->type = t;
@@ -66,7 +67,7 @@ static void make(packed_mat *m, tw_type t, size_t rows, size_t cols, bool raw, t
                 uint16_t h = tw_f32_to_f16(tw_test_rand_f32(rng) * 0.02f);
                 memcpy(row + b * bb, &h, 2);
                 h = tw_f32_to_f16(tw_test_rand_f32(rng) * 0.01f);
-                if (t == TW_TYPE_Q4_K)
+                if (t == TW_TYPE_Q4_K || t == TW_TYPE_Q5_K || t == TW_TYPE_Q5_1)
                     memcpy(row + b * bb + 2, &h, 2);
                 if (t == TW_TYPE_Q6_K) /* its d comes last */
                     memcpy(row + b * bb + 208, &h, 2);
@@ -102,11 +103,14 @@ static void test_pack_refusals(void **state)
     assert_int_equal(tw_pack_type(TW_TYPE_Q5_0), TW_TYPE_Q5_0_R8);
     assert_int_equal(tw_pack_type(TW_TYPE_Q4_K), TW_TYPE_Q4_K_R8);
     assert_int_equal(tw_pack_type(TW_TYPE_Q6_K), TW_TYPE_Q6_K_R8);
-    assert_int_equal(tw_pack_type(TW_TYPE_Q5_K), TW_TYPE_Q5_K);
+    assert_int_equal(tw_pack_type(TW_TYPE_Q5_K), TW_TYPE_Q5_K_R8);
+    assert_int_equal(tw_pack_type(TW_TYPE_Q5_1), TW_TYPE_Q5_1_R8);
     assert_false(tw_pack_rows(TW_TYPE_Q4_K, src, 1, 32, dst)); /* not a whole block */
-    assert_int_equal(tw_pack_type(TW_TYPE_Q5_1), TW_TYPE_Q5_1);
+    assert_false(tw_pack_rows(TW_TYPE_Q5_K, src, 8, 64, dst));
     assert_int_equal(tw_pack_type(TW_TYPE_F16), TW_TYPE_F16);
-    assert_false(tw_pack_rows(TW_TYPE_Q5_1, src, 8, 32, dst));
+    assert_int_equal(tw_pack_type(TW_TYPE_BF16), TW_TYPE_BF16);
+    assert_false(tw_pack_rows(TW_TYPE_F16, src, 8, 32, dst));
+    assert_false(tw_pack_rows(TW_TYPE_Q5_1_R8, src, 8, 32, dst));
     assert_false(tw_pack_rows(TW_TYPE_Q8_0_R8, src, 8, 32, dst));
     assert_false(tw_pack_rows(TW_TYPE_Q8_0, src, 8, 33, dst));
     assert_false(tw_pack_rows(TW_TYPE_Q4_0, NULL, 8, 32, dst));
@@ -115,7 +119,13 @@ static void test_pack_refusals(void **state)
     assert_false(tw_type_supported(TW_TYPE_Q8_0_R8));
     assert_false(tw_type_supported(TW_TYPE_Q4_0_R8));
     assert_false(tw_type_supported(TW_TYPE_Q5_0_R8));
+    assert_false(tw_type_supported(TW_TYPE_Q5_1_R8));
     assert_false(tw_type_supported(TW_TYPE_Q4_K_R8));
+    assert_false(tw_type_supported(TW_TYPE_Q5_K_R8));
+    assert_int_equal(tw_type_from_name("Q5_K_R8", &t, NULL), TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_type_from_name("Q5_1_R8", &t, NULL), TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_type_row_bytes(TW_TYPE_Q5_K_R8, 512), 352);
+    assert_int_equal(tw_type_row_bytes(TW_TYPE_Q5_1_R8, 64), 48);
     assert_false(tw_type_supported(TW_TYPE_Q6_K_R8));
     assert_int_equal(tw_type_from_name("Q6_K_R8", &t, NULL), TW_INVALID_ARGUMENT);
     assert_int_equal(tw_type_row_bytes(TW_TYPE_Q6_K_R8, 512), 420);
@@ -128,9 +138,9 @@ static void test_pack_refusals(void **state)
     assert_int_equal(tw_type_row_bytes(TW_TYPE_Q4_0_R8, 64), 36);
 }
 
-/* Row r, group lane j: the packed block holds row r's scale and its 4-byte
- * runs where blocks.h says (Q5_0's qh with its bits reordered); rows past
- * the last group stay as they were. */
+/* Row r, group lane j: the packed block holds row r's scale (and Q5_1's
+ * offset) and its 4-byte runs where blocks.h says (Q5_0's and Q5_1's qh
+ * with its bits reordered); rows past the last group stay as they were. */
 static void test_pack_layout(void **state)
 {
     (void)state;
@@ -140,18 +150,20 @@ static void test_pack_layout(void **state)
             continue; /* test_pack_layout_q4_k, test_pack_layout_q6_k */
         packed_mat m;
         make(&m, plain_types[k], 11, 64, true, &rng);
-        const size_t bb = tw_type_block_bytes(m.type), runs = (bb - 2) / 4;
-        const bool q5 = m.type == TW_TYPE_Q5_0;
+        const bool q51 = m.type == TW_TYPE_Q5_1, q5 = q51 || m.type == TW_TYPE_Q5_0;
+        const size_t bb = tw_type_block_bytes(m.type), hb = q51 ? 4 : 2, runs = (bb - hb) / 4;
         for (size_t r = 0; r < 8; r++)
             for (size_t b = 0; b < 2; b++) {
                 const uint8_t *src = m.plain + r * m.row_bytes + b * bb;
                 const uint8_t *blk = m.packed + b * 8 * bb;
                 assert_memory_equal(blk + 2 * r, src, 2);
+                if (q51)
+                    assert_memory_equal(blk + 16 + 2 * r, src + 2, 2);
                 for (size_t j = q5; j < runs; j++)
-                    assert_memory_equal(blk + 16 + 32 * j + 4 * r, src + 2 + 4 * j, 4);
+                    assert_memory_equal(blk + 8 * hb + 32 * j + 4 * r, src + hb + 4 * j, 4);
                 for (size_t c = 0; q5 && c < 32; c++) {
-                    const uint8_t *qh = blk + 16 + 4 * r;
-                    assert_int_equal(qh[c % 4] >> (c / 4) & 1, src[2 + c / 8] >> (c % 8) & 1);
+                    const uint8_t *qh = blk + 8 * hb + 4 * r;
+                    assert_int_equal(qh[c % 4] >> (c / 4) & 1, src[hb + c / 8] >> (c % 8) & 1);
                 }
             }
         assert_memory_equal(m.packed + 8 * m.row_bytes, m.plain + 8 * m.row_bytes,
@@ -160,19 +172,21 @@ static void test_pack_layout(void **state)
     }
 }
 
-/* Q4_K_R8: row r's d and dmin, its sub-blocks' 6-bit scales and mins split
- * into the low-nibble and top-bits planes, and its qs runs where blocks.h
+/* Q4_K_R8 and Q5_K_R8: row r's d and dmin, its sub-blocks' 6-bit scales
+ * and mins split into the low-nibble and top-bits planes, its qs runs and
+ * (Q5_K) its fifth bits in Q5_0_R8's order per sub-block, where blocks.h
  * says; rows past the last group stay as they were. */
-static void test_pack_layout_q4_k(void **state)
+static void check_layout_k45(tw_type type, uint64_t seed)
 {
-    (void)state;
-    tw_test_rng rng = {0x452821e638d01377ull};
+    tw_test_rng rng = {seed};
     packed_mat m;
-    make(&m, TW_TYPE_Q4_K, 10, 512, true, &rng);
+    const bool q5 = type == TW_TYPE_Q5_K;
+    const size_t bb = q5 ? 176 : 144, qs = q5 ? 48 : 16;
+    make(&m, type, 10, 512, true, &rng);
     for (size_t r = 0; r < 8; r++)
         for (size_t b = 0; b < 2; b++) {
-            const uint8_t *src = m.plain + r * m.row_bytes + b * 144;
-            const uint8_t *blk = m.packed + b * 8 * 144;
+            const uint8_t *src = m.plain + r * m.row_bytes + b * bb;
+            const uint8_t *blk = m.packed + b * 8 * bb;
             assert_memory_equal(blk + 2 * r, src, 2);
             assert_memory_equal(blk + 16 + 2 * r, src + 2, 2);
             for (int j = 0; j < 8; j++) {
@@ -192,10 +206,27 @@ static void test_pack_layout_q4_k(void **state)
             for (size_t g = 0; g < 4; g++)
                 for (size_t k = 0; k < 8; k++)
                     assert_memory_equal(blk + 128 + 256 * g + 32 * k + 4 * r,
-                                        src + 16 + 32 * g + 4 * k, 4);
+                                        src + qs + 32 * g + 4 * k, 4);
+            for (size_t j = 0; q5 && j < 8; j++)
+                for (size_t c = 0; c < 32; c++) {
+                    const uint8_t *word = blk + 1152 + 32 * j + 4 * r;
+                    assert_int_equal(word[c % 4] >> (c / 4) & 1, src[16 + c] >> j & 1);
+                }
         }
     assert_memory_equal(m.packed + 8 * m.row_bytes, m.plain + 8 * m.row_bytes, 2 * m.row_bytes);
     release(&m);
+}
+
+static void test_pack_layout_q4_k(void **state)
+{
+    (void)state;
+    check_layout_k45(TW_TYPE_Q4_K, 0x452821e638d01377ull);
+}
+
+static void test_pack_layout_q5_k(void **state)
+{
+    (void)state;
+    check_layout_k45(TW_TYPE_Q5_K, 0xc0ac29b7c97c50ddull);
 }
 
 /* Q6_K_R8: row r's d, its scales in pairs, and its ql / ql / qh runs of
@@ -301,6 +332,66 @@ static void test_packed_bits_every_isa(void **state)
     tw_pool_destroy(pools[1]);
 }
 
+/* Every weight byte one value (0xFF: the highest levels, 6-bit scales and
+ * mins; 0x80: Q8_0's -128) against activations all of one sign, which
+ * quantize to +-127 or -128: the integer sums' widest values, where an
+ * int16 partial sum would wrap. Every ISA gives the scalar bits, which
+ * agree with the plain rows. */
+static void test_packed_extremes(void **state)
+{
+    (void)state;
+    static const uint8_t fills[] = {0xFF, 0x80, 0x77};
+    static const size_t ns[] = {1, 4, 8};
+    for (size_t k = 0; k < N_PLAIN; k++)
+        for (size_t f = 0; f < sizeof fills; f++)
+            for (int sign = -1; sign <= 1; sign += 2) {
+                const tw_type t = plain_types[k];
+                packed_mat m = {.type = t, .packed_type = tw_pack_type(t), .rows = 16};
+                m.cols = cols_of(t, 256);
+                m.row_bytes = tw_type_row_bytes(t, m.cols);
+                m.plain = malloc(m.rows * m.row_bytes);
+                m.packed = malloc(m.rows * m.row_bytes);
+                assert_non_null(m.plain);
+                assert_non_null(m.packed);
+                memset(m.plain, fills[f], m.rows * m.row_bytes);
+                const size_t bb = tw_type_block_bytes(t);
+                const uint16_t d = tw_f32_to_f16(0.01f), dm = tw_f32_to_f16(0.005f);
+                for (size_t b = 0; b < m.rows * m.row_bytes / bb; b++) {
+                    uint8_t *blk = m.plain + b * bb;
+                    memcpy(blk + (t == TW_TYPE_Q6_K ? 208 : 0), &d, 2);
+                    if (t == TW_TYPE_Q4_K || t == TW_TYPE_Q5_K || t == TW_TYPE_Q5_1)
+                        memcpy(blk + 2, &dm, 2);
+                }
+                assert_true(tw_pack_rows(t, m.plain, m.rows, m.cols, m.packed));
+                float x[8 * 2048], want[8 * 16], got[8 * 16], plain[16], wrow[2048];
+                for (size_t i = 0; i < 8 * m.cols; i++)
+                    x[i] = (float)sign * (1.0f + (float)(i % 3) * 1e-3f);
+                assert_int_equal(tw_kernels_force_isa("scalar", NULL), TW_OK);
+                tw_matmul(NULL, m.packed_type, m.packed, m.row_bytes, m.rows, m.cols, x, 8, want);
+                tw_matvec(NULL, t, m.plain, m.row_bytes, m.rows, m.cols, x, plain);
+                for (size_t r = 0; r < m.rows; r++)
+                    if (!(fabsf(plain[r] - want[r]) <= 1e-5f * (1.0f + magnitude(&m, r, x, wrow))))
+                        fail_msg("%s fill %#x sign %d row %zu: packed %.9g, plain %.9g",
+                                 tw_type_name(t), fills[f], sign, r, (double)want[r],
+                                 (double)plain[r]);
+                for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
+                    if (!tw_kernels_isa_available(isas[i]))
+                        continue;
+                    assert_int_equal(tw_kernels_force_isa(isas[i], NULL), TW_OK);
+                    for (size_t n = 0; n < sizeof ns / sizeof ns[0]; n++) {
+                        tw_matmul(NULL, m.packed_type, m.packed, m.row_bytes, m.rows, m.cols, x,
+                                  ns[n], got);
+                        if (memcmp(got, want, ns[n] * m.rows * sizeof(float)) != 0)
+                            fail_msg("%s %s fill %#x sign %d batch %zu: not the scalar bits",
+                                     tw_type_name(m.packed_type), isas[i], fills[f], sign,
+                                     ns[n]);
+                    }
+                }
+                release(&m);
+            }
+    assert_int_equal(tw_kernels_force_isa("auto", NULL), TW_OK);
+}
+
 /* Rows wider than the pool-less path's on-stack activations go through it
  * in column chunks; each output's chain continues across them, so the bits
  * are the pool's. */
@@ -332,8 +423,10 @@ int main(void)
         cmocka_unit_test(test_pack_refusals),
         cmocka_unit_test(test_pack_layout),
         cmocka_unit_test(test_pack_layout_q4_k),
+        cmocka_unit_test(test_pack_layout_q5_k),
         cmocka_unit_test(test_pack_layout_q6_k),
         cmocka_unit_test(test_packed_bits_every_isa),
+        cmocka_unit_test(test_packed_extremes),
         cmocka_unit_test(test_packed_wide_without_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

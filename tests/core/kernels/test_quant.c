@@ -366,7 +366,9 @@ static void random_blocks(tw_test_rng *rng, tw_type t, uint8_t *buf, size_t n)
         case TW_TYPE_Q8_0_R8: /* not listed here: packed rows are made from plain ones */
         case TW_TYPE_Q4_0_R8:
         case TW_TYPE_Q5_0_R8:
+        case TW_TYPE_Q5_1_R8:
         case TW_TYPE_Q4_K_R8:
+        case TW_TYPE_Q5_K_R8:
         case TW_TYPE_Q6_K_R8:
         case TW_TYPE_Q4_0:
         case TW_TYPE_Q5_0:
