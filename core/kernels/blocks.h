@@ -96,12 +96,15 @@ typedef struct tw_block_q6_k {
  * columns 64g + 4k.. + 3 (sub-block 2g) in its low nibbles and 64g + 32 +
  * 4k.. (sub-block 2g + 1) in its high ones.
  *
- * Q5_K_R8, Q5_K rows packed as Q4_K_R8 (the same parts at the same
- * offsets) with the fifth bits after them, 1408 bytes per 256 columns of a
- * group: for each sub-block j = 0..7, 32 bytes, the eight rows' 4-byte
- * words, bit 8c + k of row r's holding the fifth bit of its column 4k + c
- * of the sub-block (bit j of qh byte 4k + c), Q5_0_R8's order, so a step's
- * four bits come to bit 4 of their bytes by one shift and mask.
+ * Q5_K_R8, Q5_K rows packed as Q4_K_R8 with their fifth bits, 1408 bytes
+ * per 256 columns of a group: d, dmin and the scales' two planes as in
+ * Q4_K_R8 (128 bytes), then for each 64-column group g = 0..3, 320 bytes:
+ * the fifth bits of sub-blocks 2g and 2g + 1 and then g's 256 bytes of qs
+ * runs as Q4_K_R8 holds them, so that a row group is read front to back.
+ * A sub-block's fifth bits take 32 bytes, the eight rows' 4-byte words,
+ * bit 8c + k of row r's holding the fifth bit of its column 4k + c of the
+ * sub-block (bit j of qh byte 4k + c for sub-block j), Q5_0_R8's order, so
+ * a step's four bits come to bit 4 of their bytes by one shift and mask.
  *
  * Q5_1_R8, Q5_1 rows packed as Q5_0_R8 with the eight rows' f16 offsets m
  * after their f16 scales d, 192 bytes per 32 columns of a group: d at 0, m
@@ -127,9 +130,9 @@ typedef struct tw_block_q6_k {
 #define TW_R8K_SC_LO  32
 #define TW_R8K_SC_HI  96
 #define TW_R8K_QS     128
-/* Q5_K_R8: a group's block and where its fifth bits start. */
+/* Q5_K_R8: a group's block, and where 64-column group g's part starts. */
 #define TW_R8K5_BLOCK (TW_R8_ROWS * 176)
-#define TW_R8K5_QH    1152
+#define TW_R8K5_G(g)  (128 + 320 * (g))
 
 _Static_assert(sizeof(tw_block_q8_0) == 34, "q8_0 block size");
 _Static_assert(sizeof(tw_block_q4_0) == 18, "q4_0 block size");

@@ -65,12 +65,13 @@ static void pack_k45_block(const uint8_t *const *src, uint8_t *o, bool q5)
         }
         for (size_t g = 0; g < 4; g++)
             for (size_t k = 0; k < 8; k++)
-                memcpy(o + TW_R8K_QS + 256 * g + 32 * k + 4 * r, b + qs + 32 * g + 4 * k, 4);
+                memcpy(o + (q5 ? TW_R8K5_G(g) + 64 : TW_R8K_QS + 256 * g) + 32 * k + 4 * r,
+                       b + qs + 32 * g + 4 * k, 4);
         for (unsigned j = 0; q5 && j < 8; j++) {
             uint32_t bits = 0; /* sub-block j's fifth bits: bit j of qh[c] */
             for (unsigned c = 0; c < 32; c++)
                 bits |= (uint32_t)(b[16 + c] >> j & 1u) << c;
-            put_qh_reordered(bits, o + TW_R8K5_QH + 32 * j + 4 * r);
+            put_qh_reordered(bits, o + TW_R8K5_G(j / 2) + 32 * (j % 2) + 4 * r);
         }
     }
 }
@@ -164,7 +165,8 @@ static unsigned k5_bit(const uint8_t *blk, bool packed, size_t lane, size_t j, s
 {
     if (!packed)
         return blk[16 + l] >> j & 1u;
-    return load_u32(blk + TW_R8K5_QH + 32 * j + 4 * lane) >> (l % 4 * 8 + l / 4) & 1u;
+    return load_u32(blk + TW_R8K5_G(j / 2) + 32 * (j % 2) + 4 * lane) >> (l % 4 * 8 + l / 4) &
+           1u;
 }
 
 /* Row r's block i of a Q4_K_R8 / Q5_K_R8 range (a plain Q4_K / Q5_K block
@@ -196,9 +198,9 @@ static float r8k_block(bool q5, const uint8_t *w, size_t row_bytes, size_t rows,
         int32_t isum = 0;
         const size_t g = (size_t)j / 2, shift = 4 * ((size_t)j % 2);
         for (size_t l = 0; l < 32; l++) {
-            const uint8_t q = r < packed
-                                  ? blk[TW_R8K_QS + 256 * g + 32 * (l / 4) + 4 * lane + l % 4]
-                                  : blk[qs + 32 * g + l];
+            const size_t run = q5 ? TW_R8K5_G(g) + 64 : TW_R8K_QS + 256 * g;
+            const uint8_t q = r < packed ? blk[run + 32 * (l / 4) + 4 * lane + l % 4]
+                                         : blk[qs + 32 * g + l];
             int level = q >> shift & 15;
             if (q5)
                 level |= (int)k5_bit(blk, r < packed, lane, (size_t)j, l) << 4;

@@ -103,7 +103,8 @@ TW_AVX2 TW_TILE __m256i fifth_bits(__m256i h, int k)
  * Q5_K's with the fifth bits of the sub-block in h5. */
 TW_AVX2 TW_TILE __m256i nib_k(const uint8_t *p, int g, int h, int k, __m256i h5, const int K)
 {
-    const __m256i v = tw_load256(p + TW_R8K_QS + 256 * g + 32 * k);
+    const __m256i v =
+        tw_load256(p + (K == R8_Q5K ? TW_R8K5_G(g) + 64 : TW_R8K_QS + 256 * g) + 32 * k);
     const __m256i l = _mm256_and_si256(h ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(0x0F));
     return K == R8_Q5K ? _mm256_or_si256(l, fifth_bits(h5, k)) : l;
 }
@@ -111,7 +112,7 @@ TW_AVX2 TW_TILE __m256i nib_k(const uint8_t *p, int g, int h, int k, __m256i h5,
 /* Q5_K_R8: the fifth bits of sub-block j of the block at p; zero for Q4_K. */
 TW_AVX2 TW_TILE __m256i k5_bits(const uint8_t *p, int j, const int K)
 {
-    return K == R8_Q5K ? tw_load256(p + TW_R8K5_QH + 32 * j) : _mm256_setzero_si256();
+    return K == R8_Q5K ? tw_load256(p + TW_R8K5_G(j / 2) + 32 * (j % 2)) : _mm256_setzero_si256();
 }
 
 /* Q6_K_R8: the 0..63 levels of columns 128h + 32g + 4k.. + 3 of the eight

@@ -205,11 +205,11 @@ static void check_layout_k45(tw_type type, uint64_t seed)
             }
             for (size_t g = 0; g < 4; g++)
                 for (size_t k = 0; k < 8; k++)
-                    assert_memory_equal(blk + 128 + 256 * g + 32 * k + 4 * r,
+                    assert_memory_equal(blk + 128 + (q5 ? 320 * g + 64 : 256 * g) + 32 * k + 4 * r,
                                         src + qs + 32 * g + 4 * k, 4);
             for (size_t j = 0; q5 && j < 8; j++)
                 for (size_t c = 0; c < 32; c++) {
-                    const uint8_t *word = blk + 1152 + 32 * j + 4 * r;
+                    const uint8_t *word = blk + 128 + 320 * (j / 2) + 32 * (j % 2) + 4 * r;
                     assert_int_equal(word[c % 4] >> (c / 4) & 1, src[16 + c] >> j & 1);
                 }
         }
