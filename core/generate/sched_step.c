@@ -181,23 +181,13 @@ static void count_rate(tw_engine *e, uint64_t decoded, uint64_t prefilled)
     pthread_mutex_unlock(&e->lock);
 }
 
-/* One prefill chunk for the oldest slot still reading its prompt. */
-void sched_prefill_step(tw_engine *e, sched *s)
+/* The prompt chunk [sl->prefilled, end) through the model, then the
+ * cache's bookkeeping, and the first token after the last chunk. */
+static void prefill_chunk(tw_engine *e, sched *s, slot *sl, size_t end)
 {
-    slot *sl = NULL;
-    for (uint32_t i = 0; i < s->n_slots; i++) {
-        slot *c = &s->slots[i];
-        if (c->state == SLOT_PREFILL &&
-            (!sl || c->r->id < sl->r->id || (c->r->id == sl->r->id && c->index < sl->index)))
-            sl = c;
-    }
-    if (!sl)
-        return;
     request *r = sl->r;
-    size_t n = engine_cache_chunk_end(sl->m->cache, &sl->cache, sl->prefilled, r->n_prompt,
-                                      e->opts.prefill_chunk) -
-               sl->prefilled;
-    bool last = sl->prefilled + n == r->n_prompt;
+    const size_t n = end - sl->prefilled;
+    const bool last = end == r->n_prompt;
     tw_err err;
     uint64_t t0 = tw_now_us();
     tw_status st = tw_model_forward(sl->m->model, s->pool, sl->seq, r->prompt + sl->prefilled, n,
@@ -209,10 +199,51 @@ void sched_prefill_step(tw_engine *e, sched *s)
         sched_slot_fail(sl, st, err.msg);
         return;
     }
-    sl->prefilled += n;
+    sl->prefilled = end;
     engine_cache_after_chunk(sl->m->cache, &sl->cache, sl->seq, r->prompt);
     if (last)
         next_token(e, sl, sl->m->logits);
+}
+
+/* Slots in age order: request id, then choice. */
+static bool older(const slot *a, const slot *b)
+{
+    return a->r->id < b->r->id || (a->r->id == b->r->id && a->index < b->index);
+}
+
+/* The oldest slot still reading its prompt that is younger than `after`
+ * (any, when after is NULL). */
+static slot *next_prefilling(sched *s, const slot *after)
+{
+    slot *sl = NULL;
+    for (uint32_t i = 0; i < s->n_slots; i++) {
+        slot *c = &s->slots[i];
+        if (c->state == SLOT_PREFILL && (!after || older(after, c)) && (!sl || older(c, sl)))
+            sl = c;
+    }
+    return sl;
+}
+
+/* Prompt chunks, oldest slot first, up to prefill_chunk tokens in all: the
+ * oldest takes its next chunk whatever its size, and a younger one joins
+ * while its whole next chunk still fits, so short prompts that arrive
+ * together all start in one step, while a step that carries a long prompt
+ * holds the decoding slots no longer than one chunk. Each slot's chunks
+ * end where they would alone, so the prefix cache sees the same ones. */
+void sched_prefill_step(tw_engine *e, sched *s)
+{
+    size_t budget = e->opts.prefill_chunk;
+    for (slot *sl = next_prefilling(s, NULL); sl; sl = next_prefilling(s, sl)) {
+        const size_t end = engine_cache_chunk_end(sl->m->cache, &sl->cache, sl->prefilled,
+                                                  sl->r->n_prompt, e->opts.prefill_chunk);
+        const size_t n = end - sl->prefilled;
+        if (budget < e->opts.prefill_chunk && n > budget)
+            return;
+        budget -= n < budget ? n : budget;
+        prefill_chunk(e, s, sl, end);
+        if (budget == 0)
+            return;
+    }
 }
 
 /* Next token of verified row i under rejection sampling (sampled requests;

@@ -35,6 +35,9 @@ typedef struct collect {
     bool want_logprobs;
     bool logprobs_ok;
     long slow_ns; /* sleep in the callback, to keep a request running */
+    /* Per choice: the number, among all chunks that carried tokens, of its
+     * first and second such chunk (0: none yet). */
+    size_t seq, first_at[MAX_CHOICES], second_at[MAX_CHOICES];
 } collect;
 
 static void collect_init(collect *c)
@@ -58,6 +61,13 @@ static void on_chunk(void *user, const tw_gen_chunk *ch)
     if (c->final)
         c->chunks_after_final++;
     if (ch->index < MAX_CHOICES) {
+        if (ch->n_token_ids) {
+            c->seq++;
+            if (!c->first_at[ch->index])
+                c->first_at[ch->index] = c->seq;
+            else if (!c->second_at[ch->index])
+                c->second_at[ch->index] = c->seq;
+        }
         for (size_t i = 0; i < ch->n_token_ids && c->n[ch->index] < MAX_OUT; i++)
             c->ids[ch->index][c->n[ch->index]++] = ch->token_ids[i];
         if (c->want_logprobs && ch->n_token_ids) {
@@ -325,6 +335,49 @@ static void test_n_choices_and_seeds(void **state)
     collect_destroy(&b);
 }
 
+/* Choices 0..n-1 of one request, whose prompts are prefilled together or
+ * not: true when each of the choices in [a, b) had its first tokens before
+ * any of them had its second. */
+static bool started_together(const collect *c, size_t a, size_t b)
+{
+    size_t last_first = 0, first_second = SIZE_MAX;
+    for (size_t i = a; i < b; i++) {
+        assert_true(c->first_at[i] && c->second_at[i]);
+        if (c->first_at[i] > last_first)
+            last_first = c->first_at[i];
+        if (c->second_at[i] < first_second)
+            first_second = c->second_at[i];
+    }
+    return last_first < first_second;
+}
+
+/* Prompts that fit one step's prefill_chunk (7 here) together all start in
+ * that step, rather than one per step while the others decode; a prompt
+ * that would take the step past it waits for the next. */
+static void test_short_prompts_start_together(void **state)
+{
+    REQUIRE_FIXTURE(f);
+    tw_gen_request r;
+    greedy_request(&r, f->g.input, 1, 4);
+    r.n = 4; /* four one-token prompts: 4 of 7 */
+    collect c;
+    collect_init(&c);
+    run(f, &r, &c);
+    assert_int_equal(c.finish_chunks, 4);
+    assert_true(started_together(&c, 0, 4));
+    collect_destroy(&c);
+
+    greedy_request(&r, f->g.input, 2, 4);
+    r.n = 4; /* four two-token prompts: the fourth would make 8 of 7 */
+    collect_init(&c);
+    run(f, &r, &c);
+    assert_true(started_together(&c, 0, 3));
+    assert_false(started_together(&c, 0, 4));
+    for (size_t i = 0; i < 4; i++)
+        assert_memory_equal(c.ids[i], c.ids[0], 4 * sizeof(uint32_t));
+    collect_destroy(&c);
+}
+
 static void test_stop_token_ends_with_stop(void **state)
 {
     REQUIRE_FIXTURE(f);
@@ -558,6 +611,7 @@ int main(void)
         cmocka_unit_test(test_greedy_matches_golden),
         cmocka_unit_test(test_batched_equals_sequential),
         cmocka_unit_test(test_n_choices_and_seeds),
+        cmocka_unit_test(test_short_prompts_start_together),
         cmocka_unit_test(test_stop_token_ends_with_stop),
         cmocka_unit_test(test_cancel_from_callback),
         cmocka_unit_test(test_deadline),
