@@ -79,7 +79,11 @@ bool sched_buf_append(text_buf *b, const char *p, size_t n);
 void sched_slot_finish(slot *sl, tw_finish_reason why);
 void sched_slot_fail(slot *sl, tw_status st, const char *msg);
 
-/* One prefill chunk of one waiting prompt. */
+/* Hands a slot's new output to its callback; a finished slot's last
+ * output ends it and frees the slot (scheduler.c). */
+void sched_emit(tw_engine *e, slot *sl);
+
+/* Prompt chunks of the waiting prompts, within prefill_chunk tokens. */
 void sched_prefill_step(tw_engine *e, sched *s);
 
 /* One decode step per model over all its decoding slots. */

@@ -241,6 +241,11 @@ void sched_prefill_step(tw_engine *e, sched *s)
             return;
         budget -= n < budget ? n : budget;
         prefill_chunk(e, s, sl, end);
+        /* A first token goes out now rather than after the step's other
+         * prompts and its decode pass; a finished slot's end waits for the
+         * step's end, as that frees the slot. */
+        if (sl->state == SLOT_DECODE)
+            sched_emit(e, sl);
         if (budget == 0)
             return;
     }

@@ -240,7 +240,7 @@ static void final_flush(slot *sl)
 
 /* Sends what a slot produced this step; a finished slot also sends its end
  * (and the request's end when it is the last choice) and is released. */
-static void emit(tw_engine *e, slot *sl)
+void sched_emit(tw_engine *e, slot *sl)
 {
     bool done = sl->state == SLOT_DONE;
     if (done && sl->finish != TW_FINISH_STOP_STRING && sl->finish != TW_FINISH_ERROR)
@@ -458,7 +458,7 @@ static void emit_all(tw_engine *e, sched *s)
 {
     for (uint32_t i = 0; i < s->n_slots; i++)
         if (s->slots[i].state != SLOT_FREE)
-            emit(e, &s->slots[i]);
+            sched_emit(e, &s->slots[i]);
 }
 
 void *sched_main(void *arg)
