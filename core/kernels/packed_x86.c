@@ -271,9 +271,10 @@ TW_AVX2 TW_TILE void r8_prefetch(const uint8_t *next, const int K)
     r8_prefetch((p) + (pf), K)
 
 /* AVX2. Q8_0: the sign trick per step, |q| . sign(a, q), two int16 pair
- * sums widened to int32 by a multiply-add with ones. Q4_0 / Q5_0: the
- * unsigned levels times a, no sign needed (2 * 31 * 127 fits int16, and so
- * do the pair sums of steps k and k + 4 added, which share one widening). */
+ * sums widened to int32 by a multiply-add with ones. Q4_0 / Q5_0 / Q5_1:
+ * the unsigned levels times a, no sign needed, summed as int16 over all
+ * eight steps for Q4_0 (8 * 2 * 15 * 127 fits) and four for the five-bit
+ * types (4 * 2 * 31 * 127 does) before one widening. */
 TW_AVX2 TW_TILE void r8_group_avx2(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
                                    size_t y_stride, const int TB, size_t pf, const int K)
 {
@@ -287,15 +288,20 @@ TW_AVX2 TW_TILE void r8_group_avx2(const uint8_t *p, size_t nb, const tw_act *ac
         for (int t = 0; t < TB; t++)
             isum[t] = lane_start(&acts[t], i, K, 0);
         if (K != R8_Q8) {
+            /* pairs of steps k, k + 4 per int16 sum before one widening */
+            const int pairs = K == R8_Q4 ? 4 : 2;
+            __m256i s16[8];
 #pragma GCC unroll 4
             for (int k = 0; k < R8_STEPS / 2; k++) {
                 const __m256i lo = nib_step(p, k, K), hi = nib_step(p, k + 4, K);
 #pragma GCC unroll 8
                 for (int t = 0; t < TB; t++) {
-                    const __m256i s16 =
+                    const __m256i d =
                         _mm256_add_epi16(_mm256_maddubs_epi16(lo, act4(&acts[t], i, k)),
                                          _mm256_maddubs_epi16(hi, act4(&acts[t], i, k + 4)));
-                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16, ones));
+                    s16[t] = k % pairs == 0 ? d : _mm256_add_epi16(s16[t], d);
+                    if (k % pairs == pairs - 1)
+                        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], ones));
                 }
             }
         } else {
