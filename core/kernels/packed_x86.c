@@ -108,6 +108,16 @@ TW_AVX2 TW_TILE __m256i r8k_lanes(const uint8_t *v, int j, bool pair)
     return _mm256_shuffle_epi8(_mm256_set1_epi64x(w), ctl);
 }
 
+/* The sum of a VNNI kernel's n dot-product chains of one activation. */
+TW_AVX2 TW_TILE __m256i chains_sum(const __m256i *chain, int n)
+{
+    __m256i s = chain[0];
+#pragma GCC unroll 8
+    for (int c = 1; c < n; c++)
+        s = _mm256_add_epi32(s, chain[c]);
+    return s;
+}
+
 /* The fifth bits of 4-column step k (0..7) of the eight rows at bit 4 of
  * their bytes, from their 32 bits in the packed order (bit 8c + k for
  * column 4k + c) in each lane of h. */
@@ -358,12 +368,8 @@ TW_AVX512 TW_TILE void r8_group_vnni(const uint8_t *p, size_t nb, const tw_act *
                 isum[t][k % NS] = _mm256_dpbusd_epi32(isum[t][k % NS], qu, act4(&acts[t], i, k));
         }
 #pragma GCC unroll 8
-        for (int t = 0; t < TB; t++) {
-#pragma GCC unroll 8
-            for (int c = 1; c < NS; c++)
-                isum[t][0] = _mm256_add_epi32(isum[t][0], isum[t][c]);
-            acc[t] = r8_scale_into(p, dw, isum[t][0], &acts[t], i, acc[t], K);
-        }
+        for (int t = 0; t < TB; t++)
+            acc[t] = r8_scale_into(p, dw, chains_sum(isum[t], NS), &acts[t], i, acc[t], K);
     }
     r8_store(acc, y, y_stride, TB);
 }
@@ -380,9 +386,12 @@ TW_AVX2 TW_TILE void r8k_group_avx2(const uint8_t *p, size_t nb, const tw_act *a
     __m256 acc[8] = {0};
     for (size_t i = 0; i < nb; i++, p += R8_BLOCK(K)) {
         R8_PREFETCH(p, pf, K);
-        __m256i s1[8];
+        __m256i s1[8], mp[8]; /* mp: each sub-block's mins, shuffled once for all */
         uint8_t scb[64], mb[64];
         r8k_scales_mins(p, scb, mb);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++)
+            mp[j] = r8k_lanes(mb, j, true);
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++)
             s1[t] = _mm256_setzero_si256();
@@ -406,7 +415,7 @@ TW_AVX2 TW_TILE void r8k_group_avx2(const uint8_t *p, size_t nb, const tw_act *a
             __m256i s2 = _mm256_setzero_si256();
             for (int j = 0; j < 8; j++)
                 s2 = _mm256_add_epi32(
-                    s2, _mm256_madd_epi16(r8k_lanes(mb, j, true), bsum_pair(&acts[t], i, j)));
+                    s2, _mm256_madd_epi16(mp[j], bsum_pair(&acts[t], i, j)));
             acc[t] = r8k_scale_into(p, s1[t], s2, acts[t].d[i], acc[t]);
         }
     }
@@ -423,9 +432,12 @@ TW_AVX512 TW_TILE void r8k_group_vnni(const uint8_t *p, size_t nb, const tw_act 
     __m256 acc[8] = {0};
     for (size_t i = 0; i < nb; i++, p += R8_BLOCK(K)) {
         R8_PREFETCH(p, pf, K);
-        __m256i s1[8];
+        __m256i s1[8], mp[8]; /* mp: each sub-block's mins, shuffled once for all */
         uint8_t scb[64], mb[64];
         r8k_scales_mins(p, scb, mb);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++)
+            mp[j] = r8k_lanes(mb, j, true);
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++)
             s1[t] = _mm256_setzero_si256();
@@ -446,18 +458,14 @@ TW_AVX512 TW_TILE void r8k_group_vnni(const uint8_t *p, size_t nb, const tw_act 
                                                           act4k(&acts[t], i, 32 * j + 4 * k));
             }
 #pragma GCC unroll 8
-            for (int t = 0; t < TB; t++) {
-#pragma GCC unroll 8
-                for (int c = 1; c < NS; c++)
-                    isum[t][0] = _mm256_add_epi32(isum[t][0], isum[t][c]);
-                s1[t] = _mm256_add_epi32(s1[t], _mm256_mullo_epi32(isum[t][0], sc));
-            }
+            for (int t = 0; t < TB; t++)
+                s1[t] = _mm256_add_epi32(s1[t], _mm256_mullo_epi32(chains_sum(isum[t], NS), sc));
         }
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++) {
             __m256i s2 = _mm256_setzero_si256();
             for (int j = 0; j < 8; j++)
-                s2 = _mm256_dpwssd_epi32(s2, r8k_lanes(mb, j, true), bsum_pair(&acts[t], i, j));
+                s2 = _mm256_dpwssd_epi32(s2, mp[j], bsum_pair(&acts[t], i, j));
             acc[t] = r8k_scale_into(p, s1[t], s2, acts[t].d[i], acc[t]);
         }
     }
@@ -543,12 +551,8 @@ TW_AVX512 TW_TILE void r8q6_group_vnni(const uint8_t *p, size_t nb, const tw_act
                         _mm256_dpbusd_epi32(isum[t][kk % NS], q, act4k(&acts[t], i, c0 + 4 * kk));
             }
 #pragma GCC unroll 8
-            for (int t = 0; t < TB; t++) {
-#pragma GCC unroll 4
-                for (int c = 1; c < NS; c++)
-                    isum[t][0] = _mm256_add_epi32(isum[t][0], isum[t][c]);
-                s[t] = _mm256_add_epi32(s[t], _mm256_mullo_epi32(isum[t][0], sc));
-            }
+            for (int t = 0; t < TB; t++)
+                s[t] = _mm256_add_epi32(s[t], _mm256_mullo_epi32(chains_sum(isum[t], NS), sc));
         }
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++) {
