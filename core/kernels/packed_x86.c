@@ -108,6 +108,17 @@ TW_AVX2 TW_TILE __m256i r8k_lanes(const uint8_t *v, int j, bool pair)
     return _mm256_shuffle_epi8(_mm256_set1_epi64x(w), ctl);
 }
 
+/* A K block's scales, byte 8j + r, into sc, and its mins as int16 pairs,
+ * one vector per sub-block j, into mp: shuffled once for all activations. */
+TW_AVX2 TW_TILE void r8k_block_scales(const uint8_t *p, uint8_t *sc, __m256i *mp)
+{
+    uint8_t m[64];
+    r8k_scales_mins(p, sc, m);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++)
+        mp[j] = r8k_lanes(m, j, true);
+}
+
 /* The sum of a VNNI kernel's n dot-product chains of one activation. */
 TW_AVX2 TW_TILE __m256i chains_sum(const __m256i *chain, int n)
 {
@@ -386,12 +397,9 @@ TW_AVX2 TW_TILE void r8k_group_avx2(const uint8_t *p, size_t nb, const tw_act *a
     __m256 acc[8] = {0};
     for (size_t i = 0; i < nb; i++, p += R8_BLOCK(K)) {
         R8_PREFETCH(p, pf, K);
-        __m256i s1[8], mp[8]; /* mp: each sub-block's mins, shuffled once for all */
-        uint8_t scb[64], mb[64];
-        r8k_scales_mins(p, scb, mb);
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++)
-            mp[j] = r8k_lanes(mb, j, true);
+        __m256i s1[8], mp[8];
+        uint8_t scb[64];
+        r8k_block_scales(p, scb, mp);
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++)
             s1[t] = _mm256_setzero_si256();
@@ -432,12 +440,9 @@ TW_AVX512 TW_TILE void r8k_group_vnni(const uint8_t *p, size_t nb, const tw_act 
     __m256 acc[8] = {0};
     for (size_t i = 0; i < nb; i++, p += R8_BLOCK(K)) {
         R8_PREFETCH(p, pf, K);
-        __m256i s1[8], mp[8]; /* mp: each sub-block's mins, shuffled once for all */
-        uint8_t scb[64], mb[64];
-        r8k_scales_mins(p, scb, mb);
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++)
-            mp[j] = r8k_lanes(mb, j, true);
+        __m256i s1[8], mp[8];
+        uint8_t scb[64];
+        r8k_block_scales(p, scb, mp);
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++)
             s1[t] = _mm256_setzero_si256();
