@@ -225,13 +225,14 @@ TW_AVX2 TW_TILE __m256i nib_step(const uint8_t *p, int k, const int K)
 
 /* What a block's lanes start from: Q4_0's levels carry +8 and Q5_0's +16,
  * so -8 or -16 times the activations' block sum (bneg is -128 times it);
- * VNNI's Q8_0 weights carry +128, so bneg itself; AVX2's Q8_0 sign trick
- * and Q5_1's unsigned levels (its offset is a separate term) nothing. */
-TW_AVX2 TW_TILE __m256i lane_start(const tw_act *a, size_t i, const int K, int biased)
+ * VNNI's Q8_0 weights carry +128, so bneg itself (AVX2's Q8_0 kernel uses
+ * the sign trick and starts from zero); Q5_1's unsigned levels nothing,
+ * its offset being a separate term. */
+TW_AVX2 TW_TILE __m256i lane_start(const tw_act *a, size_t i, const int K)
 {
     if (K == R8_Q4 || K == R8_Q5)
         return _mm256_set1_epi32(a->bneg[i] / (K == R8_Q4 ? 16 : 8));
-    return K == R8_Q8 && biased ? _mm256_set1_epi32(a->bneg[i]) : _mm256_setzero_si256();
+    return K == R8_Q8 ? _mm256_set1_epi32(a->bneg[i]) : _mm256_setzero_si256();
 }
 
 /* The eight rows' scales of the block at p. */
@@ -291,11 +292,8 @@ TW_AVX2 TW_TILE void r8_prefetch(const uint8_t *next, const int K)
     if (pf)                                                                                        \
     r8_prefetch((p) + (pf), K)
 
-/* AVX2. Q8_0: the sign trick per step, |q| . sign(a, q), two int16 pair
- * sums widened to int32 by a multiply-add with ones. Q4_0 / Q5_0 / Q5_1:
- * the unsigned levels times a, no sign needed, summed as int16 over all
- * eight steps for Q4_0 (8 * 2 * 15 * 127 fits) and four for the five-bit
- * types (4 * 2 * 31 * 127 does) before one widening. */
+/* AVX2 Q8_0: the sign trick per step, |q| . sign(a, q), two int16 pair
+ * sums widened to int32 by a multiply-add with ones. */
 TW_AVX2 TW_TILE void r8_group_avx2(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
                                    size_t y_stride, const int TB, size_t pf, const int K)
 {
@@ -307,40 +305,61 @@ TW_AVX2 TW_TILE void r8_group_avx2(const uint8_t *p, size_t nb, const tw_act *ac
         __m256i isum[8];
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++)
-            isum[t] = lane_start(&acts[t], i, K, 0);
-        if (K != R8_Q8) {
-            /* pairs of steps k, k + 4 per int16 sum before one widening */
-            const int pairs = K == R8_Q4 ? 4 : 2;
-            __m256i s16[8];
-#pragma GCC unroll 4
-            for (int k = 0; k < R8_STEPS / 2; k++) {
-                const __m256i lo = nib_step(p, k, K), hi = nib_step(p, k + 4, K);
+            isum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
-                for (int t = 0; t < TB; t++) {
-                    const __m256i d =
-                        _mm256_add_epi16(_mm256_maddubs_epi16(lo, act4(&acts[t], i, k)),
-                                         _mm256_maddubs_epi16(hi, act4(&acts[t], i, k + 4)));
-                    s16[t] = k % pairs == 0 ? d : _mm256_add_epi16(s16[t], d);
-                    if (k % pairs == pairs - 1)
-                        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], ones));
-                }
-            }
-        } else {
+        for (int k = 0; k < R8_STEPS; k++) {
+            const __m256i q = tw_load256(p + R8_HEAD(K) + 32 * k);
+            const __m256i qabs = _mm256_sign_epi8(q, q);
 #pragma GCC unroll 8
-            for (int k = 0; k < R8_STEPS; k++) {
-                const __m256i q = tw_load256(p + R8_HEAD(K) + 32 * k);
-                const __m256i qabs = _mm256_sign_epi8(q, q);
-#pragma GCC unroll 8
-                for (int t = 0; t < TB; t++) {
-                    const __m256i s = _mm256_sign_epi8(act4(&acts[t], i, k), q);
-                    isum[t] = _mm256_add_epi32(
-                        isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(qabs, s), ones));
-                }
+            for (int t = 0; t < TB; t++) {
+                const __m256i s = _mm256_sign_epi8(act4(&acts[t], i, k), q);
+                isum[t] = _mm256_add_epi32(
+                    isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(qabs, s), ones));
             }
         }
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++)
             acc[t] = r8_scale_into(p, dw, isum[t], &acts[t], i, acc[t], K);
+    }
+    r8_store(acc, y, y_stride, TB);
+}
+
+/* AVX2 Q4_0 / Q5_0 / Q5_1: the unsigned levels times a, no sign needed.
+ * The block's eight steps of levels are unpacked first, then one
+ * activation at a time goes against them and is scaled into its
+ * accumulator: its int16 sums end before the next activation's start, so
+ * the levels, one sum and the products fit the sixteen registers (going
+ * step by step over all activations instead kept eight sums live and
+ * spilled most products). Steps k and k + 4 pair up per int16 sum, all
+ * four pairs summed before one widening for Q4_0 (8 * 2 * 15 * 127 fits),
+ * two for the five-bit types (4 * 2 * 31 * 127 does). */
+TW_AVX2 TW_TILE void r8n_group_avx2(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
+                                    size_t y_stride, const int TB, size_t pf, const int K)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    const int pairs = K == R8_Q4 ? 4 : 2;
+    __m256 acc[8] = {0};
+    for (size_t i = 0; i < nb; i++, p += R8_BLOCK(K)) {
+        R8_PREFETCH(p, pf, K);
+        const __m256 dw = r8_scales(p);
+        __m256i q[R8_STEPS];
+#pragma GCC unroll 8
+        for (int k = 0; k < R8_STEPS; k++)
+            q[k] = nib_step(p, k, K);
+#pragma GCC unroll 8
+        for (int t = 0; t < TB; t++) {
+            __m256i isum = lane_start(&acts[t], i, K), s16 = _mm256_setzero_si256();
+#pragma GCC unroll 4
+            for (int k = 0; k < R8_STEPS / 2; k++) {
+                const __m256i d =
+                    _mm256_add_epi16(_mm256_maddubs_epi16(q[k], act4(&acts[t], i, k)),
+                                     _mm256_maddubs_epi16(q[k + 4], act4(&acts[t], i, k + 4)));
+                s16 = k % pairs == 0 ? d : _mm256_add_epi16(s16, d);
+                if (k % pairs == pairs - 1)
+                    isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, ones));
+            }
+            acc[t] = r8_scale_into(p, dw, isum, &acts[t], i, acc[t], K);
+        }
     }
     r8_store(acc, y, y_stride, TB);
 }
@@ -364,7 +383,7 @@ TW_AVX512 TW_TILE void r8_group_vnni(const uint8_t *p, size_t nb, const tw_act *
         __m256i isum[8][8];
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++) {
-            isum[t][0] = lane_start(&acts[t], i, K, 1);
+            isum[t][0] = lane_start(&acts[t], i, K);
 #pragma GCC unroll 8
             for (int c = 1; c < NS; c++)
                 isum[t][c] = _mm256_setzero_si256();
@@ -648,9 +667,9 @@ static inline size_t r8_tile_group(size_t left, size_t cap)
 
 // clang-format off
 R8_DRIVER(TW_AVX2, rows_q8_avx2, r8_group_avx2, R8_Q8, TW_TYPE_Q8_0_R8, 8)
-R8_DRIVER(TW_AVX2, rows_q4_avx2, r8_group_avx2, R8_Q4, TW_TYPE_Q4_0_R8, 8)
-R8_DRIVER(TW_AVX2, rows_q5_avx2, r8_group_avx2, R8_Q5, TW_TYPE_Q5_0_R8, 8)
-R8_DRIVER(TW_AVX2, rows_q51_avx2, r8_group_avx2, R8_Q51, TW_TYPE_Q5_1_R8, 8)
+R8_DRIVER(TW_AVX2, rows_q4_avx2, r8n_group_avx2, R8_Q4, TW_TYPE_Q4_0_R8, 8)
+R8_DRIVER(TW_AVX2, rows_q5_avx2, r8n_group_avx2, R8_Q5, TW_TYPE_Q5_0_R8, 8)
+R8_DRIVER(TW_AVX2, rows_q51_avx2, r8n_group_avx2, R8_Q51, TW_TYPE_Q5_1_R8, 8)
 R8_DRIVER(TW_AVX2, rows_q4k_avx2, r8k_group_avx2, R8_Q4K, TW_TYPE_Q4_K_R8, 8)
 R8_DRIVER(TW_AVX2, rows_q5k_avx2, r8k_group_avx2, R8_Q5K, TW_TYPE_Q5_K_R8, 8)
 R8_DRIVER(TW_AVX2, rows_q6k_avx2, r8q6_group_avx2, R8_Q6K, TW_TYPE_Q6_K_R8, 4)
