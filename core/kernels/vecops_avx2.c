@@ -125,52 +125,60 @@ TW_AVX2 static void silu_f32(float *x, size_t n)
         x[i] = x[i] / (1.0f + expf(-x[i]));
 }
 
-/* The delta rule, 32 state columns at a time with their sums of mem and
- * out held in registers down all dk rows. Each element sees the scalar
- * version's operations in its order (a multiply, then an add: no fmas), so
- * every ISA gives the same bits and the recurrence stays exactly what the
- * reference checkpoints were checked against. */
+/* The delta rule, 32 state columns at a time (delta_cols with U = 4) with
+ * their sums of mem and out held in registers down all dk rows. Each
+ * element sees the scalar version's operations in its order (a multiply,
+ * then an add: no fmas), so every ISA gives the same bits and the
+ * recurrence stays exactly what the reference checkpoints were checked
+ * against. The first pass only reads the old state: the second recomputes
+ * the decayed rows, to the same bits, instead of reading back a stored
+ * copy, so the state is crossed three times instead of four (read, read,
+ * write), which is what a decode step that finds it out of cache waits
+ * on. */
+TW_AVX2 static inline __attribute__((always_inline)) void
+delta_cols(float *S, const float *src, const float *q, const float *k, const float *v,
+           __m256 vdecay, __m256 vbeta, size_t dk, size_t dv, size_t c0, float *out, const int U)
+{
+    __m256 m[4], o[4];
+    for (int u = 0; u < U; u++) {
+        m[u] = _mm256_setzero_ps();
+        o[u] = _mm256_setzero_ps();
+    }
+    for (size_t i = 0; i < dk; i++) {
+        const float *old = src + i * dv + c0;
+        const __m256 ki = _mm256_set1_ps(k[i]);
+        for (int u = 0; u < U; u++) {
+            const __m256 r = _mm256_mul_ps(_mm256_loadu_ps(old + 8 * u), vdecay);
+            m[u] = _mm256_add_ps(m[u], _mm256_mul_ps(r, ki));
+        }
+    }
+    for (int u = 0; u < U; u++)
+        m[u] = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(v + c0 + 8 * u), m[u]), vbeta);
+    for (size_t i = 0; i < dk; i++) {
+        const float *old = src + i * dv + c0;
+        float *row = S + i * dv + c0;
+        const __m256 ki = _mm256_set1_ps(k[i]), qi = _mm256_set1_ps(q[i]);
+        for (int u = 0; u < U; u++) {
+            const __m256 r = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(old + 8 * u), vdecay),
+                                           _mm256_mul_ps(ki, m[u]));
+            _mm256_storeu_ps(row + 8 * u, r);
+            o[u] = _mm256_add_ps(o[u], _mm256_mul_ps(r, qi));
+        }
+    }
+    for (int u = 0; u < U; u++)
+        _mm256_storeu_ps(out + c0 + 8 * u, o[u]);
+}
+
 TW_AVX2 static void delta_rule_f32(float *S, const float *src, const float *q, const float *k,
                                    const float *v, float decay, float beta, size_t dk,
                                    size_t dv, float *mem, float *out)
 {
     const __m256 vdecay = _mm256_set1_ps(decay), vbeta = _mm256_set1_ps(beta);
     size_t c0 = 0;
-    for (; c0 + 8 <= dv; c0 += 32) {
-        const int nv = (int)((dv - c0) / 8 < 4 ? (dv - c0) / 8 : 4);
-        __m256 m[4], o[4];
-        for (int u = 0; u < 4; u++) {
-            m[u] = _mm256_setzero_ps();
-            o[u] = _mm256_setzero_ps();
-        }
-        for (size_t i = 0; i < dk; i++) {
-            const float *old = src + i * dv + c0;
-            float *row = S + i * dv + c0;
-            const __m256 ki = _mm256_set1_ps(k[i]);
-            for (int u = 0; u < nv; u++) {
-                __m256 r = _mm256_mul_ps(_mm256_loadu_ps(old + 8 * u), vdecay);
-                _mm256_storeu_ps(row + 8 * u, r);
-                m[u] = _mm256_add_ps(m[u], _mm256_mul_ps(r, ki));
-            }
-        }
-        for (int u = 0; u < nv; u++)
-            m[u] = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(v + c0 + 8 * u), m[u]), vbeta);
-        for (size_t i = 0; i < dk; i++) {
-            float *row = S + i * dv + c0;
-            const __m256 ki = _mm256_set1_ps(k[i]), qi = _mm256_set1_ps(q[i]);
-            for (int u = 0; u < nv; u++) {
-                __m256 r = _mm256_add_ps(_mm256_loadu_ps(row + 8 * u), _mm256_mul_ps(ki, m[u]));
-                _mm256_storeu_ps(row + 8 * u, r);
-                o[u] = _mm256_add_ps(o[u], _mm256_mul_ps(r, qi));
-            }
-        }
-        for (int u = 0; u < nv; u++)
-            _mm256_storeu_ps(out + c0 + 8 * u, o[u]);
-        if (nv < 4) {
-            c0 += 8 * (size_t)nv;
-            break;
-        }
-    }
+    for (; c0 + 32 <= dv; c0 += 32)
+        delta_cols(S, src, q, k, v, vdecay, vbeta, dk, dv, c0, out, 4);
+    for (; c0 + 8 <= dv; c0 += 8)
+        delta_cols(S, src, q, k, v, vdecay, vbeta, dk, dv, c0, out, 1);
     /* the columns past the last 8-wide chunk */
     if (c0 < dv) {
         for (size_t j = c0; j < dv; j++)
