@@ -224,28 +224,56 @@ static slot *next_prefilling(sched *s, const slot *after)
     return sl;
 }
 
-/* Prompt chunks, oldest slot first, up to prefill_chunk tokens in all: the
- * oldest takes its next chunk whatever its size, and a younger one joins
- * while its whole next chunk still fits, so short prompts that arrive
- * together all start in one step, while a step that carries a long prompt
- * holds the decoding slots no longer than one chunk. Each slot's chunks
- * end where they would alone, so the prefix cache sees the same ones. */
+/* A prompt that can be read to its end in at most this share of
+ * prefill_chunk goes ahead of older ones (see sched_prefill_step). */
+#define QUICK_SHARE 4
+
+/* Prefills sl's next chunk, [sl->prefilled, end), and hands a first token
+ * to its callback now rather than after the step's other prompts and its
+ * decode pass; a finished slot's end waits for the step's end, as that
+ * frees the slot. */
+static void prefill_and_emit(tw_engine *e, sched *s, slot *sl, size_t end)
+{
+    prefill_chunk(e, s, sl, end);
+    if (sl->state == SLOT_DECODE)
+        sched_emit(e, sl);
+}
+
+/* Prompt chunks, up to prefill_chunk tokens in all plus a quick share.
+ * First, younger prompts whose whole rest fits in a quarter of
+ * prefill_chunk are read to their end, oldest first, within that quarter:
+ * a short question that arrives behind a long document starts at once
+ * instead of after the document's last chunk. Then the oldest slot takes
+ * its next chunk whatever its size, and a younger one joins while its
+ * whole next chunk still fits, so short prompts that arrive together all
+ * start in one step, while a step that carries a long prompt holds the
+ * decoding slots no longer than one chunk and a quarter. Each slot's
+ * chunks end where they would alone, so the prefix cache sees the same
+ * ones. */
 void sched_prefill_step(tw_engine *e, sched *s)
 {
-    size_t budget = e->opts.prefill_chunk;
-    for (slot *sl = next_prefilling(s, NULL); sl; sl = next_prefilling(s, sl)) {
+    const size_t chunk = e->opts.prefill_chunk;
+    slot *oldest = next_prefilling(s, NULL);
+    size_t quick = chunk / QUICK_SHARE;
+    for (slot *sl = oldest ? next_prefilling(s, oldest) : NULL; sl && quick;
+         sl = next_prefilling(s, sl)) {
         const size_t end = engine_cache_chunk_end(sl->m->cache, &sl->cache, sl->prefilled,
-                                                  sl->r->n_prompt, e->opts.prefill_chunk);
+                                                  sl->r->n_prompt, chunk);
         const size_t n = end - sl->prefilled;
-        if (budget < e->opts.prefill_chunk && n > budget)
+        if (end != sl->r->n_prompt || n > quick)
+            continue;
+        quick -= n;
+        prefill_and_emit(e, s, sl, end);
+    }
+    size_t budget = chunk;
+    for (slot *sl = next_prefilling(s, NULL); sl; sl = next_prefilling(s, sl)) {
+        const size_t end =
+            engine_cache_chunk_end(sl->m->cache, &sl->cache, sl->prefilled, sl->r->n_prompt, chunk);
+        const size_t n = end - sl->prefilled;
+        if (budget < chunk && n > budget)
             return;
         budget -= n < budget ? n : budget;
-        prefill_chunk(e, s, sl, end);
-        /* A first token goes out now rather than after the step's other
-         * prompts and its decode pass; a finished slot's end waits for the
-         * step's end, as that frees the slot. */
-        if (sl->state == SLOT_DECODE)
-            sched_emit(e, sl);
+        prefill_and_emit(e, s, sl, end);
         if (budget == 0)
             return;
     }

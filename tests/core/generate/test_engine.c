@@ -2,6 +2,7 @@
  * tokenizer). Skips when the reference data is absent. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
@@ -38,7 +39,12 @@ typedef struct collect {
     /* Per choice: the number, among all chunks that carried tokens, of its
      * first and second such chunk (0: none yet). */
     size_t seq, first_at[MAX_CHOICES], second_at[MAX_CHOICES];
+    /* Per choice: the number, among all requests' chunks that carried
+     * tokens, of its first (0: none yet). */
+    size_t first_of_all[MAX_CHOICES];
 } collect;
+
+static atomic_size_t token_chunks;
 
 static void collect_init(collect *c)
 {
@@ -63,8 +69,11 @@ static void on_chunk(void *user, const tw_gen_chunk *ch)
     if (ch->index < MAX_CHOICES) {
         if (ch->n_token_ids) {
             c->seq++;
-            if (!c->first_at[ch->index])
+            size_t of_all = atomic_fetch_add(&token_chunks, 1) + 1;
+            if (!c->first_at[ch->index]) {
                 c->first_at[ch->index] = c->seq;
+                c->first_of_all[ch->index] = of_all;
+            }
             else if (!c->second_at[ch->index])
                 c->second_at[ch->index] = c->seq;
         }
@@ -378,6 +387,61 @@ static void test_short_prompts_start_together(void **state)
     collect_destroy(&c);
 }
 
+/* A prompt whose rest fits a quarter of prefill_chunk (7 / 4: one token)
+ * and that arrives while a long one is being read starts at once, ahead of
+ * the long prompt's remaining chunks, instead of after its last one; both
+ * still give what they give alone. */
+static void test_short_prompt_overtakes_long(void **state)
+{
+    REQUIRE_FIXTURE(f);
+    enum { LONG = 490 };
+    uint32_t lng[LONG];
+    for (size_t i = 0; i < LONG; i++)
+        lng[i] = f->g.input[i % f->g.n_input];
+    tw_gen_request rl, rs;
+    greedy_request(&rl, lng, LONG, 2);
+    greedy_request(&rs, f->g.input, 1, 2);
+    /* every chunk read, none restored from what an earlier run cached */
+    rl.cache.mode = rs.cache.mode = TW_CACHE_BYPASS;
+    collect alone, alone_long;
+    collect_init(&alone);
+    collect_init(&alone_long);
+    run(f, &rs, &alone);
+    run(f, &rl, &alone_long);
+    tw_gen_callbacks cb = {on_chunk};
+    tw_err err;
+    /* The short prompt must come while the long one is still being read
+     * (70 steps): a run where the long one had started answering first
+     * proves nothing and goes again. */
+    for (int attempt = 0;; attempt++) {
+        assert_true(attempt < 3);
+        collect cl, cs;
+        collect_init(&cl);
+        collect_init(&cs);
+        cl.e = cs.e = f->e;
+        assert_int_equal(tw_engine_submit(f->e, &rl, &cb, &cl, &cl.id, &err), TW_OK);
+        assert_int_equal(tw_engine_submit(f->e, &rs, &cb, &cs, &cs.id, &err), TW_OK);
+        pthread_mutex_lock(&cl.mu);
+        bool late = cl.first_at[0] != 0;
+        pthread_mutex_unlock(&cl.mu);
+        wait_final(&cl);
+        wait_final(&cs);
+        bool overtook = cs.first_of_all[0] < cl.first_of_all[0];
+        assert_int_equal(cs.n[0], 2);
+        assert_memory_equal(cs.ids[0], alone.ids[0], 2 * sizeof(uint32_t));
+        assert_int_equal(cl.n[0], 2);
+        assert_memory_equal(cl.ids[0], alone_long.ids[0], 2 * sizeof(uint32_t));
+        collect_destroy(&cl);
+        collect_destroy(&cs);
+        if (late)
+            continue;
+        assert_true(overtook);
+        break;
+    }
+    collect_destroy(&alone);
+    collect_destroy(&alone_long);
+}
+
 static void test_stop_token_ends_with_stop(void **state)
 {
     REQUIRE_FIXTURE(f);
@@ -612,6 +676,7 @@ int main(void)
         cmocka_unit_test(test_batched_equals_sequential),
         cmocka_unit_test(test_n_choices_and_seeds),
         cmocka_unit_test(test_short_prompts_start_together),
+        cmocka_unit_test(test_short_prompt_overtakes_long),
         cmocka_unit_test(test_stop_token_ends_with_stop),
         cmocka_unit_test(test_cancel_from_callback),
         cmocka_unit_test(test_deadline),
