@@ -1,6 +1,6 @@
 /* x86 kernels for the packed types, Q8_0 / Q4_0 / Q5_0 / Q5_1 / Q4_K /
- * Q5_K / Q6_K rows packed eight to a group (kernels/blocks.h). Eight rows sit in the eight int32 lanes of a vector:
- * each 4-column step multiplies the eight rows' four levels by the same
+ * Q5_K / Q6_K rows packed eight to a group (kernels/blocks.h). Eight rows
+ * sit in the eight int32 lanes of a vector: each 4-column step multiplies the eight rows' four levels by the same
  * four activation values broadcast to every lane, so after the block's
  * eight steps every lane holds its row's exact block dot, and one
  * conversion and one fused multiply-add scale it for all eight rows. The
@@ -77,7 +77,8 @@ TW_AVX2 TW_TILE void r8k_scales_mins(const uint8_t *p, uint8_t *sc, uint8_t *m)
 {
     const __m256i nib = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
     const __m256i hx = tw_load256(p + TW_R8K_SC_HI);
-    const __m256i n0 = _mm256_and_si256(hx, nib), n1 = _mm256_and_si256(_mm256_srli_epi16(hx, 4), nib);
+    const __m256i n0 = _mm256_and_si256(hx, nib);
+    const __m256i n1 = _mm256_and_si256(_mm256_srli_epi16(hx, 4), nib);
     /* rows 0..7 of sub-blocks 0, 1 | 4, 5 and of 2, 3 | 6, 7 */
     const __m256i ua = _mm256_unpacklo_epi8(n0, n1), ub = _mm256_unpackhi_epi8(n0, n1);
     for (int half = 0; half < 2; half++) {
@@ -266,27 +267,15 @@ TW_AVX2 TW_TILE __m256 r8_scale_into(const uint8_t *p, __m256 dw, __m256i isum, 
 }
 
 /* With pf, a block first fetches the block pf bytes on (the next
- * group's): the 4-5 lines of a 32-column block, the 18 of a Q4_K one, the
- * 27 of a Q6_K one. */
+ * group's): 5 lines for a 32-column block (4-5 of them hold it, by its
+ * alignment), every line of a K-type one (18 for Q4_K, 22 for Q5_K, 27 for
+ * Q6_K). */
 TW_AVX2 TW_TILE void r8_prefetch(const uint8_t *next, const int K)
 {
-    if (K == R8_Q4K) {
-#pragma GCC unroll 18
-        for (int l = 0; l < TW_R8K_BLOCK / 64; l++)
-            _mm_prefetch((const char *)(next + 64 * l), _MM_HINT_T0);
-    } else if (K == R8_Q5K) {
-#pragma GCC unroll 22
-        for (int l = 0; l < TW_R8K5_BLOCK / 64; l++)
-            _mm_prefetch((const char *)(next + 64 * l), _MM_HINT_T0);
-    } else if (K == R8_Q6K) {
+    const int lines = K >= R8_Q4K ? (R8_BLOCK(K) + 63) / 64 : 5;
 #pragma GCC unroll 27
-        for (int l = 0; l < (TW_R8Q6_BLOCK + 63) / 64; l++)
-            _mm_prefetch((const char *)(next + 64 * l), _MM_HINT_T0);
-    } else {
-#pragma GCC unroll 5
-        for (int l = 0; l < 5; l++)
-            _mm_prefetch((const char *)(next + 64 * l), _MM_HINT_T0);
-    }
+    for (int l = 0; l < lines; l++)
+        _mm_prefetch((const char *)(next + 64 * l), _MM_HINT_T0);
 }
 #define R8_PREFETCH(p, pf, K)                                                                      \
     if (pf)                                                                                        \

@@ -1,13 +1,14 @@
 /* Weights repacked at load for the integer kernels: every Q8_0, Q4_0,
  * Q5_0, Q5_1, Q4_K, Q5_K and Q6_K matrix is copied into tw_pack_rows'
  * layout (eight rows side by side, see tw/kernels.h), which the kernels
- * multiply 1.2-2.9x faster per activation row than plain rows (Q5_1 3-6x). The packed copies
- * share one anonymous mapping, offered huge pages like the file's weights;
- * the embedding table keeps reading the file's rows. The pages of the
- * packed matrices' originals are given back, so the weights are not held
- * twice: a private copy (huge pages) frees them, a file mapping drops them
- * (a later read faults them in from the file again). The model's
- * fingerprint, which samples them, is taken first. */
+ * multiply 1.2-2.9x faster per activation row than plain rows (Q5_1
+ * 3-6x). The packed copies share one anonymous mapping, offered huge
+ * pages like the file's weights; the embedding table keeps reading the
+ * file's rows. The pages of the packed matrices' originals are given
+ * back, so the weights are not held twice: a private copy (huge pages)
+ * frees them, a file mapping drops them (a later read faults them in from
+ * the file again). The model's fingerprint, which samples them, is taken
+ * first. */
 #include <unistd.h>
 #include <sys/mman.h>
 
