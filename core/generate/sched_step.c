@@ -228,6 +228,14 @@ static slot *next_prefilling(sched *s, const slot *after)
  * prefill_chunk goes ahead of older ones (see sched_prefill_step). */
 #define QUICK_SHARE 4
 
+/* Where sl's next prompt chunk ends: the same place whether it is read
+ * alone or beside other prompts, so the prefix cache sees the same chunks. */
+static size_t next_chunk_end(const tw_engine *e, slot *sl)
+{
+    return engine_cache_chunk_end(sl->m->cache, &sl->cache, sl->prefilled, sl->r->n_prompt,
+                                  e->opts.prefill_chunk);
+}
+
 /* Prefills sl's next chunk, [sl->prefilled, end), and hands a first token
  * to its callback now rather than after the step's other prompts and its
  * decode pass; a finished slot's end waits for the step's end, as that
@@ -247,9 +255,7 @@ static void prefill_and_emit(tw_engine *e, sched *s, slot *sl, size_t end)
  * its next chunk whatever its size, and a younger one joins while its
  * whole next chunk still fits, so short prompts that arrive together all
  * start in one step, while a step that carries a long prompt holds the
- * decoding slots no longer than one chunk and a quarter. Each slot's
- * chunks end where they would alone, so the prefix cache sees the same
- * ones. */
+ * decoding slots no longer than one chunk and a quarter. */
 void sched_prefill_step(tw_engine *e, sched *s)
 {
     const size_t chunk = e->opts.prefill_chunk;
@@ -257,9 +263,7 @@ void sched_prefill_step(tw_engine *e, sched *s)
     size_t quick = chunk / QUICK_SHARE;
     for (slot *sl = oldest ? next_prefilling(s, oldest) : NULL; sl && quick;
          sl = next_prefilling(s, sl)) {
-        const size_t end = engine_cache_chunk_end(sl->m->cache, &sl->cache, sl->prefilled,
-                                                  sl->r->n_prompt, chunk);
-        const size_t n = end - sl->prefilled;
+        const size_t end = next_chunk_end(e, sl), n = end - sl->prefilled;
         if (end != sl->r->n_prompt || n > quick)
             continue;
         quick -= n;
@@ -267,9 +271,7 @@ void sched_prefill_step(tw_engine *e, sched *s)
     }
     size_t budget = chunk;
     for (slot *sl = next_prefilling(s, NULL); sl; sl = next_prefilling(s, sl)) {
-        const size_t end =
-            engine_cache_chunk_end(sl->m->cache, &sl->cache, sl->prefilled, sl->r->n_prompt, chunk);
-        const size_t n = end - sl->prefilled;
+        const size_t end = next_chunk_end(e, sl), n = end - sl->prefilled;
         if (budget < chunk && n > budget)
             return;
         budget -= n < budget ? n : budget;

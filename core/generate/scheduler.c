@@ -2,14 +2,17 @@
  *
  * Each iteration (1) admits queued requests while free slots remain (one
  * slot per choice), (2) ends slots that were cancelled, ran past their
- * deadline or lost their model, (3) prefills the next chunk of the oldest
- * waiting prompt and of as many younger ones as fit beside it within
- * prefill_chunk tokens, (4) runs one decode step per model over all of
- * that model's decoding slots, speculating ones with their proposals in the
- * same pass, and (5) hands each slot's new output to its callback.
+ * deadline or lost their model, (3) prefills, first, younger prompts that
+ * can be read to their end within a quarter of prefill_chunk, then the
+ * next chunk of the oldest waiting prompt and of as many younger ones as
+ * fit beside it within prefill_chunk tokens, (4) runs one decode step per
+ * model over all of that model's decoding slots, speculating ones with
+ * their proposals in the same pass, and (5) hands each slot's new output
+ * to its callback.
  * Prefill is bounded per step, so a long prompt delays running streams by
- * one chunk per step rather than by its whole length, and short prompts
- * that arrive together start together.
+ * a chunk and a quarter per step rather than by its whole length, short
+ * prompts that arrive together start together, and a short prompt does
+ * not wait behind a long one.
  *
  * Per token, a slot runs (sched_step.c): EOS / stop-id check, the thinking
  * controller (role of the token, budget and loop closes), the streaming
