@@ -89,8 +89,8 @@ def main():
     bat = [r for r in rows if r["suite"] == "batching"]
     if bat:
         md += ["## Continuous batching", "",
-               "| model | streams | aggregate tok/s | vs 1 stream run just before | latency p50 ms | p99 ms | "
-               "TTFT p50 ms | inter-token p50 ms |",
+               "| model | streams | aggregate tok/s | vs 1 stream run just before | "
+               "latency p50 ms | p99 ms | TTFT p50 ms | inter-token p50 ms |",
                "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for r in bat:
             e = r["extra"]

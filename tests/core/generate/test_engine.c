@@ -36,12 +36,10 @@ typedef struct collect {
     bool want_logprobs;
     bool logprobs_ok;
     long slow_ns; /* sleep in the callback, to keep a request running */
-    /* Per choice: the number, among all chunks that carried tokens, of its
-     * first and second such chunk (0: none yet). */
-    size_t seq, first_at[MAX_CHOICES], second_at[MAX_CHOICES];
-    /* Per choice: the number, among all requests' chunks that carried
-     * tokens, of its first (0: none yet). */
-    size_t first_of_all[MAX_CHOICES];
+    /* Per choice: the number, among every request's chunks that carried
+     * tokens (token_chunks), of its first and second such chunk (0: none
+     * yet). */
+    size_t first_at[MAX_CHOICES], second_at[MAX_CHOICES];
 } collect;
 
 static atomic_size_t token_chunks;
@@ -68,14 +66,11 @@ static void on_chunk(void *user, const tw_gen_chunk *ch)
         c->chunks_after_final++;
     if (ch->index < MAX_CHOICES) {
         if (ch->n_token_ids) {
-            c->seq++;
-            size_t of_all = atomic_fetch_add(&token_chunks, 1) + 1;
-            if (!c->first_at[ch->index]) {
-                c->first_at[ch->index] = c->seq;
-                c->first_of_all[ch->index] = of_all;
-            }
+            const size_t at = atomic_fetch_add(&token_chunks, 1) + 1;
+            if (!c->first_at[ch->index])
+                c->first_at[ch->index] = at;
             else if (!c->second_at[ch->index])
-                c->second_at[ch->index] = c->seq;
+                c->second_at[ch->index] = at;
         }
         for (size_t i = 0; i < ch->n_token_ids && c->n[ch->index] < MAX_OUT; i++)
             c->ids[ch->index][c->n[ch->index]++] = ch->token_ids[i];
@@ -426,7 +421,7 @@ static void test_short_prompt_overtakes_long(void **state)
         pthread_mutex_unlock(&cl.mu);
         wait_final(&cl);
         wait_final(&cs);
-        bool overtook = cs.first_of_all[0] < cl.first_of_all[0];
+        bool overtook = cs.first_at[0] < cl.first_at[0];
         assert_int_equal(cs.n[0], 2);
         assert_memory_equal(cs.ids[0], alone.ids[0], 2 * sizeof(uint32_t));
         assert_int_equal(cl.n[0], 2);

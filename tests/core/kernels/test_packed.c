@@ -40,6 +40,16 @@ static size_t cols_of(tw_type t, size_t cols32)
     return cols32 / 32 * tw_type_block_elems(t);
 }
 
+/* The f16 head of a block of type t: its scale d, and m where the type
+ * has a second one (Q5_1's offset, Q4_K's and Q5_K's dmin); Q6_K's d comes
+ * last. */
+static void set_heads(tw_type t, uint8_t *blk, uint16_t d, uint16_t m)
+{
+    memcpy(blk + (t == TW_TYPE_Q6_K ? 208 : 0), &d, 2);
+    if (t == TW_TYPE_Q4_K || t == TW_TYPE_Q5_K || t == TW_TYPE_Q5_1)
+        memcpy(blk + 2, &m, 2);
+}
+
 /* Random rows of type t: quantized random floats, or (raw) random bytes
  * under random finite scales (and Q5_1 offsets, Q4_K / Q5_K mins), the
  * integer paths' extremes (Q8_0 levels from -128 to 127, Q5_K's from 0 to
@@ -64,13 +74,9 @@ static void make(packed_mat *m, tw_type t, size_t rows, size_t cols, bool raw, t
             for (size_t i = 0; i < m->row_bytes; i++)
                 row[i] = (uint8_t)tw_test_rand_u64(rng);
             for (size_t b = 0; b < cols / tw_type_block_elems(t); b++) {
-                uint16_t h = tw_f32_to_f16(tw_test_rand_f32(rng) * 0.02f);
-                memcpy(row + b * bb, &h, 2);
-                h = tw_f32_to_f16(tw_test_rand_f32(rng) * 0.01f);
-                if (t == TW_TYPE_Q4_K || t == TW_TYPE_Q5_K || t == TW_TYPE_Q5_1)
-                    memcpy(row + b * bb + 2, &h, 2);
-                if (t == TW_TYPE_Q6_K) /* its d comes last */
-                    memcpy(row + b * bb + 208, &h, 2);
+                const uint16_t d = tw_f32_to_f16(tw_test_rand_f32(rng) * 0.02f);
+                const uint16_t h = tw_f32_to_f16(tw_test_rand_f32(rng) * 0.01f);
+                set_heads(t, row + b * bb, t == TW_TYPE_Q6_K ? h : d, h);
             }
         } else {
             for (size_t i = 0; i < cols; i++)
@@ -356,12 +362,8 @@ static void test_packed_extremes(void **state)
                 memset(m.plain, fills[f], m.rows * m.row_bytes);
                 const size_t bb = tw_type_block_bytes(t);
                 const uint16_t d = tw_f32_to_f16(0.01f), dm = tw_f32_to_f16(0.005f);
-                for (size_t b = 0; b < m.rows * m.row_bytes / bb; b++) {
-                    uint8_t *blk = m.plain + b * bb;
-                    memcpy(blk + (t == TW_TYPE_Q6_K ? 208 : 0), &d, 2);
-                    if (t == TW_TYPE_Q4_K || t == TW_TYPE_Q5_K || t == TW_TYPE_Q5_1)
-                        memcpy(blk + 2, &dm, 2);
-                }
+                for (size_t b = 0; b < m.rows * m.row_bytes / bb; b++)
+                    set_heads(t, m.plain + b * bb, d, dm);
                 assert_true(tw_pack_rows(t, m.plain, m.rows, m.cols, m.packed));
                 float x[8 * 2048], want[8 * 16], got[8 * 16], plain[16], wrow[2048];
                 for (size_t i = 0; i < 8 * m.cols; i++)
