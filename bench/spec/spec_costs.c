@@ -88,35 +88,54 @@ static void close_model(bench_model *b)
     free(b->logits);
 }
 
-/* One decode step from the prompt's end, rewound after each. */
+/* One decode step from the prompt's end, rewound after. */
+static double decode_once(bench_model *b, tw_pool *pool, int r)
+{
+    tw_err err;
+    uint32_t tok = (uint32_t)(r * 7 + 11) % b->vocab;
+    double t0 = now_us();
+    tw_model_decode_batch(b->m, pool, &b->seq, &tok, 1, b->logits, &err);
+    double t = now_us() - t0;
+    tw_seq_restore(b->seq, b->base, 0, &err);
+    return t;
+}
+
+/* One verification pass of n rows, rewound after. */
+static double verify_once(bench_model *b, tw_pool *pool, size_t n, int r)
+{
+    uint32_t toks[TW_SPEC_COST_MAX_ROWS];
+    tw_err err;
+    for (size_t i = 0; i < n; i++)
+        toks[i] = (uint32_t)(r * 13 + i * 5 + 3) % b->vocab;
+    double t0 = now_us();
+    tw_model_verify(b->m, pool, b->seq, toks, n, b->logits, b->trail, &err);
+    double t = now_us() - t0;
+    tw_seq_restore(b->seq, b->base, 0, &err);
+    return t;
+}
+
+/* The target's decode step and its verification passes of every row
+ * count, taken in turn within each repetition: the machine's speed moves
+ * between seconds, and measuring one count after another put those moves
+ * into the curve (a 5-row pass could read dearer than a 9-row one). */
+static void target_costs(bench_model *b, tw_pool *pool, tw_spec_costs *out)
+{
+    static double dec[REPS], ver[TW_SPEC_COST_MAX_ROWS][REPS];
+    for (int r = 0; r < REPS; r++) {
+        dec[r] = decode_once(b, pool, r);
+        for (size_t n = 1; n <= TW_SPEC_COST_MAX_ROWS; n++)
+            ver[n - 1][r] = verify_once(b, pool, n, r);
+    }
+    out->target_decode_us = med(dec, REPS);
+    for (size_t n = 1; n <= TW_SPEC_COST_MAX_ROWS; n++)
+        out->verify_us[n - 1] = med(ver[n - 1], REPS);
+}
+
 static double decode_us(bench_model *b, tw_pool *pool)
 {
     double t[REPS];
-    tw_err err;
-    for (int r = 0; r < REPS; r++) {
-        uint32_t tok = (uint32_t)(r * 7 + 11) % b->vocab;
-        double t0 = now_us();
-        tw_model_decode_batch(b->m, pool, &b->seq, &tok, 1, b->logits, &err);
-        t[r] = now_us() - t0;
-        tw_seq_restore(b->seq, b->base, 0, &err);
-    }
-    return med(t, REPS);
-}
-
-/* One verification pass of n rows, rewound after each. */
-static double verify_us(bench_model *b, tw_pool *pool, size_t n)
-{
-    double t[REPS];
-    uint32_t toks[TW_SPEC_COST_MAX_ROWS];
-    tw_err err;
-    for (int r = 0; r < REPS; r++) {
-        for (size_t i = 0; i < n; i++)
-            toks[i] = (uint32_t)(r * 13 + i * 5 + 3) % b->vocab;
-        double t0 = now_us();
-        tw_model_verify(b->m, pool, b->seq, toks, n, b->logits, b->trail, &err);
-        t[r] = now_us() - t0;
-        tw_seq_restore(b->seq, b->base, 0, &err);
-    }
+    for (int r = 0; r < REPS; r++)
+        t[r] = decode_once(b, pool, r);
     return med(t, REPS);
 }
 
@@ -163,9 +182,7 @@ int tw_bench_spec_costs(const char *target, const char *draft, uint32_t threads,
     if (rc == 0)
         rc = open_model(draft, &d, pool, prompt);
     if (rc == 0) {
-        out->target_decode_us = decode_us(&t, pool);
-        for (size_t n = 1; n <= TW_SPEC_COST_MAX_ROWS; n++)
-            out->verify_us[n - 1] = verify_us(&t, pool, n);
+        target_costs(&t, pool, out);
         out->draft_decode_us = decode_us(&d, pool);
         out->draft_snapshot_us = snapshot_us(&d);
         out->draft_restore_us = restore_us(&d);
