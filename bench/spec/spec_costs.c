@@ -120,7 +120,7 @@ static double verify_once(bench_model *b, tw_pool *pool, size_t n, int r)
  * into the curve (a 5-row pass could read dearer than a 9-row one). */
 static void target_costs(bench_model *b, tw_pool *pool, tw_spec_costs *out)
 {
-    static double dec[REPS], ver[TW_SPEC_COST_MAX_ROWS][REPS];
+    double dec[REPS], ver[TW_SPEC_COST_MAX_ROWS][REPS];
     for (int r = 0; r < REPS; r++) {
         dec[r] = decode_once(b, pool, r);
         for (size_t n = 1; n <= TW_SPEC_COST_MAX_ROWS; n++)
