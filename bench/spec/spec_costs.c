@@ -131,6 +131,7 @@ static void target_costs(bench_model *b, tw_pool *pool, tw_spec_costs *out)
         out->verify_us[n - 1] = med(ver[n - 1], REPS);
 }
 
+/* The draft's decode step on its own (its cost is not compared across n). */
 static double decode_us(bench_model *b, tw_pool *pool)
 {
     double t[REPS];
