@@ -126,15 +126,45 @@ static int plan_tasks(const tw_pool *pool, size_t rows, size_t row_work, size_t 
     return (int)((rows + per - 1) / per);
 }
 
+/* The quad panels of n quantized Q8-layout rows into panel (n rounded up
+ * to a whole quad, tw_quad_bytes each): block by block, each quad's rows
+ * side by side, zeros past the last row. */
+static void fill_quads(tw_act *acts, size_t n, size_t cols, uint8_t *panel)
+{
+    const size_t nb = cols / 32;
+    for (size_t q = 0; q * TW_QUAD_ACTS < n; q++) {
+        uint8_t *base = panel + q * tw_quad_bytes(cols);
+        for (size_t s = 0; s < TW_QUAD_ACTS; s++) {
+            const size_t a = q * TW_QUAD_ACTS + s;
+            for (size_t i = 0; i < nb; i++) {
+                uint8_t *blk = base + i * TW_QUAD_BLOCK;
+                if (a >= n) {
+                    memset(blk + 32 * s, 0, 32);
+                    memset(blk + TW_QUAD_D + 4 * s, 0, 4);
+                    memset(blk + TW_QUAD_BNEG + 4 * s, 0, 4);
+                    continue;
+                }
+                memcpy(blk + 32 * s, acts[a].qs + 32 * i, 32);
+                memcpy(blk + TW_QUAD_D + 4 * s, &acts[a].d[i], 4);
+                memcpy(blk + TW_QUAD_BNEG + 4 * s, &acts[a].bneg[i], 4);
+            }
+            if (a < n)
+                acts[a].quad = base;
+        }
+    }
+}
+
 /* Quantizes n activation rows into the shared scratch; false when the
  * scratch cannot be had. F32-kind types need no scratch. */
 static tw_act *prepare_acts(tw_pool *pool, const tw_isa_table *t, tw_act_kind kind,
                             unsigned types, const float *x, size_t cols, size_t n)
 {
     /* layout: n tw_act structs (rounded to 64 bytes), then the rows, each
-     * followed by its batch copy when the batch is wide enough to use one */
+     * followed by its batch copy when the batch is wide enough to use one,
+     * then the quad panels when a kernel reads them */
     bool copy = kind == TW_ACT_Q8 && n >= TW_ACT_QU_MIN_N && t->batch_copy &&
                 (types & t->batch_copy_types) && cols <= t->batch_copy_max_cols;
+    bool quads = kind == TW_ACT_Q8 && n >= 2 && (types & t->quad_types);
     size_t per = tw_act_bytes(kind, cols);
     size_t copy_at = per;
     if (copy) {
@@ -142,10 +172,11 @@ static tw_act *prepare_acts(tw_pool *pool, const tw_isa_table *t, tw_act_kind ki
             return NULL;
         per += (cols * t->batch_copy_bytes + 63) & ~(size_t)63;
     }
-    if (n > SIZE_MAX / (per + sizeof(tw_act)) - 1)
+    if (n > SIZE_MAX / (per + sizeof(tw_act) + tw_quad_bytes(cols)) - TW_QUAD_ACTS)
         return NULL;
     size_t head = (n * sizeof(tw_act) + 63) & ~(size_t)63;
-    uint8_t *mem = tw_pool_scratch(pool, TW_POOL_SHARED, head + per * n);
+    size_t panel = quads ? (n + TW_QUAD_ACTS - 1) / TW_QUAD_ACTS * tw_quad_bytes(cols) : 0;
+    uint8_t *mem = tw_pool_scratch(pool, TW_POOL_SHARED, head + per * n + panel);
     if (!mem)
         return NULL;
     tw_act *acts = (tw_act *)(void *)mem;
@@ -159,6 +190,8 @@ static tw_act *prepare_acts(tw_pool *pool, const tw_isa_table *t, tw_act_kind ki
         if (copy)
             t->batch_copy(cols, &acts[i], buf + i * per + copy_at);
     }
+    if (quads)
+        fill_quads(acts, n, cols, buf + per * n);
     return acts;
 }
 
@@ -431,12 +464,15 @@ tw_status tw_kernels_reserve(tw_pool *pool, size_t max_cols, size_t max_n, tw_er
     if (max_cols == 0 || max_n == 0)
         return TW_OK;
     size_t wide = (max_cols + 255) / 256 * 256;
-    size_t per = tw_act_bytes(TW_ACT_Q8, wide) + wide + sizeof(tw_act);
-    if (max_n > SIZE_MAX / per - 1)
+    /* a row, its batch copy, its struct and its share of the quad panels,
+     * with a quad's worth more for the last one's empty slots */
+    size_t per = tw_act_bytes(TW_ACT_Q8, wide) + wide + sizeof(tw_act) + tw_quad_bytes(wide);
+    if (max_n > SIZE_MAX / per - TW_QUAD_ACTS - 1)
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "kernel scratch: %zu rows too many", max_n);
-    if (!tw_pool_scratch(pool, TW_POOL_SHARED, per * max_n + 64))
+    size_t shared = per * (max_n + TW_QUAD_ACTS) + 64;
+    if (!tw_pool_scratch(pool, TW_POOL_SHARED, shared))
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "kernel scratch: out of memory (%zu bytes)",
-                         per * max_n + 64);
+                         shared);
     if (max_n >= BLAS_MIN_N) {
         /* Narrow rows get tiles of up to TILE_BYTES, wide ones TILE_MIN_ROWS
          * rows; cover both so no later shape has to grow the tiles. */

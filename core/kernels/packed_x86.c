@@ -579,16 +579,11 @@ TW_AVX512 TW_TILE void r8q6_group_vnni(const uint8_t *p, size_t nb, const tw_act
 }
 
 /* Each group of eight rows goes against every group of activations of a
- * chunk (as few groups of at most 8 as there can be, near-equal) while its
- * weights are in L1; the rows past the last whole group take the scalar
- * arithmetic. From R8_PREFETCH_MIN_ACTS activations on, a group consumes
- * its weights too slowly for the hardware prefetchers to run ahead of it,
- * so the first pass over a group fetches the next group's blocks. Measured
- * on a 2-core EPYC (Zen 4), two threads, 20-68 MB of weights (L3 or DRAM):
- * 6-16 activations take 12-35% less time with VNNI and 0-21% less with
- * AVX2; fewer activations lost up to 27% from memory, so they fetch
- * nothing. */
-#define R8_PREFETCH_MIN_ACTS 6
+ * chunk (TW_R8_ACT_CHUNK; as few groups of at most 8 as there can be,
+ * near-equal) while its weights are in L1; the rows past the last whole
+ * group take the scalar arithmetic. From TW_R8_PREFETCH_MIN_ACTS
+ * activations on, the first pass over a group fetches the next group's
+ * blocks. */
 /* Size of the next group for `left` (>= 2) activations, at most cap: as
  * few groups as there can be, of near-equal size. Q6_K's stop at 4: its
  * unrolled sub-block loop spills registers with more. */
@@ -597,22 +592,17 @@ static inline size_t r8_tile_group(size_t left, size_t cap)
     size_t groups = (left + cap - 1) / cap;
     return (left + groups - 1) / groups;
 }
-/* A prefill batch goes through in chunks of this many activations, each
- * against every row before the next: a chunk's activations stay in L2
- * while the rows stream past, instead of all of them streaming past every
- * group of rows (3-11% less time for 128-512 activations, 2 threads). */
-#define R8_ACT_CHUNK           64
 #define R8_GROUP(GROUP, TB, K) GROUP(p, nb, acts + t, yt, y_stride, TB, pf, K)
 #define R8_DRIVER(ATTR, name, GROUP, K, type, CAP)                                                 \
     ATTR static void name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,            \
                           const tw_act *acts, size_t n_act, float *y, size_t y_stride)             \
     {                                                                                              \
         const size_t nb = cols / R8_COLS(K), groups = rows / TW_R8_ROWS;                           \
-        for (size_t t0 = 0; t0 < n_act; t0 += R8_ACT_CHUNK) {                                      \
-            const size_t t1 = n_act - t0 < R8_ACT_CHUNK ? n_act : t0 + R8_ACT_CHUNK;               \
+        for (size_t t0 = 0; t0 < n_act; t0 += TW_R8_ACT_CHUNK) {                                   \
+            const size_t t1 = n_act - t0 < TW_R8_ACT_CHUNK ? n_act : t0 + TW_R8_ACT_CHUNK;         \
             for (size_t g = 0; g < groups; g++) {                                                  \
                 const uint8_t *p = w + g * TW_R8_ROWS * row_bytes;                                 \
-                const size_t pf0 = t1 - t0 >= R8_PREFETCH_MIN_ACTS && g + 1 < groups               \
+                const size_t pf0 = t1 - t0 >= TW_R8_PREFETCH_MIN_ACTS && g + 1 < groups            \
                                        ? TW_R8_ROWS * row_bytes                                    \
                                        : 0;                                                        \
                 float *yg = y + g * TW_R8_ROWS;                                                    \
@@ -656,7 +646,7 @@ static inline size_t r8_tile_group(size_t left, size_t cap)
 
 // clang-format off
 R8_DRIVER(TW_AVX2, rows_q8_avx2, r8_group_avx2, R8_Q8, TW_TYPE_Q8_0_R8, 8)
-R8_DRIVER(TW_AVX2, rows_q4_avx2, r8n_group_avx2, R8_Q4, TW_TYPE_Q4_0_R8, 8)
+R8_DRIVER(TW_AVX2, rows_q4_intrin_avx2, r8n_group_avx2, R8_Q4, TW_TYPE_Q4_0_R8, 8)
 R8_DRIVER(TW_AVX2, rows_q5_avx2, r8n_group_avx2, R8_Q5, TW_TYPE_Q5_0_R8, 8)
 R8_DRIVER(TW_AVX2, rows_q51_avx2, r8n_group_avx2, R8_Q51, TW_TYPE_Q5_1_R8, 8)
 R8_DRIVER(TW_AVX2, rows_q4k_avx2, r8k_group_avx2, R8_Q4K, TW_TYPE_Q4_K_R8, 8)
@@ -671,8 +661,19 @@ R8_DRIVER(TW_AVX512, rows_q5k_vnni, r8k_group_vnni, R8_Q5K, TW_TYPE_Q5_K_R8, 8)
 R8_DRIVER(TW_AVX512, rows_q6k_vnni, r8q6_group_vnni, R8_Q6K, TW_TYPE_Q6_K_R8, 4)
 // clang-format on
 
+/* A batch with quad panels goes to the kernel written in assembly. */
+TW_AVX2 static void rows_q4_avx2(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                                 const tw_act *acts, size_t n_act, float *y, size_t y_stride)
+{
+    if (n_act > 1 && acts[0].quad)
+        tw_rows_q4_quads_avx2(w, row_bytes, rows, cols, acts, n_act, y, y_stride);
+    else
+        rows_q4_intrin_avx2(w, row_bytes, rows, cols, acts, n_act, y, y_stride);
+}
+
 void tw_isa_fill_packed_avx2(tw_isa_table *t)
 {
+    t->quad_types |= 1u << tw_ktype_index(TW_TYPE_Q4_0_R8);
     t->rows[tw_ktype_index(TW_TYPE_Q8_0_R8)] = rows_q8_avx2;
     t->rows[tw_ktype_index(TW_TYPE_Q4_0_R8)] = rows_q4_avx2;
     t->rows[tw_ktype_index(TW_TYPE_Q5_0_R8)] = rows_q5_avx2;

@@ -1,0 +1,180 @@
+/* The AVX2 Q4_0_R8 kernel for batches, its registers allocated by hand.
+ *
+ * The intrinsics kernel (packed_x86.c) is bound by the load ports, not by
+ * its arithmetic: compiled, a block of 8 rows against eight activations
+ * makes 154 memory operations, 65 of them stack traffic and reloads of the
+ * activations' pointers, where the multiply pipes alone would take 44
+ * cycles. Here the activations come from their quad panel (tw_act.quad),
+ * so one pointer walks four of them, and each block's nibble run, the
+ * four activations' int16 sums and their accumulators stay in the sixteen
+ * vector registers: 45 memory operations per block and four activations,
+ * 90 for eight. The arithmetic is the intrinsics kernel's, operation for
+ * operation (tw_r8_dot's bits): per activation, the eight steps' products
+ * summed in int16 (8 * 2 * 15 * 127 fits), widened by a multiply-add with
+ * ones, plus the block's -8 times the activations' sum, converted, and
+ * one fused multiply-add with the product of the two scales. */
+#include "kernels/blocks.h"
+#include "kernels/kernels_internal.h"
+#include "kernels/simd_x86.h"
+
+#ifdef TW_HAVE_X86
+
+/* Bytes of a Q4_0_R8 block: the eight rows' f16 scales, then four 32-byte
+ * nibble runs. */
+#define Q4Q_BLOCK   (TW_R8_ROWS * 18)
+#define Q4Q_STR_(x) #x
+#define Q4Q_STR(x)  Q4Q_STR_(x)
+
+/* Registers: ymm0-3 the int16 sums of activations 0-3, ymm4 / ymm5 a
+ * run's low / high nibbles, ymm6 / ymm7 products, ymm8-11 the
+ * accumulators, ymm12 int16 ones, ymm13 0x0F bytes, ymm14 the rows'
+ * scales, ymm15 an activation's scale or offset. */
+#define Q4Q_SUM_0 "%%ymm0"
+#define Q4Q_SUM_1 "%%ymm1"
+#define Q4Q_SUM_2 "%%ymm2"
+#define Q4Q_SUM_3 "%%ymm3"
+#define Q4Q_ACC_0 "%%ymm8"
+#define Q4Q_ACC_1 "%%ymm9"
+#define Q4Q_ACC_2 "%%ymm10"
+#define Q4Q_ACC_3 "%%ymm11"
+
+/* Nibble run k of the block: steps k (low nibbles) and k + 4 (high). */
+#define Q4Q_RUN(k)                                                                                 \
+    "vmovdqu " Q4Q_STR(2 * TW_R8_ROWS + 32 * k) "(%[p]), %%ymm5\n\t"                               \
+                                                "vpand %%ymm5, %%ymm13, %%ymm4\n\t"                \
+                                                "vpsrlw $4, %%ymm5, %%ymm5\n\t"                    \
+                                                "vpand %%ymm5, %%ymm13, %%ymm5\n\t"
+
+/* Activation t's products of run k: its four values of step k broadcast
+ * against the low nibbles, of step k + 4 against the high ones; the first
+ * run starts its sum, the later ones add to it. */
+#define Q4Q_PRODUCTS(t, k)                                                                         \
+    "vpbroadcastd " Q4Q_STR(32 * t + 4 * k) "(%[pa]), %%ymm6\n\t"                                  \
+                                            "vpmaddubsw %%ymm6, %%ymm4, %%ymm6\n\t"                \
+                                            "vpbroadcastd " Q4Q_STR(                               \
+                                                32 * t + 4 * k +                                   \
+                                                16) "(%[pa]), %%ymm7\n\t"                          \
+                                                    "vpmaddubsw %%ymm7, %%ymm5, %%ymm7\n\t"
+#define Q4Q_START(t, k) Q4Q_PRODUCTS(t, k) "vpaddw %%ymm7, %%ymm6, " Q4Q_SUM_##t "\n\t"
+#define Q4Q_ADD(t, k)                                                                              \
+    Q4Q_PRODUCTS(t, k)                                                                             \
+    "vpaddw %%ymm7, %%ymm6, %%ymm6\n\t"                                                            \
+    "vpaddw %%ymm6, " Q4Q_SUM_##t ", " Q4Q_SUM_##t "\n\t"
+
+/* Activation t's block dot into its accumulator: widened, plus bneg / 16,
+ * converted, times the rows' scales times its own. */
+#define Q4Q_SCALE(t, k)                                                                            \
+    "vpmaddwd %%ymm12, " Q4Q_SUM_##t ", " Q4Q_SUM_##t                                              \
+        "\n\t"                                                                                     \
+        "vpbroadcastd " Q4Q_STR(TW_QUAD_BNEG + 4 * t) "(%[pa]), %%ymm15\n\t"                       \
+                                                      "vpsrad $4, %%ymm15, %%ymm15\n\t"            \
+                                                      "vpaddd %%ymm15, " Q4Q_SUM_##t               \
+        ", " Q4Q_SUM_##t "\n\t"                                                                    \
+                         "vcvtdq2ps " Q4Q_SUM_##t ", " Q4Q_SUM_##t                                 \
+        "\n\t"                                                                                     \
+        "vbroadcastss " Q4Q_STR(TW_QUAD_D + 4 * t) "(%[pa]), %%ymm15\n\t"                          \
+                                                   "vmulps %%ymm15, %%ymm14, %%ymm15\n\t"          \
+                                                   "vfmadd231ps " Q4Q_SUM_##t                      \
+        ", %%ymm15, " Q4Q_ACC_##t "\n\t"
+
+/* Activation t's accumulator into its output row, ys bytes after t - 1's
+ * (the last one moves y on by one row to reach it). */
+#define Q4Q_STORE_0     "vmovups %%ymm8, (%[y])\n\t"
+#define Q4Q_STORE_1     "vmovups %%ymm9, (%[y],%[ys])\n\t"
+#define Q4Q_STORE_2     "vmovups %%ymm10, (%[y],%[ys],2)\n\t"
+#define Q4Q_STORE_3     "add %[ys], %[y]\n\t vmovups %%ymm11, (%[y],%[ys],2)\n\t"
+#define Q4Q_STORE(t, k) Q4Q_STORE_##t
+
+/* The next row group's block, pf bytes on, into L1: the five lines that
+ * hold it. */
+#define Q4Q_PREFETCH                                                                               \
+    "prefetcht0 (%[p],%[pf])\n\t"                                                                  \
+    "prefetcht0 64(%[p],%[pf])\n\t"                                                                \
+    "prefetcht0 128(%[p],%[pf])\n\t"                                                               \
+    "prefetcht0 192(%[p],%[pf])\n\t"                                                               \
+    "prefetcht0 256(%[p],%[pf])\n\t"
+
+#define Q4Q_EACH_1(M, k) M(0, k)
+#define Q4Q_EACH_2(M, k) Q4Q_EACH_1(M, k) M(1, k)
+#define Q4Q_EACH_3(M, k) Q4Q_EACH_2(M, k) M(2, k)
+#define Q4Q_EACH_4(M, k) Q4Q_EACH_3(M, k) M(3, k)
+
+/* A group of eight rows (nb blocks at p) against the TB activations of
+ * the quad panel pa; their outputs at y, ys bytes apart. */
+// clang-format off
+#define Q4Q_KERNEL(name, TB, PF)                                                                   \
+    TW_AVX2 static void name(const uint8_t *p, size_t nb, const uint8_t *pa, float *y, size_t ys,  \
+                             size_t pf)                                                            \
+    {                                                                                              \
+        const uint8_t *end = p + nb * Q4Q_BLOCK;                                                   \
+        __asm__ volatile(                                                                          \
+            "vpcmpeqw %%ymm12, %%ymm12, %%ymm12\n\t"                                               \
+            "vpsrlw $15, %%ymm12, %%ymm12\n\t"                                                     \
+            "vpcmpeqw %%ymm13, %%ymm13, %%ymm13\n\t"                                               \
+            "vpsrlw $12, %%ymm13, %%ymm13\n\t"                                                     \
+            "vpackuswb %%ymm13, %%ymm13, %%ymm13\n\t"                                              \
+            "vxorps %%xmm8, %%xmm8, %%xmm8\n\t"                                                    \
+            "vxorps %%xmm9, %%xmm9, %%xmm9\n\t"                                                    \
+            "vxorps %%xmm10, %%xmm10, %%xmm10\n\t"                                                 \
+            "vxorps %%xmm11, %%xmm11, %%xmm11\n\t"                                                 \
+            "1:\n\t" PF                                                                            \
+            Q4Q_RUN(0) Q4Q_EACH_##TB(Q4Q_START, 0)                                                 \
+            Q4Q_RUN(1) Q4Q_EACH_##TB(Q4Q_ADD, 1)                                                   \
+            Q4Q_RUN(2) Q4Q_EACH_##TB(Q4Q_ADD, 2)                                                   \
+            Q4Q_RUN(3) Q4Q_EACH_##TB(Q4Q_ADD, 3)                                                   \
+            "vcvtph2ps (%[p]), %%ymm14\n\t"                                                        \
+            Q4Q_EACH_##TB(Q4Q_SCALE, 0)                                                            \
+            "add $" Q4Q_STR(Q4Q_BLOCK) ", %[p]\n\t"                                                \
+            "add $" Q4Q_STR(TW_QUAD_BLOCK) ", %[pa]\n\t"                                           \
+            "cmp %[end], %[p]\n\t"                                                                \
+            "jb 1b\n\t"                                                                           \
+            Q4Q_EACH_##TB(Q4Q_STORE, 0)                                                            \
+            "vzeroupper\n\t"                                                                      \
+            : [p] "+r"(p), [pa] "+r"(pa), [y] "+r"(y)                                              \
+            : [end] "r"(end), [ys] "r"(ys), [pf] "r"(pf)                                           \
+            : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",      \
+              "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc");               \
+    }
+// clang-format on
+
+Q4Q_KERNEL(q4q_1, 1, "")
+Q4Q_KERNEL(q4q_2, 2, "")
+Q4Q_KERNEL(q4q_3, 3, "")
+Q4Q_KERNEL(q4q_4, 4, "")
+Q4Q_KERNEL(q4q_1_pf, 1, Q4Q_PREFETCH)
+Q4Q_KERNEL(q4q_2_pf, 2, Q4Q_PREFETCH)
+Q4Q_KERNEL(q4q_3_pf, 3, Q4Q_PREFETCH)
+Q4Q_KERNEL(q4q_4_pf, 4, Q4Q_PREFETCH)
+
+typedef void (*q4q_fn)(const uint8_t *p, size_t nb, const uint8_t *pa, float *y, size_t ys,
+                       size_t pf);
+
+/* The packed drivers' order (packed_x86.c): a chunk of activations against
+ * each row group while the group is in L1, the group's first pass fetching
+ * the next group's blocks when the chunk is wide enough; the quads of the
+ * chunk in turn. */
+TW_AVX2 void tw_rows_q4_quads_avx2(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                                   const tw_act *acts, size_t n_act, float *y, size_t y_stride)
+{
+    static const q4q_fn plain[] = {q4q_1, q4q_2, q4q_3, q4q_4};
+    static const q4q_fn fetching[] = {q4q_1_pf, q4q_2_pf, q4q_3_pf, q4q_4_pf};
+    const size_t nb = cols / TW_QK8_0, groups = rows / TW_R8_ROWS;
+    const size_t ys = y_stride * sizeof(float);
+    for (size_t t0 = 0; t0 < n_act; t0 += TW_R8_ACT_CHUNK) {
+        const size_t t1 = n_act - t0 < TW_R8_ACT_CHUNK ? n_act : t0 + TW_R8_ACT_CHUNK;
+        for (size_t g = 0; g < groups; g++) {
+            const uint8_t *p = w + g * TW_R8_ROWS * row_bytes;
+            const bool pf = t1 - t0 >= TW_R8_PREFETCH_MIN_ACTS && g + 1 < groups;
+            for (size_t t = t0; t < t1; t += TW_QUAD_ACTS) {
+                const size_t tb = t1 - t < TW_QUAD_ACTS ? t1 - t : TW_QUAD_ACTS;
+                const q4q_fn fn = pf && t == t0 ? fetching[tb - 1] : plain[tb - 1];
+                fn(p, nb, acts[t].quad, y + g * TW_R8_ROWS + t * y_stride, ys,
+                   TW_R8_ROWS * row_bytes);
+            }
+        }
+    }
+    tw_rows_r8_tail(TW_TYPE_Q4_0_R8, w, row_bytes, rows, groups * TW_R8_ROWS, cols, acts, n_act, y,
+                    y_stride);
+}
+
+#endif
