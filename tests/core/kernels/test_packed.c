@@ -342,12 +342,15 @@ static void test_packed_bits_every_isa(void **state)
  * mins; 0x80: Q8_0's -128) against activations all of one sign, which
  * quantize to +-127 or -128: the integer sums' widest values, where an
  * int16 partial sum would wrap. Every ISA gives the scalar bits, which
- * agree with the plain rows. */
+ * agree with the plain rows, with and without a pool (batches through a
+ * pool take the kernels that read quad panels). */
 static void test_packed_extremes(void **state)
 {
     (void)state;
     static const uint8_t fills[] = {0xFF, 0x80, 0x77};
-    static const size_t ns[] = {1, 4, 8};
+    static const size_t ns[] = {1, 4, 5, 8};
+    tw_pool *pool;
+    assert_int_equal(tw_pool_create(1, &pool, NULL), TW_OK);
     for (size_t k = 0; k < N_PLAIN; k++)
         for (size_t f = 0; f < sizeof fills; f++)
             for (int sign = -1; sign <= 1; sign += 2) {
@@ -380,18 +383,20 @@ static void test_packed_extremes(void **state)
                     if (!tw_kernels_isa_available(isas[i]))
                         continue;
                     assert_int_equal(tw_kernels_force_isa(isas[i], NULL), TW_OK);
-                    for (size_t n = 0; n < sizeof ns / sizeof ns[0]; n++) {
-                        tw_matmul(NULL, m.packed_type, m.packed, m.row_bytes, m.rows, m.cols, x,
-                                  ns[n], got);
-                        if (memcmp(got, want, ns[n] * m.rows * sizeof(float)) != 0)
-                            fail_msg("%s %s fill %#x sign %d batch %zu: not the scalar bits",
+                    for (size_t n = 0; n < 2 * sizeof ns / sizeof ns[0]; n++) {
+                        tw_pool *via = n % 2 ? pool : NULL;
+                        tw_matmul(via, m.packed_type, m.packed, m.row_bytes, m.rows, m.cols, x,
+                                  ns[n / 2], got);
+                        if (memcmp(got, want, ns[n / 2] * m.rows * sizeof(float)) != 0)
+                            fail_msg("%s %s fill %#x sign %d batch %zu%s: not the scalar bits",
                                      tw_type_name(m.packed_type), isas[i], fills[f], sign,
-                                     ns[n]);
+                                     ns[n / 2], via ? " (pool)" : "");
                     }
                 }
                 release(&m);
             }
     assert_int_equal(tw_kernels_force_isa("auto", NULL), TW_OK);
+    tw_pool_destroy(pool);
 }
 
 /* Rows wider than the pool-less path's on-stack activations go through it
