@@ -251,8 +251,9 @@ void tw_rows_r8_tail(tw_type type, const uint8_t *w, size_t row_bytes, size_t ro
  * nothing. */
 #define TW_R8_PREFETCH_MIN_ACTS 6
 
-/* The AVX2 Q4_0_R8 batch kernel over quad panels (packed_asm_x86.c);
- * acts[0].quad must be set. Arguments as tw_rows_fn. */
+/* The AVX2 Q4_0_R8 batch kernel over quad panels (packed_asm_x86.c):
+ * acts[0].quad must be set, and acts must start a batch, so that every
+ * fourth row from acts[0] on starts its quad. Arguments as tw_rows_fn. */
 void tw_rows_q4_quads_avx2(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
                            const tw_act *acts, size_t n_act, float *y, size_t y_stride);
 

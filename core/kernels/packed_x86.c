@@ -1,7 +1,8 @@
 /* x86 kernels for the packed types, Q8_0 / Q4_0 / Q5_0 / Q5_1 / Q4_K /
  * Q5_K / Q6_K rows packed eight to a group (kernels/blocks.h). Eight rows
- * sit in the eight int32 lanes of a vector: each 4-column step multiplies the eight rows' four levels by the same
- * four activation values broadcast to every lane, so after the block's
+ * sit in the eight int32 lanes of a vector: each 4-column step multiplies
+ * the eight rows' four levels by the same four activation values
+ * broadcast to every lane, so after the block's
  * eight steps every lane holds its row's exact block dot, and one
  * conversion and one fused multiply-add scale it for all eight rows. The
  * row-per-vector tiles of kernels_avx2.c / kernels_avx512.c instead spend
@@ -11,7 +12,8 @@
  * whatever the ISA, the batch or its grouping (the K types add their
  * sub-blocks' scaled dots in int32 first). Measured against those tiles on
  * a 2-core EPYC (Zen 4), one thread, Q8_0 weights in cache: 2.3-2.5x
- * faster with VNNI for 1-16 activations; 1.2-1.9x with AVX2. */
+ * faster with VNNI for 1-16 activations; 1.2-1.9x with AVX2. With AVX2,
+ * batches of Q4_0 rows take the assembly kernel of packed_asm_x86.c. */
 #include "kernels/blocks.h"
 #include "kernels/kernels_internal.h"
 #include "kernels/simd_x86.h"
@@ -578,12 +580,6 @@ TW_AVX512 TW_TILE void r8q6_group_vnni(const uint8_t *p, size_t nb, const tw_act
     r8_store(acc, y, y_stride, TB);
 }
 
-/* Each group of eight rows goes against every group of activations of a
- * chunk (TW_R8_ACT_CHUNK; as few groups of at most 8 as there can be,
- * near-equal) while its weights are in L1; the rows past the last whole
- * group take the scalar arithmetic. From TW_R8_PREFETCH_MIN_ACTS
- * activations on, the first pass over a group fetches the next group's
- * blocks. */
 /* Size of the next group for `left` (>= 2) activations, at most cap: as
  * few groups as there can be, of near-equal size. Q6_K's stop at 4: its
  * unrolled sub-block loop spills registers with more. */
@@ -592,6 +588,12 @@ static inline size_t r8_tile_group(size_t left, size_t cap)
     size_t groups = (left + cap - 1) / cap;
     return (left + groups - 1) / groups;
 }
+/* Each group of eight rows goes against every group of activations of a
+ * chunk (TW_R8_ACT_CHUNK; as few groups of at most 8 as there can be,
+ * near-equal) while its weights are in L1; the rows past the last whole
+ * group take the scalar arithmetic. From TW_R8_PREFETCH_MIN_ACTS
+ * activations on, the first pass over a group fetches the next group's
+ * blocks. */
 #define R8_GROUP(GROUP, TB, K) GROUP(p, nb, acts + t, yt, y_stride, TB, pf, K)
 #define R8_DRIVER(ATTR, name, GROUP, K, type, CAP)                                                 \
     ATTR static void name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,            \
