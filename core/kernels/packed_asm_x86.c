@@ -38,23 +38,22 @@
 #define Q4Q_ACC_2 "%%ymm10"
 #define Q4Q_ACC_3 "%%ymm11"
 
+// clang-format off
 /* Nibble run k of the block: steps k (low nibbles) and k + 4 (high). */
 #define Q4Q_RUN(k)                                                                                 \
-    "vmovdqu " Q4Q_STR(2 * TW_R8_ROWS + 32 * k) "(%[p]), %%ymm5\n\t"                               \
-                                                "vpand %%ymm5, %%ymm13, %%ymm4\n\t"                \
-                                                "vpsrlw $4, %%ymm5, %%ymm5\n\t"                    \
-                                                "vpand %%ymm5, %%ymm13, %%ymm5\n\t"
+    "vmovdqu " Q4Q_STR(2 * TW_R8_ROWS + 32 * (k)) "(%[p]), %%ymm5\n\t"                             \
+    "vpand %%ymm5, %%ymm13, %%ymm4\n\t"                                                            \
+    "vpsrlw $4, %%ymm5, %%ymm5\n\t"                                                                \
+    "vpand %%ymm5, %%ymm13, %%ymm5\n\t"
 
 /* Activation t's products of run k: its four values of step k broadcast
  * against the low nibbles, of step k + 4 against the high ones; the first
  * run starts its sum, the later ones add to it. */
 #define Q4Q_PRODUCTS(t, k)                                                                         \
-    "vpbroadcastd " Q4Q_STR(32 * t + 4 * k) "(%[pa]), %%ymm6\n\t"                                  \
-                                            "vpmaddubsw %%ymm6, %%ymm4, %%ymm6\n\t"                \
-                                            "vpbroadcastd " Q4Q_STR(                               \
-                                                32 * t + 4 * k +                                   \
-                                                16) "(%[pa]), %%ymm7\n\t"                          \
-                                                    "vpmaddubsw %%ymm7, %%ymm5, %%ymm7\n\t"
+    "vpbroadcastd " Q4Q_STR(32 * (t) + 4 * (k)) "(%[pa]), %%ymm6\n\t"                              \
+    "vpmaddubsw %%ymm6, %%ymm4, %%ymm6\n\t"                                                        \
+    "vpbroadcastd " Q4Q_STR(32 * (t) + 4 * (k) + 16) "(%[pa]), %%ymm7\n\t"                         \
+    "vpmaddubsw %%ymm7, %%ymm5, %%ymm7\n\t"
 #define Q4Q_START(t, k) Q4Q_PRODUCTS(t, k) "vpaddw %%ymm7, %%ymm6, " Q4Q_SUM_##t "\n\t"
 #define Q4Q_ADD(t, k)                                                                              \
     Q4Q_PRODUCTS(t, k)                                                                             \
@@ -64,18 +63,15 @@
 /* Activation t's block dot into its accumulator: widened, plus bneg / 16,
  * converted, times the rows' scales times its own. */
 #define Q4Q_SCALE(t, k)                                                                            \
-    "vpmaddwd %%ymm12, " Q4Q_SUM_##t ", " Q4Q_SUM_##t                                              \
-        "\n\t"                                                                                     \
-        "vpbroadcastd " Q4Q_STR(TW_QUAD_BNEG + 4 * t) "(%[pa]), %%ymm15\n\t"                       \
-                                                      "vpsrad $4, %%ymm15, %%ymm15\n\t"            \
-                                                      "vpaddd %%ymm15, " Q4Q_SUM_##t               \
-        ", " Q4Q_SUM_##t "\n\t"                                                                    \
-                         "vcvtdq2ps " Q4Q_SUM_##t ", " Q4Q_SUM_##t                                 \
-        "\n\t"                                                                                     \
-        "vbroadcastss " Q4Q_STR(TW_QUAD_D + 4 * t) "(%[pa]), %%ymm15\n\t"                          \
-                                                   "vmulps %%ymm15, %%ymm14, %%ymm15\n\t"          \
-                                                   "vfmadd231ps " Q4Q_SUM_##t                      \
-        ", %%ymm15, " Q4Q_ACC_##t "\n\t"
+    "vpmaddwd %%ymm12, " Q4Q_SUM_##t ", " Q4Q_SUM_##t "\n\t"                                       \
+    "vpbroadcastd " Q4Q_STR(TW_QUAD_BNEG + 4 * (t)) "(%[pa]), %%ymm15\n\t"                         \
+    "vpsrad $4, %%ymm15, %%ymm15\n\t"                                                              \
+    "vpaddd %%ymm15, " Q4Q_SUM_##t ", " Q4Q_SUM_##t "\n\t"                                         \
+    "vcvtdq2ps " Q4Q_SUM_##t ", " Q4Q_SUM_##t "\n\t"                                               \
+    "vbroadcastss " Q4Q_STR(TW_QUAD_D + 4 * (t)) "(%[pa]), %%ymm15\n\t"                            \
+    "vmulps %%ymm15, %%ymm14, %%ymm15\n\t"                                                         \
+    "vfmadd231ps " Q4Q_SUM_##t ", %%ymm15, " Q4Q_ACC_##t "\n\t"
+// clang-format on
 
 /* Activation t's accumulator into its output row, ys bytes after t - 1's
  * (the last one moves y on by one row to reach it). */
