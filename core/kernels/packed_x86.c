@@ -687,6 +687,8 @@ void tw_isa_fill_packed_avx2(tw_isa_table *t)
 
 void tw_isa_fill_packed_avx512(tw_isa_table *t)
 {
+    /* the table starts as AVX2's, whose quad panels no VNNI kernel reads */
+    t->quad_types = 0;
     t->rows[tw_ktype_index(TW_TYPE_Q8_0_R8)] = rows_q8_vnni;
     t->rows[tw_ktype_index(TW_TYPE_Q4_0_R8)] = rows_q4_vnni;
     t->rows[tw_ktype_index(TW_TYPE_Q5_0_R8)] = rows_q5_vnni;
