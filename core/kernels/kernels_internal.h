@@ -58,8 +58,9 @@ typedef struct tw_act {
 /* A quad panel holds four Q8-layout activation rows block by block, so
  * that one pointer walks all four: for each 32-value block TW_QUAD_BLOCK
  * bytes, the four rows' 32 qs, then their four d (at TW_QUAD_D) and four
- * bneg (at TW_QUAD_BNEG). Slots past the batch's last row are zero. Plain
- * numbers: the assembly kernels spell them into their instructions. */
+ * bneg (at TW_QUAD_BNEG). Slots past the batch's last row hold nothing:
+ * a kernel reads only the rows it is given. Plain numbers: the assembly
+ * kernels spell them into their instructions. */
 #define TW_QUAD_ACTS  4
 #define TW_QUAD_D     128
 #define TW_QUAD_BNEG  144

@@ -128,29 +128,21 @@ static int plan_tasks(const tw_pool *pool, size_t rows, size_t row_work, size_t 
 
 /* The quad panels of n quantized Q8-layout rows into panel (n rounded up
  * to a whole quad, tw_quad_bytes each): block by block, each quad's rows
- * side by side, zeros past the last row. */
+ * side by side; the last quad's slots past the last row are left as they
+ * are, as the kernels take only a quad's first rows. */
 static void fill_quads(tw_act *acts, size_t n, size_t cols, uint8_t *panel)
 {
     const size_t nb = cols / 32;
-    for (size_t q = 0; q * TW_QUAD_ACTS < n; q++) {
-        uint8_t *base = panel + q * tw_quad_bytes(cols);
-        for (size_t s = 0; s < TW_QUAD_ACTS; s++) {
-            const size_t a = q * TW_QUAD_ACTS + s;
-            for (size_t i = 0; i < nb; i++) {
-                uint8_t *blk = base + i * TW_QUAD_BLOCK;
-                if (a >= n) {
-                    memset(blk + 32 * s, 0, 32);
-                    memset(blk + TW_QUAD_D + 4 * s, 0, 4);
-                    memset(blk + TW_QUAD_BNEG + 4 * s, 0, 4);
-                    continue;
-                }
-                memcpy(blk + 32 * s, acts[a].qs + 32 * i, 32);
-                memcpy(blk + TW_QUAD_D + 4 * s, &acts[a].d[i], 4);
-                memcpy(blk + TW_QUAD_BNEG + 4 * s, &acts[a].bneg[i], 4);
-            }
-            if (a < n)
-                acts[a].quad = base;
+    for (size_t a = 0; a < n; a++) {
+        const size_t s = a % TW_QUAD_ACTS;
+        uint8_t *base = panel + a / TW_QUAD_ACTS * tw_quad_bytes(cols);
+        for (size_t i = 0; i < nb; i++) {
+            uint8_t *blk = base + i * TW_QUAD_BLOCK;
+            memcpy(blk + 32 * s, acts[a].qs + 32 * i, 32);
+            memcpy(blk + TW_QUAD_D + 4 * s, &acts[a].d[i], 4);
+            memcpy(blk + TW_QUAD_BNEG + 4 * s, &acts[a].bneg[i], 4);
         }
+        acts[a].quad = base;
     }
 }
 
