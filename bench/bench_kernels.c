@@ -126,7 +126,7 @@ static void packed_vs_plain(tw_pool *pool, const char *only_type, const float *x
 {
     static const tw_type plain[] = {TW_TYPE_Q8_0, TW_TYPE_Q4_0, TW_TYPE_Q5_0, TW_TYPE_Q5_1,
                                     TW_TYPE_Q4_K, TW_TYPE_Q5_K, TW_TYPE_Q6_K};
-    static const size_t ns[] = {1, 2, 4, 9, 16};
+    static const size_t ns[] = {1, 2, 3, 4, 5, 6, 9, 16};
     /* qwen2-0.5b's, and for the K types (whose rows are whole 256-column blocks)
      * llama-1b's */
     const size_t shapes[][2] = {{896, 896}, {4864, 896}, {896, 4864}};

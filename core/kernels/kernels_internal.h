@@ -257,6 +257,9 @@ void tw_rows_r8_tail(tw_type type, const uint8_t *w, size_t row_bytes, size_t ro
  * fourth row from acts[0] on starts its quad. Arguments as tw_rows_fn. */
 void tw_rows_q4_quads_avx2(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
                            const tw_act *acts, size_t n_act, float *y, size_t y_stride);
+/* The AVX2 Q8_0_R8 batch kernel over quad panels, the same way. */
+void tw_rows_q8_quads_avx2(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                           const tw_act *acts, size_t n_act, float *y, size_t y_stride);
 
 static inline bool tw_type_packed(tw_type type)
 {

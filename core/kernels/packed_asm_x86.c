@@ -142,35 +142,160 @@ Q4Q_KERNEL(q4q_2_pf, 2, Q4Q_PREFETCH)
 Q4Q_KERNEL(q4q_3_pf, 3, Q4Q_PREFETCH)
 Q4Q_KERNEL(q4q_4_pf, 4, Q4Q_PREFETCH)
 
-typedef void (*q4q_fn)(const uint8_t *p, size_t nb, const uint8_t *pa, float *y, size_t ys,
-                       size_t pf);
+/* Bytes of a Q8_0_R8 block: the eight rows' f16 scales, then eight
+ * 32-byte steps of four signed levels per row. */
+#define Q8Q_BLOCK (TW_R8_ROWS * 34)
+
+/* Registers: ymm0-3 the int32 sums of activations 0-3, ymm4 / ymm5 an
+ * even step's levels and their magnitudes, ymm13 / ymm14 an odd step's,
+ * ymm6 / ymm7 an activation's values and products, ymm8-11 the
+ * accumulators, ymm12 int16 ones, ymm14 the rows' scales after the last
+ * step, ymm15 an activation's scale. */
+#define Q8Q_Q_EVEN  "%%ymm4"
+#define Q8Q_QA_EVEN "%%ymm5"
+#define Q8Q_Q_ODD   "%%ymm13"
+#define Q8Q_QA_ODD  "%%ymm14"
+#define Q8Q_PAR_0   EVEN
+#define Q8Q_PAR_1   ODD
+#define Q8Q_PAR_2   EVEN
+#define Q8Q_PAR_3   ODD
+#define Q8Q_PAR_4   EVEN
+#define Q8Q_PAR_5   ODD
+#define Q8Q_PAR_6   EVEN
+#define Q8Q_PAR_7   ODD
+#define Q8Q_CAT_(a, b) a##b
+#define Q8Q_CAT(a, b)  Q8Q_CAT_(a, b)
+#define Q8Q_Q(k)       Q8Q_CAT(Q8Q_Q_, Q8Q_PAR_##k)
+#define Q8Q_QA(k)      Q8Q_CAT(Q8Q_QA_, Q8Q_PAR_##k)
+#define Q8Q_T_0        "%%ymm6"
+#define Q8Q_T_1        "%%ymm7"
+#define Q8Q_T_2        "%%ymm6"
+#define Q8Q_T_3        "%%ymm7"
+#define Q8Q_T(t)       Q8Q_T_##t
+
+// clang-format off
+/* Step k's levels and, for the unsigned operand, their magnitudes. */
+#define Q8Q_STEP(k)                                                                                \
+    "vmovdqu " Q4Q_STR(2 * TW_R8_ROWS + 32 * (k)) "(%[p]), " Q8Q_Q(k) "\n\t"                       \
+    "vpsignb " Q8Q_Q(k) ", " Q8Q_Q(k) ", " Q8Q_QA(k) "\n\t"
+
+/* Activation t's products of step k: its four values broadcast, given the
+ * levels' signs, against the magnitudes, the int16 pair sums widened by a
+ * multiply-add with ones; the first step starts its sum, the later ones
+ * add to it. */
+#define Q8Q_PRODUCTS(t, k)                                                                         \
+    "vpbroadcastd " Q4Q_STR(32 * (t) + 4 * (k)) "(%[pa]), " Q8Q_T(t) "\n\t"                        \
+    "vpsignb " Q8Q_Q(k) ", " Q8Q_T(t) ", " Q8Q_T(t) "\n\t"                                         \
+    "vpmaddubsw " Q8Q_T(t) ", " Q8Q_QA(k) ", " Q8Q_T(t) "\n\t"
+#define Q8Q_START(t, k) Q8Q_PRODUCTS(t, k) "vpmaddwd %%ymm12, " Q8Q_T(t) ", " Q4Q_SUM_##t "\n\t"
+#define Q8Q_ADD(t, k)                                                                              \
+    Q8Q_PRODUCTS(t, k)                                                                             \
+    "vpmaddwd %%ymm12, " Q8Q_T(t) ", " Q8Q_T(t) "\n\t"                                             \
+    "vpaddd " Q8Q_T(t) ", " Q4Q_SUM_##t ", " Q4Q_SUM_##t "\n\t"
+
+/* Activation t's block dot into its accumulator: converted, times the
+ * rows' scales times its own. */
+#define Q8Q_SCALE(t, k)                                                                            \
+    "vcvtdq2ps " Q4Q_SUM_##t ", " Q4Q_SUM_##t "\n\t"                                               \
+    "vbroadcastss " Q4Q_STR(TW_QUAD_D + 4 * (t)) "(%[pa]), %%ymm15\n\t"                            \
+    "vmulps %%ymm15, %%ymm14, %%ymm15\n\t"                                                         \
+    "vfmadd231ps " Q4Q_SUM_##t ", %%ymm15, " Q4Q_ACC_##t "\n\t"
+
+/* The next row group's block, pf bytes on, into L1: five lines from it on
+ * (the next block's fetch goes on from there). */
+#define Q8Q_PREFETCH Q4Q_PREFETCH
+
+#define Q8Q_KERNEL(name, TB, PF)                                                                   \
+    TW_AVX2 static void name(const uint8_t *p, size_t nb, const uint8_t *pa, float *y, size_t ys,  \
+                             size_t pf)                                                            \
+    {                                                                                              \
+        const uint8_t *end = p + nb * Q8Q_BLOCK;                                                   \
+        __asm__ volatile(                                                                          \
+            "vpcmpeqw %%ymm12, %%ymm12, %%ymm12\n\t"                                               \
+            "vpsrlw $15, %%ymm12, %%ymm12\n\t"                                                     \
+            "vxorps %%xmm8, %%xmm8, %%xmm8\n\t"                                                    \
+            "vxorps %%xmm9, %%xmm9, %%xmm9\n\t"                                                    \
+            "vxorps %%xmm10, %%xmm10, %%xmm10\n\t"                                                 \
+            "vxorps %%xmm11, %%xmm11, %%xmm11\n\t"                                                 \
+            "1:\n\t" PF                                                                            \
+            Q8Q_STEP(0) Q4Q_EACH_##TB(Q8Q_START, 0)                                                \
+            Q8Q_STEP(1) Q4Q_EACH_##TB(Q8Q_ADD, 1)                                                  \
+            Q8Q_STEP(2) Q4Q_EACH_##TB(Q8Q_ADD, 2)                                                  \
+            Q8Q_STEP(3) Q4Q_EACH_##TB(Q8Q_ADD, 3)                                                  \
+            Q8Q_STEP(4) Q4Q_EACH_##TB(Q8Q_ADD, 4)                                                  \
+            Q8Q_STEP(5) Q4Q_EACH_##TB(Q8Q_ADD, 5)                                                  \
+            Q8Q_STEP(6) Q4Q_EACH_##TB(Q8Q_ADD, 6)                                                  \
+            Q8Q_STEP(7) Q4Q_EACH_##TB(Q8Q_ADD, 7)                                                  \
+            "vcvtph2ps (%[p]), %%ymm14\n\t"                                                        \
+            Q4Q_EACH_##TB(Q8Q_SCALE, 0)                                                            \
+            "add $" Q4Q_STR(Q8Q_BLOCK) ", %[p]\n\t"                                                \
+            "add $" Q4Q_STR(TW_QUAD_BLOCK) ", %[pa]\n\t"                                           \
+            "cmp %[end], %[p]\n\t"                                                                \
+            "jb 1b\n\t"                                                                           \
+            Q4Q_EACH_##TB(Q4Q_STORE, 0)                                                            \
+            "vzeroupper\n\t"                                                                      \
+            : [p] "+r"(p), [pa] "+r"(pa), [y] "+r"(y)                                              \
+            : [end] "r"(end), [ys] "r"(ys), [pf] "r"(pf)                                           \
+            : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",      \
+              "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc");               \
+    }
+// clang-format on
+
+Q8Q_KERNEL(q8q_1, 1, "")
+Q8Q_KERNEL(q8q_2, 2, "")
+Q8Q_KERNEL(q8q_3, 3, "")
+Q8Q_KERNEL(q8q_4, 4, "")
+Q8Q_KERNEL(q8q_1_pf, 1, Q8Q_PREFETCH)
+Q8Q_KERNEL(q8q_2_pf, 2, Q8Q_PREFETCH)
+Q8Q_KERNEL(q8q_3_pf, 3, Q8Q_PREFETCH)
+Q8Q_KERNEL(q8q_4_pf, 4, Q8Q_PREFETCH)
+
+typedef void (*quad_fn)(const uint8_t *p, size_t nb, const uint8_t *pa, float *y, size_t ys,
+                        size_t pf);
 
 /* The packed drivers' order (packed_x86.c): a chunk of activations against
  * each row group while the group is in L1, the group's first pass fetching
  * the next group's blocks when the chunk is wide enough; the quads of the
- * chunk in turn. */
-TW_AVX2 void tw_rows_q4_quads_avx2(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
-                                   const tw_act *acts, size_t n_act, float *y, size_t y_stride)
+ * chunk in turn. plain and fetching: the kernels for 1-4 activations. */
+TW_AVX2 static void quads_drive(const quad_fn *plain, const quad_fn *fetching, tw_type type,
+                                const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                                const tw_act *acts, size_t n_act, float *y, size_t y_stride)
 {
-    static const q4q_fn plain[] = {q4q_1, q4q_2, q4q_3, q4q_4};
-    static const q4q_fn fetching[] = {q4q_1_pf, q4q_2_pf, q4q_3_pf, q4q_4_pf};
     const size_t nb = cols / TW_QK8_0, groups = rows / TW_R8_ROWS;
     const size_t ys = y_stride * sizeof(float);
     for (size_t t0 = 0; t0 < n_act; t0 += TW_R8_ACT_CHUNK) {
         const size_t t1 = n_act - t0 < TW_R8_ACT_CHUNK ? n_act : t0 + TW_R8_ACT_CHUNK;
         for (size_t g = 0; g < groups; g++) {
             const uint8_t *p = w + g * TW_R8_ROWS * row_bytes;
-            const bool pf = t1 - t0 >= TW_R8_PREFETCH_MIN_ACTS && g + 1 < groups;
+            const bool pf = t1 - t0 > TW_QUAD_ACTS && g + 1 < groups;
             for (size_t t = t0; t < t1; t += TW_QUAD_ACTS) {
                 const size_t tb = t1 - t < TW_QUAD_ACTS ? t1 - t : TW_QUAD_ACTS;
-                const q4q_fn fn = pf && t == t0 ? fetching[tb - 1] : plain[tb - 1];
+                const quad_fn fn = pf && t == t0 ? fetching[tb - 1] : plain[tb - 1];
                 fn(p, nb, acts[t].quad, y + g * TW_R8_ROWS + t * y_stride, ys,
                    TW_R8_ROWS * row_bytes);
             }
         }
     }
-    tw_rows_r8_tail(TW_TYPE_Q4_0_R8, w, row_bytes, rows, groups * TW_R8_ROWS, cols, acts, n_act, y,
+    tw_rows_r8_tail(type, w, row_bytes, rows, groups * TW_R8_ROWS, cols, acts, n_act, y,
                     y_stride);
+}
+
+TW_AVX2 void tw_rows_q4_quads_avx2(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                                   const tw_act *acts, size_t n_act, float *y, size_t y_stride)
+{
+    static const quad_fn plain[] = {q4q_1, q4q_2, q4q_3, q4q_4};
+    static const quad_fn fetching[] = {q4q_1_pf, q4q_2_pf, q4q_3_pf, q4q_4_pf};
+    quads_drive(plain, fetching, TW_TYPE_Q4_0_R8, w, row_bytes, rows, cols, acts, n_act, y,
+                y_stride);
+}
+
+TW_AVX2 void tw_rows_q8_quads_avx2(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                                   const tw_act *acts, size_t n_act, float *y, size_t y_stride)
+{
+    static const quad_fn plain[] = {q8q_1, q8q_2, q8q_3, q8q_4};
+    static const quad_fn fetching[] = {q8q_1_pf, q8q_2_pf, q8q_3_pf, q8q_4_pf};
+    quads_drive(plain, fetching, TW_TYPE_Q8_0_R8, w, row_bytes, rows, cols, acts, n_act, y,
+                y_stride);
 }
 
 #endif

@@ -647,7 +647,7 @@ static inline size_t r8_tile_group(size_t left, size_t cap)
     }
 
 // clang-format off
-R8_DRIVER(TW_AVX2, rows_q8_avx2, r8_group_avx2, R8_Q8, TW_TYPE_Q8_0_R8, 8)
+R8_DRIVER(TW_AVX2, rows_q8_intrin_avx2, r8_group_avx2, R8_Q8, TW_TYPE_Q8_0_R8, 8)
 R8_DRIVER(TW_AVX2, rows_q4_intrin_avx2, r8n_group_avx2, R8_Q4, TW_TYPE_Q4_0_R8, 8)
 R8_DRIVER(TW_AVX2, rows_q5_avx2, r8n_group_avx2, R8_Q5, TW_TYPE_Q5_0_R8, 8)
 R8_DRIVER(TW_AVX2, rows_q51_avx2, r8n_group_avx2, R8_Q51, TW_TYPE_Q5_1_R8, 8)
@@ -663,7 +663,16 @@ R8_DRIVER(TW_AVX512, rows_q5k_vnni, r8k_group_vnni, R8_Q5K, TW_TYPE_Q5_K_R8, 8)
 R8_DRIVER(TW_AVX512, rows_q6k_vnni, r8q6_group_vnni, R8_Q6K, TW_TYPE_Q6_K_R8, 4)
 // clang-format on
 
-/* A batch with quad panels goes to the kernel written in assembly. */
+/* A batch with quad panels goes to the kernels written in assembly. */
+TW_AVX2 static void rows_q8_avx2(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                                 const tw_act *acts, size_t n_act, float *y, size_t y_stride)
+{
+    if (n_act > 1 && acts[0].quad)
+        tw_rows_q8_quads_avx2(w, row_bytes, rows, cols, acts, n_act, y, y_stride);
+    else
+        rows_q8_intrin_avx2(w, row_bytes, rows, cols, acts, n_act, y, y_stride);
+}
+
 TW_AVX2 static void rows_q4_avx2(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
                                  const tw_act *acts, size_t n_act, float *y, size_t y_stride)
 {
@@ -675,7 +684,7 @@ TW_AVX2 static void rows_q4_avx2(const uint8_t *w, size_t row_bytes, size_t rows
 
 void tw_isa_fill_packed_avx2(tw_isa_table *t)
 {
-    t->quad_types |= 1u << tw_ktype_index(TW_TYPE_Q4_0_R8);
+    t->quad_types |= 1u << tw_ktype_index(TW_TYPE_Q4_0_R8) | 1u << tw_ktype_index(TW_TYPE_Q8_0_R8);
     t->rows[tw_ktype_index(TW_TYPE_Q8_0_R8)] = rows_q8_avx2;
     t->rows[tw_ktype_index(TW_TYPE_Q4_0_R8)] = rows_q4_avx2;
     t->rows[tw_ktype_index(TW_TYPE_Q5_0_R8)] = rows_q5_avx2;
