@@ -243,14 +243,6 @@ void tw_rows_r8_tail(tw_type type, const uint8_t *w, size_t row_bytes, size_t ro
  * them streaming past every group of rows (3-11% less time for 128-512
  * activations, 2 threads). A multiple of TW_QUAD_ACTS. */
 #define TW_R8_ACT_CHUNK 64
-/* From this many activations in a chunk on, a group of rows consumes its
- * weights too slowly for the hardware prefetchers to run ahead of it, so
- * the first pass over a group fetches the next group's blocks. Measured
- * on a 2-core EPYC (Zen 4), two threads, 20-68 MB of weights (L3 or
- * DRAM): 6-16 activations take 12-35% less time with VNNI and 0-21% less
- * with AVX2; fewer activations lost up to 27% from memory, so they fetch
- * nothing. */
-#define TW_R8_PREFETCH_MIN_ACTS 6
 
 /* The AVX2 Q4_0_R8 batch kernel over quad panels (packed_asm_x86.c):
  * acts[0].quad must be set, and acts must start a batch, so that every
