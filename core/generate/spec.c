@@ -211,46 +211,50 @@ void tw_spec_plain_time(tw_spec *sp, uint64_t us)
     sp->plain_samples++;
 }
 
-/* Feeds the draft the history it has not seen (its prompt on the first
- * round, the last accepted token after a fully accepted round). */
-static tw_status draft_catch_up(tw_spec *sp, tw_pool *pool, bool *restart_clock, tw_err *err)
+/* The draft's proposal i into toks[i + 1], its state kept as snapshot i,
+ * from the logits of its last step in dlogits. */
+static tw_status take_proposal(tw_spec *sp, size_t i, tw_err *err)
 {
-    size_t dlen = tw_seq_len(sp->dseq);
-    if (dlen >= sp->n_hist)
-        return TW_OK;
-    /* A prompt is prefill work, not the round's; the last token of a fully
-     * kept round is the round's, as that is the price of keeping it all. */
-    if (sp->n_hist - dlen > 1)
-        *restart_clock = true;
-    return tw_model_forward(sp->draft, pool, sp->dseq, sp->hist + dlen, sp->n_hist - dlen, NULL,
-                            TW_LOGITS_NONE, err);
+    uint64_t t = now_us();
+    tw_status st = tw_seq_snapshot(sp->dseq, sp->dsnap, i, err);
+    sp->c.snapshot_us += now_us() - t;
+    if (st)
+        return st;
+    size_t V = sp->vocab;
+    tw_sampler_probs(sp->dsampler, sp->dlogits, sp->q + i * V);
+    sp->toks[i + 1] = tw_spec_draw(sp->q + i * V, sp->vocab, &sp->rng);
+    return TW_OK;
 }
 
+/* Proposes k tokens after t0 (toks[0]). The draft first takes the history
+ * it has not seen: its prompt on the first round, as prefill work outside
+ * the round's clock; after a fully kept round, the last proposal, which
+ * goes in one pass with t0 (one read of the draft's weights instead of
+ * two: the draft's output only proposes, the target decides). */
 static size_t propose_draft(tw_spec *sp, tw_pool *pool, size_t k, tw_status *st, tw_err *err)
 {
-    if (tw_seq_len(sp->dseq) > sp->n_hist || sp->n_hist + k > tw_seq_capacity(sp->dseq))
+    size_t dlen = tw_seq_len(sp->dseq);
+    if (dlen > sp->n_hist || sp->n_hist + k > tw_seq_capacity(sp->dseq))
         return 0;
-    bool restart_clock = false;
-    *st = draft_catch_up(sp, pool, &restart_clock, err);
-    if (*st)
-        return 0;
-    if (restart_clock)
+    size_t i = 0;
+    if (sp->n_hist - dlen > 1) {
+        *st = tw_model_forward(sp->draft, pool, sp->dseq, sp->hist + dlen, sp->n_hist - dlen,
+                               NULL, TW_LOGITS_NONE, err);
         sp->t_round = now_us();
-    size_t V = sp->vocab;
-    for (size_t i = 0; i < k; i++) {
+    } else if (sp->n_hist - dlen == 1 && k > 0) {
+        sp->hist[sp->n_hist] = sp->toks[0];
+        *st = tw_model_forward(sp->draft, pool, sp->dseq, sp->hist + dlen, 2, sp->dlogits,
+                               TW_LOGITS_LAST, err);
+        if (!*st)
+            *st = take_proposal(sp, i++, err);
+    }
+    for (; i < k && !*st; i++) {
         *st = tw_model_decode_batch(sp->draft, pool, &sp->dseq, &sp->toks[i], 1, sp->dlogits,
                                     err);
-        if (!*st) {
-            uint64_t t = now_us();
-            *st = tw_seq_snapshot(sp->dseq, sp->dsnap, i, err);
-            sp->c.snapshot_us += now_us() - t;
-        }
-        if (*st)
-            return 0;
-        tw_sampler_probs(sp->dsampler, sp->dlogits, sp->q + i * V);
-        sp->toks[i + 1] = tw_spec_draw(sp->q + i * V, sp->vocab, &sp->rng);
+        if (!*st)
+            *st = take_proposal(sp, i, err);
     }
-    return k;
+    return *st ? 0 : k;
 }
 
 size_t tw_spec_propose(tw_spec *sp, tw_pool *pool, uint32_t t0, size_t room,
