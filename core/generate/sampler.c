@@ -2,6 +2,7 @@
  * The processing order and the meaning of log-probabilities are documented in
  * tw/sampler.h; this file keeps to it step by step. */
 #include "tw/sampler.h"
+#include "tw/kernels.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -387,17 +388,7 @@ void tw_logprobs_of_row(const float *row, uint32_t vocab_size, uint32_t token, u
  * fallback when everything ends up banned. */
 static uint32_t process_logits(tw_sampler *s, float *logits)
 {
-    uint32_t raw_best = 0;
-    float raw_max = -INFINITY;
-    for (uint32_t i = 0; i < s->vocab; i++) {
-        float l = logits[i];
-        if (isnan(l))
-            l = logits[i] = -INFINITY;
-        if (l > raw_max) {
-            raw_max = l;
-            raw_best = i;
-        }
-    }
+    uint32_t raw_best = (uint32_t)tw_argmax_f32(logits, s->vocab);
     for (size_t i = 0; i < s->p.n_logit_bias; i++) {
         const tw_logit_bias *b = &s->bias[i];
         logits[b->token_id] = b->bias <= -100.0f ? -INFINITY : logits[b->token_id] + b->bias;
@@ -416,15 +407,6 @@ static uint32_t process_logits(tw_sampler *s, float *logits)
         }
     }
     return raw_best;
-}
-
-static uint32_t argmax(const float *row, uint32_t n)
-{
-    uint32_t best = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (row[i] > row[best])
-            best = i;
-    return best;
 }
 
 /* Step 4: fills s->cands[0..n_kept) with what top-k, top-p and min-p keep. */
@@ -524,7 +506,9 @@ void tw_sampler_sample(tw_sampler *s, float *logits, bool want_logprob, uint32_t
         for (uint32_t i = 0; i < s->vocab; i++)
             logits[i] *= inv;
     }
-    float max = row_max(logits, s->vocab);
+    /* Greedy needs only the arg-max, and it finds the maximum too. */
+    uint32_t best = greedy ? (uint32_t)tw_argmax_f32(logits, s->vocab) : 0;
+    float max = greedy ? logits[best] : row_max(logits, s->vocab);
     if (max == -INFINITY || !isfinite(max)) {
         /* Everything banned (or an overflowing bias): fall back to the raw
          * arg-max so a step always yields a valid id. */
@@ -538,7 +522,7 @@ void tw_sampler_sample(tw_sampler *s, float *logits, bool want_logprob, uint32_t
     double lse = need_lse ? row_logsumexp(logits, s->vocab, max) : 0.0;
 
     if (greedy) {
-        out->token = argmax(logits, s->vocab);
+        out->token = best;
         s->cands[0].id = out->token;
         s->cands[0].logit = logits[out->token];
         s->n_kept = 1;
@@ -576,7 +560,8 @@ void tw_sampler_probs(tw_sampler *s, float *logits, float *probs)
             logits[i] *= inv;
     }
     memset(probs, 0, (size_t)s->vocab * sizeof *probs);
-    float max = row_max(logits, s->vocab);
+    uint32_t best = greedy ? (uint32_t)tw_argmax_f32(logits, s->vocab) : 0;
+    float max = greedy ? logits[best] : row_max(logits, s->vocab);
     if (max == -INFINITY || !isfinite(max)) {
         probs[raw_best] = 1.0f;
         s->cands[0].id = raw_best;
@@ -584,7 +569,7 @@ void tw_sampler_probs(tw_sampler *s, float *logits, float *probs)
         return;
     }
     if (greedy) {
-        uint32_t t = argmax(logits, s->vocab);
+        uint32_t t = best;
         probs[t] = 1.0f;
         s->cands[0].id = t;
         s->n_kept = 1;

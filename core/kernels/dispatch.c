@@ -137,6 +137,11 @@ float tw_scale_max_f32(float *x, size_t n, float scale)
     return tw_isa_current()->scale_max_f32(x, n, scale);
 }
 
+size_t tw_argmax_f32(float *x, size_t n)
+{
+    return tw_isa_current()->argmax_f32(x, n);
+}
+
 float tw_exp_shift_f32(float *x, size_t n, float mx)
 {
     return tw_isa_current()->exp_shift_f32(x, n, mx);

@@ -298,6 +298,8 @@ typedef struct tw_isa_table {
     float (*exp_shift_f32)(float *x, size_t n, float mx);
     /* x[i] *= scale, returning the largest (tw_scale_max_f32) */
     float (*scale_max_f32)(float *x, size_t n, float scale);
+    /* NaN to -INFINITY, returning the first largest's index (tw_argmax_f32) */
+    size_t (*argmax_f32)(float *x, size_t n);
     /* g[i] = silu(g[i]) * u[i] (tw_silu_mul_f32) */
     void (*silu_mul_f32)(float *g, const float *u, size_t n);
     /* x[i] = silu(x[i]) (tw_silu_f32) */

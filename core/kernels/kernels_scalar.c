@@ -231,6 +231,21 @@ static float scale_max_f32(float *x, size_t n, float scale)
     return mx;
 }
 
+static size_t argmax_f32(float *x, size_t n)
+{
+    size_t best = 0;
+    float mx = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(x[i]))
+            x[i] = -INFINITY;
+        if (x[i] > mx) {
+            mx = x[i];
+            best = i;
+        }
+    }
+    return best;
+}
+
 static float exp_shift_f32(float *x, size_t n, float mx)
 {
     float sum = 0.0f;
@@ -577,6 +592,7 @@ void tw_isa_fill_scalar(tw_isa_table *t)
     t->axpy_rows_multi_h16 = axpy_rows_multi_h16;
     t->exp_shift_f32 = exp_shift_f32;
     t->scale_max_f32 = scale_max_f32;
+    t->argmax_f32 = argmax_f32;
     t->silu_mul_f32 = silu_mul_f32;
     t->silu_f32 = silu_f32;
     t->delta_rule_f32 = delta_rule_f32;

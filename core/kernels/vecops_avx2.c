@@ -96,6 +96,44 @@ TW_AVX2 static float scale_max_f32(float *x, size_t n, float scale)
     return mx;
 }
 
+/* Two passes: the NaNs scrubbed (written back only where a block has one)
+ * and the maximum found, then the first block holding it searched. A
+ * vocabulary's logits (8-152K) stay in L1/L2 between the passes. */
+TW_AVX2 static size_t argmax_f32(float *x, size_t n)
+{
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 m = ninf;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+        if (_mm256_movemask_ps(nan)) {
+            v = _mm256_blendv_ps(v, ninf, nan);
+            _mm256_storeu_ps(x + i, v);
+        }
+        m = _mm256_max_ps(v, m);
+    }
+    float mx = tw_hmax256(m);
+    for (size_t j = i; j < n; j++) {
+        if (isnan(x[j]))
+            x[j] = -INFINITY;
+        mx = x[j] > mx ? x[j] : mx;
+    }
+    if (mx == -INFINITY)
+        return 0;
+    const __m256 want = _mm256_set1_ps(mx);
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + j), want, _CMP_EQ_OQ));
+        if (hit)
+            return j + (size_t)__builtin_ctz((unsigned)hit);
+    }
+    for (; j < n; j++)
+        if (x[j] == mx)
+            return j;
+    return 0;
+}
+
 TW_AVX2 static void silu_mul_f32(float *g, const float *u, size_t n)
 {
     const __m256 one = _mm256_set1_ps(1.0f);
@@ -390,6 +428,7 @@ void tw_isa_fill_vecops_avx2(tw_isa_table *t)
     t->axpy_rows_multi_h16 = axpy_rows_multi_h16;
     t->exp_shift_f32 = exp_shift_f32;
     t->scale_max_f32 = scale_max_f32;
+    t->argmax_f32 = argmax_f32;
     t->silu_mul_f32 = silu_mul_f32;
     t->silu_f32 = silu_f32;
     t->delta_rule_f32 = delta_rule_f32;

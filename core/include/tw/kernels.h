@@ -191,6 +191,12 @@ float tw_exp_shift_f32(float *x, size_t n, float mx);
  * allocates nothing. */
 float tw_scale_max_f32(float *x, size_t n, float scale);
 
+/* Greedy choice over logits: every NaN among x[0..n) becomes -INFINITY,
+ * then the index of the first of the largest values is returned (0 when
+ * all are -INFINITY or n is 0). The same index on every ISA. Thread-safe;
+ * allocates nothing. */
+size_t tw_argmax_f32(float *x, size_t n);
+
 /* Gated-MLP activation: g[i] = silu(g[i]) * u[i] = g / (1 + exp(-g)) * u,
  * elementwise (each output depends on g[i] and u[i] alone). Thread-safe;
  * allocates nothing. */

@@ -201,6 +201,61 @@ static void test_scale_max(void **state)
     tw_kernels_force_isa(NULL, NULL);
 }
 
+/* The greedy choice: NaNs scrubbed to -INFINITY in place, the first of
+ * tied maxima chosen wherever it sits (a SIMD block or the tail), 0 when
+ * nothing beats -INFINITY. */
+static void test_argmax(void **state)
+{
+    (void)state;
+    tw_test_rng rng = {17};
+    static const size_t ns[] = {0, 1, 7, 8, 9, 31, 128, 203, 8194};
+    enum { N = 8194 };
+    static float x[N], want[N];
+    for (int ii = 0; ii < N_ISAS; ii++) {
+        if (!tw_kernels_isa_available(isas[ii]))
+            continue;
+        assert_int_equal(tw_kernels_force_isa(isas[ii], NULL), TW_OK);
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+            size_t n = ns[ni];
+            /* 0: random with NaNs and a tie; 1: maximum in the tail;
+             * 2: +inf twice; 3: all -inf and NaN */
+            for (int pattern = 0; pattern < 4; pattern++) {
+                fill(x, n, 30.0f, &rng);
+                if (n > 4 && pattern == 0) {
+                    x[n / 3] = NAN;
+                    x[n - 1] = NAN;
+                    x[n / 2] = 100.0f;
+                    x[n / 2 + 1] = 100.0f;
+                    x[n - 2] = 100.0f;
+                }
+                if (n > 1 && pattern == 1)
+                    x[n - 1] = 1000.0f;
+                if (n > 4 && pattern == 2) {
+                    x[3] = INFINITY;
+                    x[n - 2] = INFINITY;
+                }
+                if (pattern == 3)
+                    for (size_t i = 0; i < n; i++)
+                        x[i] = i % 3 ? -INFINITY : NAN;
+                size_t best = 0;
+                float mx = -INFINITY;
+                for (size_t i = 0; i < n; i++) {
+                    want[i] = isnan(x[i]) ? -INFINITY : x[i];
+                    if (want[i] > mx) {
+                        mx = want[i];
+                        best = i;
+                    }
+                }
+                size_t got = tw_argmax_f32(x, n);
+                if (got != best || (n && memcmp(x, want, n * sizeof *x) != 0))
+                    fail_msg("[%s] n=%zu pattern %d: index %zu, want %zu", isas[ii], n, pattern,
+                             got, best);
+            }
+        }
+    }
+    tw_kernels_force_isa(NULL, NULL);
+}
+
 /* exp over the whole range a softmax feeds it (down to far below the
  * point where expf underflows), and the returned sum. */
 static void test_exp_shift(void **state)
@@ -370,6 +425,7 @@ int main(void)
         cmocka_unit_test(test_axpy_rows),
         cmocka_unit_test(test_rows_multi),
         cmocka_unit_test(test_scale_max),
+        cmocka_unit_test(test_argmax),
         cmocka_unit_test(test_exp_shift),
         cmocka_unit_test(test_silu_mul),
         cmocka_unit_test(test_silu),
