@@ -105,32 +105,30 @@
 #define Q4Q_EACH_3(M, k) Q4Q_EACH_2(M, k) M(2, k)
 #define Q4Q_EACH_4(M, k) Q4Q_EACH_3(M, k) M(3, k)
 
-/* A group of eight rows (nb blocks at p) against the TB activations of
- * the quad panel pa; their outputs at y, ys bytes apart. */
+/* A group of eight rows (nb blocks of BLOCK bytes at p) against the TB
+ * activations of the quad panel pa; their outputs at y, ys bytes apart.
+ * CONSTS sets the type's constants besides the int16 ones (ymm12), STEPS
+ * is a block's products into the sums, SCALE(t, 0) a sum into its
+ * accumulator with the rows' scales in ymm14. */
 // clang-format off
-#define Q4Q_KERNEL(name, TB, PF)                                                                   \
+#define QUAD_KERNEL(name, TB, PF, BLOCK, CONSTS, STEPS, SCALE)                                     \
     TW_AVX2 static void name(const uint8_t *p, size_t nb, const uint8_t *pa, float *y, size_t ys,  \
                              size_t pf)                                                            \
     {                                                                                              \
-        const uint8_t *end = p + nb * Q4Q_BLOCK;                                                   \
+        const uint8_t *end = p + nb * (BLOCK);                                                     \
         __asm__ volatile(                                                                          \
             "vpcmpeqw %%ymm12, %%ymm12, %%ymm12\n\t"                                               \
             "vpsrlw $15, %%ymm12, %%ymm12\n\t"                                                     \
-            "vpcmpeqw %%ymm13, %%ymm13, %%ymm13\n\t"                                               \
-            "vpsrlw $12, %%ymm13, %%ymm13\n\t"                                                     \
-            "vpackuswb %%ymm13, %%ymm13, %%ymm13\n\t"                                              \
+            CONSTS                                                                                 \
             "vxorps %%xmm8, %%xmm8, %%xmm8\n\t"                                                    \
             "vxorps %%xmm9, %%xmm9, %%xmm9\n\t"                                                    \
             "vxorps %%xmm10, %%xmm10, %%xmm10\n\t"                                                 \
             "vxorps %%xmm11, %%xmm11, %%xmm11\n\t"                                                 \
             "1:\n\t" PF                                                                            \
-            Q4Q_RUN(0) Q4Q_EACH_##TB(Q4Q_START, 0)                                                 \
-            Q4Q_RUN(1) Q4Q_EACH_##TB(Q4Q_ADD, 1)                                                   \
-            Q4Q_RUN(2) Q4Q_EACH_##TB(Q4Q_ADD, 2)                                                   \
-            Q4Q_RUN(3) Q4Q_EACH_##TB(Q4Q_ADD, 3)                                                   \
+            STEPS                                                                                  \
             "vcvtph2ps (%[p]), %%ymm14\n\t"                                                        \
-            Q4Q_EACH_##TB(Q4Q_SCALE, 0)                                                            \
-            "add $" Q4Q_STR(Q4Q_BLOCK) ", %[p]\n\t"                                                \
+            Q4Q_EACH_##TB(SCALE, 0)                                                                \
+            "add $" Q4Q_STR(BLOCK) ", %[p]\n\t"                                                    \
             "add $" Q4Q_STR(TW_QUAD_BLOCK) ", %[pa]\n\t"                                           \
             "cmp %[end], %[p]\n\t"                                                                \
             "jb 1b\n\t"                                                                           \
@@ -141,6 +139,19 @@
             : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",      \
               "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc");               \
     }
+
+/* Q4_0: 0x0F bytes in ymm13; a block is four nibble runs. */
+#define Q4Q_CONSTS                                                                                 \
+    "vpcmpeqw %%ymm13, %%ymm13, %%ymm13\n\t"                                                       \
+    "vpsrlw $12, %%ymm13, %%ymm13\n\t"                                                             \
+    "vpackuswb %%ymm13, %%ymm13, %%ymm13\n\t"
+#define Q4Q_STEPS(TB)                                                                              \
+    Q4Q_RUN(0) Q4Q_EACH_##TB(Q4Q_START, 0)                                                         \
+    Q4Q_RUN(1) Q4Q_EACH_##TB(Q4Q_ADD, 1)                                                           \
+    Q4Q_RUN(2) Q4Q_EACH_##TB(Q4Q_ADD, 2)                                                           \
+    Q4Q_RUN(3) Q4Q_EACH_##TB(Q4Q_ADD, 3)
+#define Q4Q_KERNEL(name, TB, PF)                                                                   \
+    QUAD_KERNEL(name, TB, PF, Q4Q_BLOCK, Q4Q_CONSTS, Q4Q_STEPS(TB), Q4Q_SCALE)
 // clang-format on
 
 Q4Q_KERNEL(q4q_1, 1, "")
@@ -215,40 +226,17 @@ Q4Q_KERNEL(q4q_4_pf, 4, Q4Q_PREFETCH)
  * (the next block's fetch goes on from there). */
 #define Q8Q_PREFETCH Q4Q_PREFETCH
 
-#define Q8Q_KERNEL(name, TB, PF)                                                                   \
-    TW_AVX2 static void name(const uint8_t *p, size_t nb, const uint8_t *pa, float *y, size_t ys,  \
-                             size_t pf)                                                            \
-    {                                                                                              \
-        const uint8_t *end = p + nb * Q8Q_BLOCK;                                                   \
-        __asm__ volatile(                                                                          \
-            "vpcmpeqw %%ymm12, %%ymm12, %%ymm12\n\t"                                               \
-            "vpsrlw $15, %%ymm12, %%ymm12\n\t"                                                     \
-            "vxorps %%xmm8, %%xmm8, %%xmm8\n\t"                                                    \
-            "vxorps %%xmm9, %%xmm9, %%xmm9\n\t"                                                    \
-            "vxorps %%xmm10, %%xmm10, %%xmm10\n\t"                                                 \
-            "vxorps %%xmm11, %%xmm11, %%xmm11\n\t"                                                 \
-            "1:\n\t" PF                                                                            \
-            Q8Q_STEP(0) Q4Q_EACH_##TB(Q8Q_START, 0)                                                \
-            Q8Q_STEP(1) Q4Q_EACH_##TB(Q8Q_ADD, 1)                                                  \
-            Q8Q_STEP(2) Q4Q_EACH_##TB(Q8Q_ADD, 2)                                                  \
-            Q8Q_STEP(3) Q4Q_EACH_##TB(Q8Q_ADD, 3)                                                  \
-            Q8Q_STEP(4) Q4Q_EACH_##TB(Q8Q_ADD, 4)                                                  \
-            Q8Q_STEP(5) Q4Q_EACH_##TB(Q8Q_ADD, 5)                                                  \
-            Q8Q_STEP(6) Q4Q_EACH_##TB(Q8Q_ADD, 6)                                                  \
-            Q8Q_STEP(7) Q4Q_EACH_##TB(Q8Q_ADD, 7)                                                  \
-            "vcvtph2ps (%[p]), %%ymm14\n\t"                                                        \
-            Q4Q_EACH_##TB(Q8Q_SCALE, 0)                                                            \
-            "add $" Q4Q_STR(Q8Q_BLOCK) ", %[p]\n\t"                                                \
-            "add $" Q4Q_STR(TW_QUAD_BLOCK) ", %[pa]\n\t"                                           \
-            "cmp %[end], %[p]\n\t"                                                                \
-            "jb 1b\n\t"                                                                           \
-            Q4Q_EACH_##TB(Q4Q_STORE, 0)                                                            \
-            "vzeroupper\n\t"                                                                      \
-            : [p] "+r"(p), [pa] "+r"(pa), [y] "+r"(y)                                              \
-            : [end] "r"(end), [ys] "r"(ys), [pf] "r"(pf)                                           \
-            : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",      \
-              "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc");               \
-    }
+/* A block's eight steps for TB activations. */
+#define Q8Q_STEPS(TB)                                                                              \
+    Q8Q_STEP(0) Q4Q_EACH_##TB(Q8Q_START, 0)                                                        \
+    Q8Q_STEP(1) Q4Q_EACH_##TB(Q8Q_ADD, 1)                                                          \
+    Q8Q_STEP(2) Q4Q_EACH_##TB(Q8Q_ADD, 2)                                                          \
+    Q8Q_STEP(3) Q4Q_EACH_##TB(Q8Q_ADD, 3)                                                          \
+    Q8Q_STEP(4) Q4Q_EACH_##TB(Q8Q_ADD, 4)                                                          \
+    Q8Q_STEP(5) Q4Q_EACH_##TB(Q8Q_ADD, 5)                                                          \
+    Q8Q_STEP(6) Q4Q_EACH_##TB(Q8Q_ADD, 6)                                                          \
+    Q8Q_STEP(7) Q4Q_EACH_##TB(Q8Q_ADD, 7)
+#define Q8Q_KERNEL(name, TB, PF) QUAD_KERNEL(name, TB, PF, Q8Q_BLOCK, "", Q8Q_STEPS(TB), Q8Q_SCALE)
 // clang-format on
 
 Q8Q_KERNEL(q8q_1, 1, "")
@@ -295,22 +283,16 @@ TW_AVX2 static void quads_drive(const quad_fn *plain, const quad_fn *fetching, t
                     y_stride);
 }
 
-TW_AVX2 void tw_rows_q4_quads_avx2(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
-                                   const tw_act *acts, size_t n_act, float *y, size_t y_stride)
-{
-    static const quad_fn plain[] = {q4q_1, q4q_2, q4q_3, q4q_4};
-    static const quad_fn fetching[] = {q4q_1_pf, q4q_2_pf, q4q_3_pf, q4q_4_pf};
-    quads_drive(plain, fetching, TW_TYPE_Q4_0_R8, w, row_bytes, rows, cols, acts, n_act, y,
-                y_stride);
-}
-
-TW_AVX2 void tw_rows_q8_quads_avx2(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
-                                   const tw_act *acts, size_t n_act, float *y, size_t y_stride)
-{
-    static const quad_fn plain[] = {q8q_1, q8q_2, q8q_3, q8q_4};
-    static const quad_fn fetching[] = {q8q_1_pf, q8q_2_pf, q8q_3_pf, q8q_4_pf};
-    quads_drive(plain, fetching, TW_TYPE_Q8_0_R8, w, row_bytes, rows, cols, acts, n_act, y,
-                y_stride);
-}
+/* The entry point of a type's kernels K (q4q, q8q) for its packed type. */
+#define QUADS_ENTRY(name, K, type)                                                                 \
+    TW_AVX2 void name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,                \
+                      const tw_act *acts, size_t n_act, float *y, size_t y_stride)                 \
+    {                                                                                              \
+        static const quad_fn plain[] = {K##_1, K##_2, K##_3, K##_4};                               \
+        static const quad_fn fetching[] = {K##_1_pf, K##_2_pf, K##_3_pf, K##_4_pf};               \
+        quads_drive(plain, fetching, type, w, row_bytes, rows, cols, acts, n_act, y, y_stride);    \
+    }
+QUADS_ENTRY(tw_rows_q4_quads_avx2, q4q, TW_TYPE_Q4_0_R8)
+QUADS_ENTRY(tw_rows_q8_quads_avx2, q8q, TW_TYPE_Q8_0_R8)
 
 #endif

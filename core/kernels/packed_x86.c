@@ -674,23 +674,17 @@ R8_DRIVER(TW_AVX512, rows_q6k_vnni, r8q6_group_vnni, R8_Q6K, TW_TYPE_Q6_K_R8, 4)
 // clang-format on
 
 /* A batch with quad panels goes to the kernels written in assembly. */
-TW_AVX2 static void rows_q8_avx2(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
-                                 const tw_act *acts, size_t n_act, float *y, size_t y_stride)
-{
-    if (n_act > 1 && acts[0].quad)
-        tw_rows_q8_quads_avx2(w, row_bytes, rows, cols, acts, n_act, y, y_stride);
-    else
-        rows_q8_intrin_avx2(w, row_bytes, rows, cols, acts, n_act, y, y_stride);
-}
-
-TW_AVX2 static void rows_q4_avx2(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
-                                 const tw_act *acts, size_t n_act, float *y, size_t y_stride)
-{
-    if (n_act > 1 && acts[0].quad)
-        tw_rows_q4_quads_avx2(w, row_bytes, rows, cols, acts, n_act, y, y_stride);
-    else
-        rows_q4_intrin_avx2(w, row_bytes, rows, cols, acts, n_act, y, y_stride);
-}
+#define QUAD_OR_INTRIN(name, quads, intrin)                                                        \
+    TW_AVX2 static void name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,         \
+                             const tw_act *acts, size_t n_act, float *y, size_t y_stride)          \
+    {                                                                                              \
+        if (n_act > 1 && acts[0].quad)                                                             \
+            quads(w, row_bytes, rows, cols, acts, n_act, y, y_stride);                             \
+        else                                                                                       \
+            intrin(w, row_bytes, rows, cols, acts, n_act, y, y_stride);                            \
+    }
+QUAD_OR_INTRIN(rows_q8_avx2, tw_rows_q8_quads_avx2, rows_q8_intrin_avx2)
+QUAD_OR_INTRIN(rows_q4_avx2, tw_rows_q4_quads_avx2, rows_q4_intrin_avx2)
 
 void tw_isa_fill_packed_avx2(tw_isa_table *t)
 {
