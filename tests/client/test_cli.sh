@@ -36,7 +36,9 @@ WANT=$(python3 -c 'import json,sys; print(" ".join(map(str, json.load(open(sys.a
 DPID=$!
 ready=0
 for _ in $(seq 1 300); do
-    if "$TW" --engine "$RPC" --pub "$PUB" --timeout 200 health >"$D/health.out" 2>"$D/health.err"; then
+    # the last try's error stays in health.err, which fail() prints
+    if "$TW" --engine "$RPC" --pub "$PUB" --timeout 200 health \
+        >"$D/health.out" 2>"$D/health.err"; then
         ready=1
         break
     fi
