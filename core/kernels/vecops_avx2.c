@@ -98,7 +98,8 @@ TW_AVX2 static float scale_max_f32(float *x, size_t n, float scale)
 
 /* Two passes: the NaNs scrubbed (written back only where a block has one)
  * and the maximum found, then the first block holding it searched. A
- * vocabulary's logits (8-152K) stay in L1/L2 between the passes. */
+ * vocabulary's logits (8-152K floats) stay in the caches between the
+ * passes. */
 TW_AVX2 static size_t argmax_f32(float *x, size_t n)
 {
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
