@@ -35,6 +35,7 @@ struct tw_spec {
     tw_seq *dseq;            /* the draft's sequence */
     tw_snapshot_pool *dsnap; /* draft states after each proposal step */
     tw_sampler *dsampler;
+    bool greedy_draft; /* the draft's distributions are one token each */
     float *dlogits; /* [vocab] */
     float *q;       /* [max_draft][vocab] proposal distributions */
     float *p;       /* [vocab] */
@@ -149,6 +150,7 @@ tw_status tw_spec_create(tw_model *target, tw_model *draft, size_t max_tokens,
             st = tw_sampler_configure(sp->dsampler, sampling, seed ^ 0x5bd1e995u, err);
         if (st)
             goto fail;
+        sp->greedy_draft = sampling->temperature == 0.0f;
     }
     tw_rng_seed(&sp->rng, seed);
     sp->pause_len = AUTO_PAUSE_MIN;
@@ -222,7 +224,13 @@ static tw_status take_proposal(tw_spec *sp, size_t i, tw_err *err)
         return st;
     size_t V = sp->vocab;
     tw_sampler_probs(sp->dsampler, sp->dlogits, sp->q + i * V);
-    sp->toks[i + 1] = tw_spec_draw(sp->q + i * V, sp->vocab, &sp->rng);
+    /* a one-token distribution is the token the sampler kept: no scan of
+     * the vocabulary to draw it (greedy rounds draw nothing else) */
+    uint32_t kept;
+    if (sp->greedy_draft && tw_sampler_last_kept(sp->dsampler, &kept, 1) == 1)
+        sp->toks[i + 1] = kept;
+    else
+        sp->toks[i + 1] = tw_spec_draw(sp->q + i * V, sp->vocab, &sp->rng);
     return TW_OK;
 }
 
