@@ -409,6 +409,15 @@ static uint32_t process_logits(tw_sampler *s, float *logits)
     return raw_best;
 }
 
+/* The greedy token after steps 1 and 2: the raw arg-max process_logits
+ * found, unless a bias or a penalty moved the logits since. */
+static uint32_t greedy_best(const tw_sampler *s, float *logits, uint32_t raw_best)
+{
+    bool moved = s->p.n_logit_bias || s->p.repetition_penalty != 1.0f ||
+                 s->p.presence_penalty != 0.0f || s->p.frequency_penalty != 0.0f;
+    return moved ? (uint32_t)tw_argmax_f32(logits, s->vocab) : raw_best;
+}
+
 /* Step 4: fills s->cands[0..n_kept) with what top-k, top-p and min-p keep. */
 static void truncate_candidates(tw_sampler *s, const float *logits, float max)
 {
@@ -507,7 +516,7 @@ void tw_sampler_sample(tw_sampler *s, float *logits, bool want_logprob, uint32_t
             logits[i] *= inv;
     }
     /* Greedy needs only the arg-max, and it finds the maximum too. */
-    uint32_t best = greedy ? (uint32_t)tw_argmax_f32(logits, s->vocab) : 0;
+    uint32_t best = greedy ? greedy_best(s, logits, raw_best) : 0;
     float max = greedy ? logits[best] : row_max(logits, s->vocab);
     if (max == -INFINITY || !isfinite(max)) {
         /* Everything banned (or an overflowing bias): fall back to the raw
@@ -560,7 +569,7 @@ void tw_sampler_probs(tw_sampler *s, float *logits, float *probs)
             logits[i] *= inv;
     }
     memset(probs, 0, (size_t)s->vocab * sizeof *probs);
-    uint32_t best = greedy ? (uint32_t)tw_argmax_f32(logits, s->vocab) : 0;
+    uint32_t best = greedy ? greedy_best(s, logits, raw_best) : 0;
     float max = greedy ? logits[best] : row_max(logits, s->vocab);
     if (max == -INFINITY || !isfinite(max)) {
         probs[raw_best] = 1.0f;
