@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "tw/engine.h"
+#include "tw/hw.h"
 #include "tw/kernels.h"
 #include "tw/log.h"
 
@@ -34,7 +35,8 @@
 typedef struct args {
     const char *model, *draft;
     uint32_t threads, tokens, reps, k;
-    uint32_t parallel; /* 1: a workload's prompts run together */
+    uint32_t parallel;    /* 1: a workload's prompts run together */
+    const char *prefetch; /* --decode-prefetch auto|on|off */
 } args;
 
 /* ------------------------------------------------------------ workloads */
@@ -310,11 +312,32 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: tw-bench-spec [--model TARGET.gguf] [--draft DRAFT.gguf] [--threads N]\n"
             "                     [--tokens N] [--reps N] [--k K] [--isa scalar|avx2|avx512]\n"
-            "                     [--parallel 0|1]\n"
+            "                     [--parallel 0|1] [--decode-prefetch auto|on|off]\n"
             "defaults: --model %s --draft %s\n"
             "          --threads 1, --tokens 192, --reps 5, --k 0 (engine default),\n"
-            "          the best kernels the CPU has\n",
+            "          the best kernels the CPU has, --decode-prefetch auto (measured at\n"
+            "          start, as tokenwired does)\n",
             DEFAULT_MODEL, DEFAULT_DRAFT);
+}
+
+/* Applies --decode-prefetch (auto: measured as tokenwired does at start)
+ * and says what it is. */
+static void print_decode_prefetch(const args *a)
+{
+    tw_prefetch_tune t = {.gain = 1.0};
+    tw_err err;
+    tw_hw_info hw;
+    if (strcmp(a->prefetch, "auto") != 0)
+        tw_kernels_set_decode_prefetch(!strcmp(a->prefetch, "on"));
+    else if (tw_hw_detect(&hw, &err) != TW_OK ||
+             tw_hw_tune_decode_prefetch(&hw, a->threads, &t, &err) != TW_OK)
+        printf("decode prefetch: tuning failed (%s)\n", err.msg);
+    if (t.pairs)
+        printf("decode prefetch: %s (auto: %.2fx faster with it over %zu MiB, %u pairs)\n",
+               t.on ? "on" : "off", t.gain, t.bytes >> 20, t.pairs);
+    else
+        printf("decode prefetch: %s (%s)\n", tw_kernels_decode_prefetch() ? "on" : "off",
+               a->prefetch);
 }
 
 static bool parse_args(int argc, char **argv, args *a)
@@ -326,6 +349,7 @@ static bool parse_args(int argc, char **argv, args *a)
     a->reps = 5;
     a->k = 0;
     a->parallel = 0;
+    a->prefetch = "auto";
     /* every option takes a value: they come in pairs */
     for (int i = 1; i < argc; i += 2) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -344,6 +368,9 @@ static bool parse_args(int argc, char **argv, args *a)
             num = &a->k;
         else if (!strcmp(o, "--parallel"))
             num = &a->parallel;
+        else if (!strcmp(o, "--decode-prefetch") && v && (!strcmp(v, "auto") ||
+                                                           !strcmp(v, "on") || !strcmp(v, "off")))
+            a->prefetch = v;
         else if (!strcmp(o, "--isa") && v) {
             /* a lower kernel level than the CPU offers, e.g. the AVX2 paths
              * machines without AVX-512 run */
@@ -475,6 +502,7 @@ int main(int argc, char **argv)
     printf("tw-bench-spec\nmachine: %s, %ld CPUs online, load average %.2f at start\n", cpu,
            sysconf(_SC_NPROCESSORS_ONLN), load_avg());
     printf("kernels: %s\n", tw_kernels_isa());
+    print_decode_prefetch(&a);
     printf("threads: %u, max tokens per prompt: %u, repetitions: %u, max draft tokens: %u%s\n",
            a.threads, a.tokens, a.reps, a.k, a.k ? "" : " (engine default)");
     printf("target: %s\ndraft:  %s\n", a.model, a.draft);

@@ -38,6 +38,12 @@ void bench_row(const char *suite, const char *name, const char *model, double va
  * bandwidth in bytes per second (0 when the probe failed). */
 double bench_machine_row(uint32_t threads, double seconds);
 
+/* Applies decode prefetch (tw/kernels.h) as `mode` says: "on", "off", or
+ * "auto" (measured on `threads` threads, as tokenwired does at start), and
+ * writes it as a machine row. Call after forcing the ISA. Returns -1 for an
+ * unknown mode. */
+int bench_decode_prefetch(const char *mode, uint32_t threads);
+
 /* The read bandwidth (bytes/s) of `threads` threads now, from a probe of
  * about `seconds` over a buffer four times the L3; 0 when it fails. For
  * setting a measurement beside the bandwidth of its own moment on a machine

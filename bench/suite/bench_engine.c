@@ -26,6 +26,7 @@ typedef struct args {
     bool quick;
     bool skip_engine;
     tw_kv_type kv_type;
+    const char *prefetch; /* --decode-prefetch */
 } args;
 
 static void usage(FILE *f)
@@ -33,7 +34,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: tw-bench-engine --model FILE.gguf [--label NAME] [--threads N|auto]\n"
                "                       [--chunk N] [--max-batch N] [--bandwidth GBPS]\n"
                "                       [--quick] [--no-engine] [--isa scalar|avx2|avx512]\n"
-               "                       [--kv-type f32|f16]\n");
+               "                       [--kv-type f32|f16] [--decode-prefetch auto|on|off]\n");
 }
 
 /* Weight bytes one decode step reads: every tensor once, except an untied
@@ -600,7 +601,7 @@ int main(int argc, char **argv)
     tw_hw_detect(&hw, &err);
     tw_hw_choice ch;
     tw_hw_choose(&hw, &ch);
-    args a = {.threads = ch.threads, .chunk = 512, .max_batch = 64};
+    args a = {.threads = ch.threads, .chunk = 512, .max_batch = 64, .prefetch = "auto"};
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
         bool has = i + 1 < argc;
@@ -629,6 +630,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(s, "--kv-type") && has && !strcmp(argv[i + 1], "f16")) {
             a.kv_type = TW_KV_F16;
             i++;
+        } else if (!strcmp(s, "--decode-prefetch") && has) {
+            a.prefetch = argv[++i];
         } else if (!strcmp(s, "--isa") && has) {
             /* Measure a lower kernel level than the CPU offers, e.g. the AVX2
              * paths that machines without AVX-512 run. */
@@ -648,6 +651,10 @@ int main(int argc, char **argv)
     }
     if (!a.label)
         a.label = a.model;
+    if (bench_decode_prefetch(a.prefetch, a.threads) != 0) {
+        usage(stderr);
+        return 2;
+    }
     double bw = a.bandwidth > 0 ? a.bandwidth : bench_machine_row(a.threads, a.quick ? 1.0 : 2.0);
     model_results mr = {0};
     if (bench_model_api(&a, bw, &mr) != 0)

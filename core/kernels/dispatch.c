@@ -93,6 +93,18 @@ tw_status tw_kernels_force_isa(const char *isa, tw_err *err)
     return TW_OK;
 }
 
+static atomic_bool decode_prefetch;
+
+void tw_kernels_set_decode_prefetch(bool on)
+{
+    atomic_store_explicit(&decode_prefetch, on, memory_order_relaxed);
+}
+
+bool tw_kernels_decode_prefetch(void)
+{
+    return atomic_load_explicit(&decode_prefetch, memory_order_relaxed);
+}
+
 float tw_dot_f32(const float *a, const float *b, size_t n)
 {
     return tw_isa_current()->dot_f32(a, b, n);

@@ -18,6 +18,7 @@
 #include "kernels/blocks.h"
 #include "kernels/kernels_internal.h"
 #include "kernels/simd_x86.h"
+#include "tw/kernels.h"
 
 #ifdef TW_HAVE_X86
 
@@ -586,9 +587,15 @@ TW_AVX512 TW_TILE void r8q6_group_vnni(const uint8_t *p, size_t nb, const tw_act
  * the first pass over a group fetches the next group's blocks. Measured
  * on a 2-core EPYC (Zen 4), two threads, 20-68 MB of weights (L3 or
  * DRAM): 6-16 activations take 12-35% less time with VNNI and 0-21% less
- * with AVX2; fewer activations lost up to 27% from memory, so they fetch
- * nothing. */
+ * with AVX2; fewer activations lost up to 27% from memory there, so they
+ * fetch only where tw_kernels_decode_prefetch() says (a newer EPYC's decode
+ * gained 7-17% from it). */
 #define TW_R8_PREFETCH_MIN_ACTS 6
+
+static inline size_t r8_prefetch_min_acts(void)
+{
+    return tw_kernels_decode_prefetch() ? 1 : TW_R8_PREFETCH_MIN_ACTS;
+}
 
 /* Size of the next group for `left` (>= 2) activations, at most cap: as
  * few groups as there can be, of near-equal size. Q6_K's stop at 4: its
@@ -601,7 +608,7 @@ static inline size_t r8_tile_group(size_t left, size_t cap)
 /* Each group of eight rows goes against every group of activations of a
  * chunk (TW_R8_ACT_CHUNK; as few groups of at most 8 as there can be,
  * near-equal) while its weights are in L1; the rows past the last whole
- * group take the scalar arithmetic. From TW_R8_PREFETCH_MIN_ACTS
+ * group take the scalar arithmetic. From r8_prefetch_min_acts()
  * activations on, the first pass over a group fetches the next group's
  * blocks. */
 #define R8_GROUP(GROUP, TB, K) GROUP(p, nb, acts + t, yt, y_stride, TB, pf, K)
@@ -610,11 +617,12 @@ static inline size_t r8_tile_group(size_t left, size_t cap)
                           const tw_act *acts, size_t n_act, float *y, size_t y_stride)             \
     {                                                                                              \
         const size_t nb = cols / R8_COLS(K), groups = rows / TW_R8_ROWS;                           \
+        const size_t pf_min = r8_prefetch_min_acts();                                              \
         for (size_t t0 = 0; t0 < n_act; t0 += TW_R8_ACT_CHUNK) {                                   \
             const size_t t1 = n_act - t0 < TW_R8_ACT_CHUNK ? n_act : t0 + TW_R8_ACT_CHUNK;         \
             for (size_t g = 0; g < groups; g++) {                                                  \
                 const uint8_t *p = w + g * TW_R8_ROWS * row_bytes;                                 \
-                const size_t pf0 = t1 - t0 >= TW_R8_PREFETCH_MIN_ACTS && g + 1 < groups            \
+                const size_t pf0 = t1 - t0 >= pf_min && g + 1 < groups                             \
                                        ? TW_R8_ROWS * row_bytes                                    \
                                        : 0;                                                        \
                 float *yg = y + g * TW_R8_ROWS;                                                    \

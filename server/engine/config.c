@@ -34,6 +34,8 @@ static const opt_def OPTS[] = {
     {"weight-pages", K_STR, "auto|map|huge  GGUF weights in a private huge-page copy (huge), "
                             "the file mapping (map), or huge when the kernel has transparent "
                             "huge pages (auto, default)"},
+    {"decode-prefetch", K_STR, "auto|on|off  whether kernels fetch weights ahead for single "
+                               "activations (auto, default: measured at start)"},
     {"kv-type", K_STR, "f32|f16      how sequences store attention K/V: f32 (default) or f16 "
                        "(half the memory per token and half the reads of a long context)"},
     {"cache-bytes", K_SIZE, "N  in-memory prompt prefix cache per model (default 1 GiB)"},
@@ -318,6 +320,17 @@ static tw_status apply(loader *l, const opt_def *o, const char *v)
             cfg->weight_pages = TW_WEIGHTS_HUGE;
         else
             return tw_errorf(err, TW_INVALID_ARGUMENT, "weight-pages must be auto, map or huge");
+        return TW_OK;
+    }
+    if (!strcmp(n, "decode-prefetch")) {
+        if (v && !strcmp(v, "auto"))
+            cfg->decode_prefetch = TWD_PREFETCH_AUTO;
+        else if (v && !strcmp(v, "on"))
+            cfg->decode_prefetch = TWD_PREFETCH_ON;
+        else if (v && !strcmp(v, "off"))
+            cfg->decode_prefetch = TWD_PREFETCH_OFF;
+        else
+            return tw_errorf(err, TW_INVALID_ARGUMENT, "decode-prefetch must be auto, on or off");
         return TW_OK;
     }
     if (!strcmp(n, "kv-type")) {

@@ -25,6 +25,9 @@ typedef struct twd_model_spec {
     char *draft; /* draft model for speculative decoding; NULL: none */
 } twd_model_spec;
 
+/* --decode-prefetch: measured at start, or set. */
+typedef enum twd_prefetch { TWD_PREFETCH_AUTO = 0, TWD_PREFETCH_ON, TWD_PREFETCH_OFF } twd_prefetch;
+
 typedef struct twd_config {
     twd_model_spec models[TWD_MAX_MODELS];
     size_t n_models;
@@ -44,6 +47,7 @@ typedef struct twd_config {
     bool no_long_context_thinking; /* --long-context-thinking off */
     tw_weight_pages weight_pages;  /* --weight-pages */
     tw_kv_type kv_type;            /* --kv-type */
+    twd_prefetch decode_prefetch;  /* --decode-prefetch */
     uint32_t long_context_chars;   /* 0: engine default (3000) */
     uint32_t short_question_chars; /* 0: engine default (200) */
     char *api_keys[TWD_MAX_API_KEYS];

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tw/kernels.h"
 #include "tw/status.h"
 
 /* What tw_hw_detect() found. A field it could not read is 0 (strings: ""). */
@@ -62,10 +63,24 @@ void tw_hw_log_choices(const tw_hw_info *hw, const tw_hw_choice *c, bool overrid
 /* Measures sequential read bandwidth in bytes per second with a STREAM-like
  * probe: `threads` threads (1..64) each sum their slice of a `bytes` buffer
  * (at least 4 MiB; use several times the L3 size to measure DRAM), repeated
- * for about `seconds` (0.05..30), and the best pass is reported in *out.
+ * for about `seconds` (0.05..30), every other pass also fetching ahead in
+ * software, and the best pass is reported in *out.
  * Allocates and frees the buffer; blocks for the duration. */
 tw_status tw_hw_read_bandwidth(size_t bytes, uint32_t threads, double seconds, double *out,
                                tw_err *err);
+
+/* Chooses decode prefetch (tw_kernels_set_decode_prefetch) for this
+ * machine: tw_kernels_tune_decode_prefetch on `threads` threads (1..256)
+ * over a matrix of twice hw's L3 (32..256 MiB, and at most an eighth of
+ * the available memory; 64 MiB when the L3 is unknown), for about 50 ms.
+ * Fills *out. Errors as tw_kernels_tune_decode_prefetch's, plus INTERNAL
+ * when no thread pool can be made; decode prefetch is then left off. */
+tw_status tw_hw_tune_decode_prefetch(const tw_hw_info *hw, uint32_t threads,
+                                     tw_prefetch_tune *out, tw_err *err);
+
+/* Logs the decode-prefetch setting: chosen by t (auto), or set by the user
+ * (t NULL, `on` the setting). */
+void tw_hw_log_decode_prefetch(const tw_prefetch_tune *t, bool on);
 
 /* Total and available memory in bytes from /proc/meminfo (0 when it does
  * not say). Cheap: one small file read. */

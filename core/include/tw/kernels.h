@@ -228,6 +228,39 @@ const char *tw_kernels_isa(void);
 /* True when this CPU (and build) can run the named ISA. */
 bool tw_kernels_isa_available(const char *isa);
 
+/* Decode prefetch: whether the packed kernels, given fewer than six
+ * activations (a decode step, a short verification), fetch the next group of
+ * rows ahead in software while they work on the current one. From six on
+ * they always do. Whether it pays depends on the machine: on a 2-core EPYC
+ * (Zen 4) it cost up to 27% of decode speed, on a newer 2-core EPYC it gave
+ * 7-17% (tw_kernels_tune_decode_prefetch measures it). Results are the same
+ * bits either way. Process-wide, off until set; safe to change while kernels
+ * run (a call reads it once). */
+void tw_kernels_set_decode_prefetch(bool on);
+bool tw_kernels_decode_prefetch(void);
+
+/* What tw_kernels_tune_decode_prefetch measured. */
+typedef struct tw_prefetch_tune {
+    size_t bytes;         /* the matrix swept */
+    unsigned pairs;       /* sweeps timed without and with, in alternation */
+    double us_off, us_on; /* median sweep time without and with */
+    double gain;          /* median over the pairs of (time without / time with) */
+    bool on;              /* the setting chosen and applied */
+} tw_prefetch_tune;
+
+/* Chooses decode prefetch for this machine by measuring it: single-activation
+ * products over a packed Q4_0 matrix of about `bytes` (give more than the
+ * L3 so it streams from memory, as decode does; 4 MiB..1 GiB), on `pool`,
+ * timed in pairs without and with, alternating which goes first, for about
+ * `seconds` (0.01..10). Turns it on when the median pair ran at least 3%
+ * faster with it, else off, and reports the numbers in *out. With no packed
+ * kernels for the dispatched ISA (scalar) nothing is timed and it stays off.
+ * Allocates and frees the matrix; drives the pool, so nothing else may use
+ * it meanwhile. INVALID_ARGUMENT for a NULL pool or out, or sizes out of
+ * range; RESOURCE_EXHAUSTED when the matrix cannot be allocated. */
+tw_status tw_kernels_tune_decode_prefetch(tw_pool *pool, size_t bytes, double seconds,
+                                          tw_prefetch_tune *out, tw_err *err);
+
 /* Forces dispatch to "scalar", "avx2" or "avx512"; NULL or "auto" restores
  * the best available. Fails with FAILED_PRECONDITION when the CPU lacks the
  * ISA and INVALID_ARGUMENT for an unknown name. Process-wide; meant for tests

@@ -3,8 +3,8 @@
  * is refused where it does not apply, and every ISA's packed kernels give
  * the scalar kernel's bits for every batch size, thread count and row
  * count (whole groups and plain tail rows), also on the pool-less path
- * that splits wide rows; and they compute the same products as the plain
- * rows they were packed from. */
+ * that splits wide rows, with decode prefetch off and on; and they
+ * compute the same products as the plain rows they were packed from. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -317,14 +317,21 @@ static void test_packed_bits_every_isa(void **state)
             if (!tw_kernels_isa_available(isas[i]))
                 continue;
             assert_int_equal(tw_kernels_force_isa(isas[i], NULL), TW_OK);
-            for (size_t p = 0; p < 2; p++)
+            /* decode prefetch off and on: only what is fetched early differs */
+            for (size_t p = 0; p < 4; p++) {
+                tw_kernels_set_decode_prefetch(p >= 2);
                 for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
                     memset(got, 0xff, MAX_N * R * sizeof(float));
-                    tw_matmul(pools[p], m.packed_type, m.packed, m.row_bytes, R, C, x, ns[k], got);
+                    tw_matmul(pools[p % 2], m.packed_type, m.packed, m.row_bytes, R, C, x, ns[k],
+                              got);
                     if (memcmp(got, want, ns[k] * R * sizeof(float)) != 0)
-                        fail_msg("%s %s, %zu thread(s), %zux%zu, batch %zu: not the scalar bits",
-                                 tw_type_name(m.packed_type), isas[i], p + 1, R, C, ns[k]);
+                        fail_msg("%s %s, %zu thread(s), %zux%zu, batch %zu, decode prefetch "
+                                 "%s: not the scalar bits",
+                                 tw_type_name(m.packed_type), isas[i], p % 2 + 1, R, C, ns[k],
+                                 p >= 2 ? "on" : "off");
                 }
+            }
+            tw_kernels_set_decode_prefetch(false);
         }
         free(x);
         free(want);

@@ -1,0 +1,122 @@
+/* Decode prefetch chosen by measurement (tw_kernels_tune_decode_prefetch):
+ * refused arguments, a real measurement whose choice follows its own
+ * numbers and is applied, and no measurement where the ISA has no packed
+ * kernels. Also the machine-level helper (tw/hw.h), which sizes the matrix
+ * from the L3 and the memory available. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "test_support.h"
+#include "tw/hw.h"
+#include "tw/kernels.h"
+#include "tw/pool.h"
+
+#define MIB ((size_t)1 << 20)
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    tw_pool *pool;
+    assert_int_equal(tw_pool_create(1, &pool, NULL), TW_OK);
+    tw_prefetch_tune t;
+    tw_err err;
+    assert_int_equal(tw_kernels_tune_decode_prefetch(NULL, 8 * MIB, 0.01, &t, &err),
+                     TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_kernels_tune_decode_prefetch(pool, 8 * MIB, 0.01, NULL, &err),
+                     TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_kernels_tune_decode_prefetch(pool, 4 * MIB - 1, 0.01, &t, &err),
+                     TW_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.msg, "4 MiB"));
+    assert_int_equal(tw_kernels_tune_decode_prefetch(pool, 1025 * MIB, 0.01, &t, &err),
+                     TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_kernels_tune_decode_prefetch(pool, 8 * MIB, 0.0, &t, &err),
+                     TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_kernels_tune_decode_prefetch(pool, 8 * MIB, 11.0, &t, &err),
+                     TW_INVALID_ARGUMENT);
+    tw_pool_destroy(pool);
+}
+
+/* The choice is the measured gain against the 3% threshold, and it is the
+ * setting in force afterwards, whichever it was before. */
+static void check_measured(tw_pool *pool, bool before)
+{
+    tw_kernels_set_decode_prefetch(before);
+    tw_prefetch_tune t;
+    tw_err err;
+    assert_int_equal(tw_kernels_tune_decode_prefetch(pool, 6 * MIB, 0.01, &t, &err), TW_OK);
+    assert_true(t.pairs >= 3 && t.pairs <= 64);
+    assert_true(t.bytes <= 6 * MIB && t.bytes > 5 * MIB);
+    assert_true(t.us_off > 0 && t.us_on > 0 && t.gain > 0);
+    assert_int_equal(t.on, t.gain >= 1.03);
+    assert_int_equal(tw_kernels_decode_prefetch(), t.on);
+}
+
+static void test_measures_and_applies(void **state)
+{
+    (void)state;
+    if (!tw_kernels_isa_available("avx2"))
+        skip();
+    tw_pool *pool;
+    assert_int_equal(tw_pool_create(2, &pool, NULL), TW_OK);
+    check_measured(pool, false);
+    check_measured(pool, true);
+    tw_pool_destroy(pool);
+    tw_kernels_set_decode_prefetch(false);
+}
+
+static void test_scalar_measures_nothing(void **state)
+{
+    (void)state;
+    tw_pool *pool;
+    assert_int_equal(tw_pool_create(1, &pool, NULL), TW_OK);
+    assert_int_equal(tw_kernels_force_isa("scalar", NULL), TW_OK);
+    tw_kernels_set_decode_prefetch(true);
+    tw_prefetch_tune t;
+    assert_int_equal(tw_kernels_tune_decode_prefetch(pool, 8 * MIB, 0.01, &t, NULL), TW_OK);
+    assert_int_equal(t.pairs, 0);
+    assert_false(t.on);
+    assert_false(tw_kernels_decode_prefetch());
+    assert_int_equal(tw_kernels_force_isa("auto", NULL), TW_OK);
+    tw_pool_destroy(pool);
+}
+
+/* The helper sizes the matrix from the L3 (twice it, 32..256 MiB) but
+ * never past an eighth of the available memory, refuses to measure in
+ * less than 4 MiB, and leaves prefetch off when it cannot measure. */
+static void test_hw_sizes_from_machine(void **state)
+{
+    (void)state;
+    tw_hw_info hw;
+    memset(&hw, 0, sizeof hw);
+    tw_prefetch_tune t;
+    tw_err err;
+    assert_int_equal(tw_hw_tune_decode_prefetch(&hw, 0, &t, &err), TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_hw_tune_decode_prefetch(NULL, 1, &t, &err), TW_INVALID_ARGUMENT);
+    hw.mem_available_bytes = 16 * MIB;
+    tw_kernels_set_decode_prefetch(true);
+    assert_int_equal(tw_hw_tune_decode_prefetch(&hw, 1, &t, &err), TW_RESOURCE_EXHAUSTED);
+    assert_false(tw_kernels_decode_prefetch());
+    if (!tw_kernels_isa_available("avx2"))
+        return;
+    hw.l3_bytes = 2 * MIB;
+    hw.mem_available_bytes = 64 * MIB;
+    assert_int_equal(tw_hw_tune_decode_prefetch(&hw, 2, &t, &err), TW_OK);
+    assert_true(t.bytes <= 8 * MIB && t.bytes > 7 * MIB);
+    assert_int_equal(tw_kernels_decode_prefetch(), t.on);
+    tw_kernels_set_decode_prefetch(false);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_measures_and_applies),
+        cmocka_unit_test(test_scalar_measures_nothing),
+        cmocka_unit_test(test_hw_sizes_from_machine),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
