@@ -592,9 +592,18 @@ TW_AVX512 TW_TILE void r8q6_group_vnni(const uint8_t *p, size_t nb, const tw_act
  * gained 7-17% from it). */
 #define TW_R8_PREFETCH_MIN_ACTS 6
 
-static inline size_t r8_prefetch_min_acts(void)
+/* Decode prefetch leaves matrices smaller than this alone: they are likely
+ * still in the caches from the step before, where fetching ahead only adds
+ * work (with every matrix of the default draft model's, ~100 KB each,
+ * fetched ahead, its rounds ran up to ~10% slower; with these left alone,
+ * as fast as without prefetch). */
+#define TW_R8_PREFETCH_MIN_BYTES ((size_t)256 << 10)
+
+static inline size_t r8_prefetch_min_acts(size_t bytes)
 {
-    return tw_kernels_decode_prefetch() ? 1 : TW_R8_PREFETCH_MIN_ACTS;
+    return tw_kernels_decode_prefetch() && bytes >= TW_R8_PREFETCH_MIN_BYTES
+               ? 1
+               : TW_R8_PREFETCH_MIN_ACTS;
 }
 
 /* Size of the next group for `left` (>= 2) activations, at most cap: as
@@ -617,7 +626,7 @@ static inline size_t r8_tile_group(size_t left, size_t cap)
                           const tw_act *acts, size_t n_act, float *y, size_t y_stride)             \
     {                                                                                              \
         const size_t nb = cols / R8_COLS(K), groups = rows / TW_R8_ROWS;                           \
-        const size_t pf_min = r8_prefetch_min_acts();                                              \
+        const size_t pf_min = r8_prefetch_min_acts(rows * row_bytes);                              \
         for (size_t t0 = 0; t0 < n_act; t0 += TW_R8_ACT_CHUNK) {                                   \
             const size_t t1 = n_act - t0 < TW_R8_ACT_CHUNK ? n_act : t0 + TW_R8_ACT_CHUNK;         \
             for (size_t g = 0; g < groups; g++) {                                                  \

@@ -395,7 +395,7 @@ tw_status tw_hw_tune_decode_prefetch(const tw_hw_info *hw, uint32_t threads,
     if (tw_pool_create((int)threads, &pool, &perr) != TW_OK)
         return tw_errorf(err, TW_INTERNAL, "decode prefetch tuning: no thread pool: %s",
                          perr.msg);
-    tw_status st = tw_kernels_tune_decode_prefetch(pool, (size_t)bytes, 0.05, out, err);
+    tw_status st = tw_kernels_tune_decode_prefetch(pool, (size_t)bytes, 0.1, out, err);
     tw_pool_destroy(pool);
     return st;
 }

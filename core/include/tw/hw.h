@@ -72,7 +72,7 @@ tw_status tw_hw_read_bandwidth(size_t bytes, uint32_t threads, double seconds, d
 /* Chooses decode prefetch (tw_kernels_set_decode_prefetch) for this
  * machine: tw_kernels_tune_decode_prefetch on `threads` threads (1..256)
  * over a matrix of twice hw's L3 (32..256 MiB, and at most an eighth of
- * the available memory; 64 MiB when the L3 is unknown), for about 50 ms.
+ * the available memory; 64 MiB when the L3 is unknown), for about 0.1 s.
  * Fills *out. Errors as tw_kernels_tune_decode_prefetch's, plus INTERNAL
  * when no thread pool can be made; decode prefetch is then left off. */
 tw_status tw_hw_tune_decode_prefetch(const tw_hw_info *hw, uint32_t threads,
