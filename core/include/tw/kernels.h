@@ -231,9 +231,10 @@ bool tw_kernels_isa_available(const char *isa);
 /* Decode prefetch: whether the packed kernels, given fewer than six
  * activations (a decode step, a short verification), fetch the next group of
  * rows ahead in software while they work on the current one; matrices under
- * 256 KiB, likely still cached, never do. From six on they always do. Whether it pays depends on the machine: on a 2-core EPYC
- * (Zen 4) it cost up to 27% of decode speed, on a newer 2-core EPYC it gave
- * 7-17% (tw_kernels_tune_decode_prefetch measures it). Results are the same
+ * 256 KiB, likely still cached, never do. From six on they always do.
+ * Whether it pays depends on the machine: on a 2-core EPYC (Zen 4) it cost
+ * up to 27% of decode speed, on a newer 2-core EPYC it gave 5-31%
+ * (tw_kernels_tune_decode_prefetch measures it). Results are the same
  * bits either way. Process-wide, off until set; safe to change while kernels
  * run (a call reads it once). */
 void tw_kernels_set_decode_prefetch(bool on);
