@@ -589,7 +589,7 @@ TW_AVX512 TW_TILE void r8q6_group_vnni(const uint8_t *p, size_t nb, const tw_act
  * DRAM): 6-16 activations take 12-35% less time with VNNI and 0-21% less
  * with AVX2; fewer activations lost up to 27% from memory there, so they
  * fetch only where tw_kernels_decode_prefetch() says (a newer EPYC's decode
- * gained 5-31% from it). */
+ * gained up to 31% from it). */
 #define TW_R8_PREFETCH_MIN_ACTS 6
 
 /* Decode prefetch leaves matrices smaller than this alone: they are likely

@@ -1,5 +1,5 @@
 /* Choosing kernel settings by measuring them on the machine at hand. Decode
- * prefetch helped one EPYC by 5-31% and cost another up to 27%, so no rule
+ * prefetch helped one EPYC by up to 31% and cost another up to 27%, so no rule
  * from the CPU's name can be trusted; a few milliseconds of single-activation
  * products over a matrix larger than the L3 answer it for this machine. */
 #include <stdint.h>

@@ -233,7 +233,7 @@ bool tw_kernels_isa_available(const char *isa);
  * rows ahead in software while they work on the current one; matrices under
  * 256 KiB, likely still cached, never do. From six on they always do.
  * Whether it pays depends on the machine: on a 2-core EPYC (Zen 4) it cost
- * up to 27% of decode speed, on a newer 2-core EPYC it gave 5-31%
+ * up to 27% of decode speed, on a newer 2-core EPYC it gave up to 31%
  * (tw_kernels_tune_decode_prefetch measures it). Results are the same
  * bits either way. Process-wide, off until set; safe to change while kernels
  * run (a call reads it once). */
