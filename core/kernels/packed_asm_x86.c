@@ -154,14 +154,19 @@
     QUAD_KERNEL(name, TB, PF, Q4Q_BLOCK, Q4Q_CONSTS, Q4Q_STEPS(TB), Q4Q_SCALE)
 // clang-format on
 
-Q4Q_KERNEL(q4q_1, 1, "")
-Q4Q_KERNEL(q4q_2, 2, "")
-Q4Q_KERNEL(q4q_3, 3, "")
-Q4Q_KERNEL(q4q_4, 4, "")
-Q4Q_KERNEL(q4q_1_pf, 1, Q4Q_PREFETCH)
-Q4Q_KERNEL(q4q_2_pf, 2, Q4Q_PREFETCH)
-Q4Q_KERNEL(q4q_3_pf, 3, Q4Q_PREFETCH)
-Q4Q_KERNEL(q4q_4_pf, 4, Q4Q_PREFETCH)
+/* A type's eight kernels: K_1..K_4 for 1-4 activations, and the same
+ * fetching the next row group (K_1_pf..K_4_pf). */
+#define QUAD_KERNELS(K, KERNEL, PF)                                                                \
+    KERNEL(K##_1, 1, "")                                                                           \
+    KERNEL(K##_2, 2, "")                                                                           \
+    KERNEL(K##_3, 3, "")                                                                           \
+    KERNEL(K##_4, 4, "")                                                                           \
+    KERNEL(K##_1_pf, 1, PF)                                                                        \
+    KERNEL(K##_2_pf, 2, PF)                                                                        \
+    KERNEL(K##_3_pf, 3, PF)                                                                        \
+    KERNEL(K##_4_pf, 4, PF)
+
+QUAD_KERNELS(q4q, Q4Q_KERNEL, Q4Q_PREFETCH)
 
 /* Bytes of a Q8_0_R8 block: the eight rows' f16 scales, then eight
  * 32-byte steps of four signed levels per row. */
@@ -239,14 +244,7 @@ Q4Q_KERNEL(q4q_4_pf, 4, Q4Q_PREFETCH)
 #define Q8Q_KERNEL(name, TB, PF) QUAD_KERNEL(name, TB, PF, Q8Q_BLOCK, "", Q8Q_STEPS(TB), Q8Q_SCALE)
 // clang-format on
 
-Q8Q_KERNEL(q8q_1, 1, "")
-Q8Q_KERNEL(q8q_2, 2, "")
-Q8Q_KERNEL(q8q_3, 3, "")
-Q8Q_KERNEL(q8q_4, 4, "")
-Q8Q_KERNEL(q8q_1_pf, 1, Q8Q_PREFETCH)
-Q8Q_KERNEL(q8q_2_pf, 2, Q8Q_PREFETCH)
-Q8Q_KERNEL(q8q_3_pf, 3, Q8Q_PREFETCH)
-Q8Q_KERNEL(q8q_4_pf, 4, Q8Q_PREFETCH)
+QUAD_KERNELS(q8q, Q8Q_KERNEL, Q8Q_PREFETCH)
 
 typedef void (*quad_fn)(const uint8_t *p, size_t nb, const uint8_t *pa, float *y, size_t ys,
                         size_t pf);

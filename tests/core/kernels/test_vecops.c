@@ -16,6 +16,15 @@
 static const char *const isas[] = {"scalar", "avx2", "avx512"};
 #define N_ISAS 3
 
+/* Dispatches to isas[ii]; false when this CPU lacks it. */
+static bool use_isa(int ii)
+{
+    if (!tw_kernels_isa_available(isas[ii]))
+        return false;
+    assert_int_equal(tw_kernels_force_isa(isas[ii], NULL), TW_OK);
+    return true;
+}
+
 static void fill(float *x, size_t n, float scale, tw_test_rng *rng)
 {
     for (size_t i = 0; i < n; i++)
@@ -32,9 +41,8 @@ static void test_dot_rows(void **state)
     static const size_t ns[] = {1, 3, 4, 7, 128};
     static float q[256], K[128 * 256], out[128], one[1];
     for (int ii = 0; ii < N_ISAS; ii++) {
-        if (!tw_kernels_isa_available(isas[ii]))
+        if (!use_isa(ii))
             continue;
-        assert_int_equal(tw_kernels_force_isa(isas[ii], NULL), TW_OK);
         for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++) {
             size_t d = ds[di];
             fill(q, d, 1.0f, &rng);
@@ -71,9 +79,8 @@ static void test_axpy_rows(void **state)
     static const size_t ns[] = {0, 1, 5, 128};
     static float p[128], V[128 * 200], acc[200], acc0[200];
     for (int ii = 0; ii < N_ISAS; ii++) {
-        if (!tw_kernels_isa_available(isas[ii]))
+        if (!use_isa(ii))
             continue;
-        assert_int_equal(tw_kernels_force_isa(isas[ii], NULL), TW_OK);
         for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++) {
             size_t d = ds[di];
             for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
@@ -115,9 +122,8 @@ static void test_rows_multi(void **state)
     static float acc[MAXQ * QS], acc1[QS], acc_h[MAXQ * QS], p[MAXQ * 40];
     static uint16_t Kh[MAXN * 128];
     for (int ii = 0; ii < N_ISAS; ii++) {
-        if (!tw_kernels_isa_available(isas[ii]))
+        if (!use_isa(ii))
             continue;
-        assert_int_equal(tw_kernels_force_isa(isas[ii], NULL), TW_OK);
         for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++) {
             size_t d = ds[di];
             for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
@@ -176,9 +182,8 @@ static void test_scale_max(void **state)
     static const size_t ns[] = {0, 1, 7, 8, 9, 31, 128, 203};
     static float x[203], want[203];
     for (int ii = 0; ii < N_ISAS; ii++) {
-        if (!tw_kernels_isa_available(isas[ii]))
+        if (!use_isa(ii))
             continue;
-        assert_int_equal(tw_kernels_force_isa(isas[ii], NULL), TW_OK);
         for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
             size_t n = ns[ni];
             fill(x, n, 40.0f, &rng);
@@ -212,9 +217,8 @@ static void test_argmax(void **state)
     enum { N = 8194 };
     static float x[N], want[N];
     for (int ii = 0; ii < N_ISAS; ii++) {
-        if (!tw_kernels_isa_available(isas[ii]))
+        if (!use_isa(ii))
             continue;
-        assert_int_equal(tw_kernels_force_isa(isas[ii], NULL), TW_OK);
         for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
             size_t n = ns[ni];
             /* 0: random with NaNs and a tie; 1: maximum in the tail;
@@ -265,9 +269,8 @@ static void test_exp_shift(void **state)
     enum { N = 203 };
     static float x[N], in[N];
     for (int ii = 0; ii < N_ISAS; ii++) {
-        if (!tw_kernels_isa_available(isas[ii]))
+        if (!use_isa(ii))
             continue;
-        assert_int_equal(tw_kernels_force_isa(isas[ii], NULL), TW_OK);
         for (int round = 0; round < 4; round++) {
             float mx = 10.0f * (float)round;
             for (size_t i = 0; i < N; i++)
@@ -304,9 +307,8 @@ static void test_silu_mul(void **state)
     g0[1] = 100.0f;
     g0[2] = -100.0f;
     for (int ii = 0; ii < N_ISAS; ii++) {
-        if (!tw_kernels_isa_available(isas[ii]))
+        if (!use_isa(ii))
             continue;
-        assert_int_equal(tw_kernels_force_isa(isas[ii], NULL), TW_OK);
         memcpy(g, g0, sizeof g);
         tw_silu_mul_f32(g, u, N);
         for (size_t i = 0; i < N; i++) {
@@ -337,9 +339,8 @@ static void test_silu(void **state)
     x0[1] = 100.0f;
     x0[2] = -100.0f;
     for (int ii = 0; ii < N_ISAS; ii++) {
-        if (!tw_kernels_isa_available(isas[ii]))
+        if (!use_isa(ii))
             continue;
-        assert_int_equal(tw_kernels_force_isa(isas[ii], NULL), TW_OK);
         memcpy(x, x0, sizeof x);
         tw_silu_f32(x, N);
         for (size_t i = 0; i < N; i++) {
@@ -366,9 +367,8 @@ static void test_delta_rule(void **state)
     double ref_s[DK * MAXDV], ref_m[MAXDV], ref_o[MAXDV];
     static float first_s[4][DK * MAXDV], first_o[4][MAXDV];
     for (int ii = 0; ii < N_ISAS; ii++) {
-        if (!tw_kernels_isa_available(isas[ii]))
+        if (!use_isa(ii))
             continue;
-        assert_int_equal(tw_kernels_force_isa(isas[ii], NULL), TW_OK);
         tw_test_rng in_rng = rng;
         for (size_t di = 0; di < sizeof dvs / sizeof dvs[0]; di++) {
             const size_t dv = dvs[di];
