@@ -324,20 +324,15 @@ static void usage(FILE *f)
  * and says what it is. */
 static void print_decode_prefetch(const args *a)
 {
-    tw_prefetch_tune t = {.gain = 1.0};
+    tw_prefetch_tune t;
     tw_err err;
     tw_hw_info hw;
-    if (strcmp(a->prefetch, "auto") != 0)
-        tw_kernels_set_decode_prefetch(!strcmp(a->prefetch, "on"));
-    else if (tw_hw_detect(&hw, &err) != TW_OK ||
-             tw_hw_tune_decode_prefetch(&hw, a->threads, &t, &err) != TW_OK)
+    char text[256];
+    tw_hw_detect(&hw, &err);
+    if (tw_hw_decode_prefetch(a->prefetch, &hw, a->threads, &t, &err) != TW_OK)
         printf("decode prefetch: tuning failed (%s)\n", err.msg);
-    if (t.pairs)
-        printf("decode prefetch: %s (auto: %.2fx faster with it over %zu MiB, %u pairs)\n",
-               t.on ? "on" : "off", t.gain, t.bytes >> 20, t.pairs);
-    else
-        printf("decode prefetch: %s (%s)\n", tw_kernels_decode_prefetch() ? "on" : "off",
-               a->prefetch);
+    tw_hw_decode_prefetch_text(a->prefetch, &t, text, sizeof text);
+    printf("decode prefetch: %s\n", text);
 }
 
 static bool parse_args(int argc, char **argv, args *a)

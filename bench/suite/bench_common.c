@@ -167,29 +167,22 @@ double bench_machine_row(uint32_t threads, double seconds)
 
 int bench_decode_prefetch(const char *mode, uint32_t threads)
 {
-    tw_prefetch_tune t = {.gain = 1.0};
-    if (!strcmp(mode, "on") || !strcmp(mode, "off")) {
-        t.on = !strcmp(mode, "on");
-        tw_kernels_set_decode_prefetch(t.on);
-    } else if (!strcmp(mode, "auto")) {
-        tw_hw_info hw;
-        tw_err err;
-        tw_hw_detect(&hw, &err);
-        if (tw_hw_tune_decode_prefetch(&hw, threads, &t, &err) != TW_OK)
-            bench_progress("decode prefetch tuning failed (%s); off", err.msg);
-    } else {
+    tw_hw_info hw;
+    tw_err err;
+    tw_prefetch_tune t;
+    tw_hw_detect(&hw, &err);
+    tw_status st = tw_hw_decode_prefetch(mode, &hw, threads, &t, &err);
+    if (st == TW_INVALID_ARGUMENT)
         return -1;
-    }
-    char extra[256];
+    if (st != TW_OK)
+        bench_progress("decode prefetch tuning failed (%s); off", err.msg);
+    char extra[256], text[256];
     snprintf(extra, sizeof extra,
              "\"mode\":\"%s\",\"pairs\":%u,\"us_on\":%.1f,\"us_off\":%.1f,\"bytes\":%zu", mode,
              t.pairs, t.us_on, t.us_off, t.bytes);
     bench_row("machine", "decode_prefetch", "", t.on ? 1 : 0, "on", t.gain, "measured gain",
               extra);
-    if (t.pairs)
-        bench_progress("decode prefetch %s (%s: %.2fx faster with it over %zu MiB, %u pairs)",
-                       t.on ? "on" : "off", mode, t.gain, t.bytes >> 20, t.pairs);
-    else
-        bench_progress("decode prefetch %s (%s)", t.on ? "on" : "off", mode);
+    tw_hw_decode_prefetch_text(mode, &t, text, sizeof text);
+    bench_progress("decode prefetch %s", text);
     return 0;
 }

@@ -379,6 +379,8 @@ tw_status tw_hw_tune_decode_prefetch(const tw_hw_info *hw, uint32_t threads,
                                      tw_prefetch_tune *out, tw_err *err)
 {
     tw_kernels_set_decode_prefetch(false);
+    if (out)
+        *out = (tw_prefetch_tune){.gain = 1.0};
     if (!hw || !out || threads < 1 || threads > 256)
         return tw_errorf(err, TW_INVALID_ARGUMENT,
                          "decode prefetch tuning: NULL hw or out, or threads not 1..256");
@@ -400,17 +402,37 @@ tw_status tw_hw_tune_decode_prefetch(const tw_hw_info *hw, uint32_t threads,
     return st;
 }
 
-void tw_hw_log_decode_prefetch(const tw_prefetch_tune *t, bool on)
+tw_status tw_hw_decode_prefetch(const char *mode, const tw_hw_info *hw, uint32_t threads,
+                                tw_prefetch_tune *out, tw_err *err)
 {
-    if (!t)
-        tw_info("decode prefetch %s (set by --decode-prefetch)", on ? "on" : "off");
+    if (!mode || !out)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "decode prefetch: NULL mode or out");
+    if (!strcmp(mode, "auto"))
+        return tw_hw_tune_decode_prefetch(hw, threads, out, err);
+    if (strcmp(mode, "on") != 0 && strcmp(mode, "off") != 0)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "decode-prefetch must be auto, on or off");
+    memset(out, 0, sizeof *out);
+    out->gain = 1.0;
+    out->on = !strcmp(mode, "on");
+    tw_kernels_set_decode_prefetch(out->on);
+    return TW_OK;
+}
+
+void tw_hw_decode_prefetch_text(const char *mode, const tw_prefetch_tune *t, char *buf,
+                                size_t cap)
+{
+    const char *state = t->on ? "on" : "off";
+    if (strcmp(mode, "auto") != 0)
+        snprintf(buf, cap, "%s (set by --decode-prefetch)", state);
     else if (t->pairs == 0)
-        tw_info("decode prefetch off (auto: the %s kernels have no packed rows to fetch)",
-                tw_kernels_isa());
+        snprintf(buf, cap, "%s (auto: nothing measured; the %s kernels have no packed rows to "
+                           "fetch, or the measurement failed)",
+                 state, tw_kernels_isa());
     else
-        tw_info("decode prefetch %s (auto: a %zu MiB matrix swept in %.0f us with it and %.0f "
-                "without, median of %u pairs %.2fx)",
-                t->on ? "on" : "off", t->bytes >> 20, t->us_on, t->us_off, t->pairs, t->gain);
+        snprintf(buf, cap,
+                 "%s (auto: a %zu MiB matrix swept in %.0f us with it and %.0f without, "
+                 "median of %u pairs %.2fx)",
+                 state, t->bytes >> 20, t->us_on, t->us_off, t->pairs, t->gain);
 }
 
 tw_status tw_hw_lock_memory(tw_err *err)

@@ -43,16 +43,14 @@ static int run(const twd_config *cfg)
     tw_hw_choice used = {eo.threads, eo.max_batch, eo.prefill_chunk};
     tw_hw_log_choices(&hw, &used, cfg->threads != 0, cfg->max_batch != 0,
                       cfg->prefill_chunk != 0);
-    if (cfg->decode_prefetch == TWD_PREFETCH_AUTO) {
-        tw_prefetch_tune tune;
-        if (tw_hw_tune_decode_prefetch(&hw, eo.threads, &tune, &err) == TW_OK)
-            tw_hw_log_decode_prefetch(&tune, tune.on);
-        else
-            tw_warn("decode prefetch off: %s", err.msg);
-    } else {
-        tw_kernels_set_decode_prefetch(cfg->decode_prefetch == TWD_PREFETCH_ON);
-        tw_hw_log_decode_prefetch(NULL, cfg->decode_prefetch == TWD_PREFETCH_ON);
-    }
+    static const char *const prefetch_modes[] = {"auto", "on", "off"};
+    const char *pmode = prefetch_modes[cfg->decode_prefetch];
+    tw_prefetch_tune tune;
+    char ptext[256];
+    if (tw_hw_decode_prefetch(pmode, &hw, eo.threads, &tune, &err) != TW_OK)
+        tw_warn("decode prefetch off: %s", err.msg);
+    tw_hw_decode_prefetch_text(pmode, &tune, ptext, sizeof ptext);
+    tw_info("decode prefetch %s", ptext);
     tw_engine *engine = NULL;
     tw_status st = tw_engine_create(&eo, &engine, &err);
     if (st != TW_OK) {

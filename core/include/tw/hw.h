@@ -73,14 +73,25 @@ tw_status tw_hw_read_bandwidth(size_t bytes, uint32_t threads, double seconds, d
  * machine: tw_kernels_tune_decode_prefetch on `threads` threads (1..256)
  * over a matrix of twice hw's L3 (32..256 MiB, and at most an eighth of
  * the available memory; 64 MiB when the L3 is unknown), for about 0.1 s.
- * Fills *out. Errors as tw_kernels_tune_decode_prefetch's, plus INTERNAL
- * when no thread pool can be made; decode prefetch is then left off. */
+ * Fills *out (zeroed, gain 1, when nothing was measured). Errors as
+ * tw_kernels_tune_decode_prefetch's, plus INTERNAL when no thread pool can
+ * be made; decode prefetch is then left off. */
 tw_status tw_hw_tune_decode_prefetch(const tw_hw_info *hw, uint32_t threads,
                                      tw_prefetch_tune *out, tw_err *err);
 
-/* Logs the decode-prefetch setting: chosen by t (auto), or set by the user
- * (t NULL, `on` the setting). */
-void tw_hw_log_decode_prefetch(const tw_prefetch_tune *t, bool on);
+/* Applies a --decode-prefetch mode: "on" or "off" as said, or "auto",
+ * tw_hw_tune_decode_prefetch with hw and threads. *out (zeroed, gain 1,
+ * when nothing was measured) holds the setting in force in out->on.
+ * INVALID_ARGUMENT for another mode; a failed measurement's error, with
+ * prefetch left off. */
+tw_status tw_hw_decode_prefetch(const char *mode, const tw_hw_info *hw, uint32_t threads,
+                                tw_prefetch_tune *out, tw_err *err);
+
+/* One line saying what tw_hw_decode_prefetch chose and why, for logs and
+ * reports: "on (auto: a 63 MiB matrix swept in ...)", "off (set by
+ * --decode-prefetch)". */
+void tw_hw_decode_prefetch_text(const char *mode, const tw_prefetch_tune *t, char *buf,
+                                size_t cap);
 
 /* Total and available memory in bytes from /proc/meminfo (0 when it does
  * not say). Cheap: one small file read. */

@@ -110,6 +110,35 @@ static void test_hw_sizes_from_machine(void **state)
     tw_kernels_set_decode_prefetch(false);
 }
 
+/* A mode from the command line: on and off are applied as said and
+ * measure nothing, anything else is refused with the option named, and the
+ * text says which it was. */
+static void test_hw_modes(void **state)
+{
+    (void)state;
+    tw_hw_info hw;
+    memset(&hw, 0, sizeof hw);
+    tw_prefetch_tune t;
+    tw_err err;
+    char text[256];
+    assert_int_equal(tw_hw_decode_prefetch("on", &hw, 1, &t, &err), TW_OK);
+    assert_true(t.on && t.pairs == 0 && tw_kernels_decode_prefetch());
+    tw_hw_decode_prefetch_text("on", &t, text, sizeof text);
+    assert_string_equal(text, "on (set by --decode-prefetch)");
+    assert_int_equal(tw_hw_decode_prefetch("off", &hw, 1, &t, &err), TW_OK);
+    assert_true(!t.on && t.pairs == 0 && !tw_kernels_decode_prefetch());
+    assert_int_equal(tw_hw_decode_prefetch("sometimes", &hw, 1, &t, &err), TW_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.msg, "decode-prefetch"));
+    assert_int_equal(tw_hw_decode_prefetch(NULL, &hw, 1, &t, &err), TW_INVALID_ARGUMENT);
+    /* auto that cannot measure: off, and the text says nothing was measured */
+    hw.mem_available_bytes = 16 * MIB;
+    tw_kernels_set_decode_prefetch(true);
+    assert_int_equal(tw_hw_decode_prefetch("auto", &hw, 1, &t, &err), TW_RESOURCE_EXHAUSTED);
+    assert_false(t.on || tw_kernels_decode_prefetch());
+    tw_hw_decode_prefetch_text("auto", &t, text, sizeof text);
+    assert_non_null(strstr(text, "off (auto: nothing measured"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -117,6 +146,7 @@ int main(void)
         cmocka_unit_test(test_measures_and_applies),
         cmocka_unit_test(test_scalar_measures_nothing),
         cmocka_unit_test(test_hw_sizes_from_machine),
+        cmocka_unit_test(test_hw_modes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
