@@ -480,7 +480,7 @@ int main(int argc, char **argv)
     cli o = {0};
     /* NNG frees a closed socket's dialers on its own threads; at exit, wait
      * for that so that nothing is left half-freed. */
-    atexit(nng_fini);
+    atexit(tw_client_fini);
     o.engine = getenv("TOKENWIRE_ENGINE");
     o.api_key = getenv("TOKENWIRE_API_KEY");
     o.timeout_ms = 30000;

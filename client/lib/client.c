@@ -178,10 +178,14 @@ void tw_client_close(tw_client *c)
 {
     if (!c)
         return;
+    nng_socket socks[2];
+    int n = 0;
     if (nng_socket_id(c->req) > 0)
-        nng_close(c->req);
+        socks[n++] = c->req;
     if (c->has_sub)
-        nng_close(c->sub);
+        socks[n++] = c->sub;
+    if (n)
+        tw_client_close_sockets(socks, n);
     if (c->tls)
         nng_tls_config_free(c->tls);
     free(c->rpc_url);

@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include "daemon_fixture.h"
-#include <nng/nng.h>
 
 #include "test_support.h"
 
@@ -310,6 +309,6 @@ int main(void)
         cmocka_unit_test_teardown(test_default_deadline, twt_daemon_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    nng_fini(); /* lets NNG finish freeing closed sockets before the leak check */
+    tw_client_fini(); /* lets NNG finish freeing closed sockets before the leak check */
     return rc;
 }

@@ -18,7 +18,6 @@
 
 #include "daemon_fixture.h"
 #include "http_fixture.h"
-#include <nng/nng.h>
 
 #include "proc_fixture.h"
 #include "test_support.h"
@@ -413,6 +412,6 @@ int main(void)
         cmocka_unit_test(test_background_progress),
     };
     int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
-    nng_fini(); /* lets NNG finish freeing closed sockets before the leak check */
+    tw_client_fini(); /* lets NNG finish freeing closed sockets before the leak check */
     return rc;
 }

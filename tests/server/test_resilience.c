@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "daemon_fixture.h"
-#include <nng/nng.h>
 
 #include "proc_fixture.h"
 #include "test_support.h"
@@ -224,6 +223,6 @@ int main(void)
         cmocka_unit_test_teardown(test_restart, twt_daemon_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    nng_fini(); /* lets NNG finish freeing closed sockets before the leak check */
+    tw_client_fini(); /* lets NNG finish freeing closed sockets before the leak check */
     return rc;
 }

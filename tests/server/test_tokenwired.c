@@ -474,6 +474,6 @@ int main(void)
         cmocka_unit_test(test_bad_setting_values),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    nng_fini(); /* lets NNG finish freeing closed sockets before the leak check */
+    tw_client_fini(); /* lets NNG finish freeing closed sockets before the leak check */
     return rc;
 }

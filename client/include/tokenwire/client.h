@@ -53,8 +53,21 @@ typedef struct tw_client tw_client;
  * an unusable URL or TLS setting. *out is freed with tw_client_close. */
 tw_status tw_client_open(const tw_client_opts *o, tw_client **out, tw_err *err);
 
-/* Closes the sockets and frees the client. NULL is allowed. */
+/* Closes the sockets and frees the client. NULL is allowed. Returns within
+ * about two seconds even where NNG's close does not (NNG 1.5 can leave a
+ * close waiting forever on a message that was arriving as it began); such a
+ * close is left to finish on its own thread, and tw_client_abandoned_closes
+ * counts it. */
 void tw_client_close(tw_client *c);
+
+/* How many closes this process has left unfinished (see tw_client_close). */
+int tw_client_abandoned_closes(void);
+
+/* Releases NNG's global state (nng_fini), waiting for closed sockets to be
+ * freed, as a leak check at exit wants; does nothing after a close was left
+ * unfinished, which nng_fini would wait on forever. Call at most once, after
+ * every client is closed. */
+void tw_client_fini(void);
 
 /* Sends req and waits for its Reply (see "Results" above). The client fills
  * in what req leaves unset: version, a fresh request_id, the API key, and for
