@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "client_internal.h"
+#include "tokenwire/nng_close.h"
 
 struct tw_client {
     nng_socket req;
@@ -185,7 +186,7 @@ void tw_client_close(tw_client *c)
     if (c->has_sub)
         socks[n++] = c->sub;
     if (n)
-        tw_client_close_sockets(socks, n);
+        tw_nng_close_bounded(socks, n);
     if (c->tls)
         nng_tls_config_free(c->tls);
     free(c->rpc_url);

@@ -20,7 +20,4 @@ uint32_t tw_client_timeout_ms(const tw_client *c);
 uint32_t tw_client_poll_ms(const tw_client *c);
 const tw_wire_limits *tw_client_limits(const tw_client *c);
 
-/* Closes n (1 or 2) sockets, waiting for that a bounded time (close.c). */
-void tw_client_close_sockets(const nng_socket *socks, int n);
-
 #endif

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "client_internal.h"
+#include "tokenwire/nng_close.h"
 
 #define CLOSE_WAIT_MS 2000
 
@@ -70,14 +71,14 @@ static bool closer_init(closer *k)
     return ok;
 }
 
-void tw_client_close_sockets(const nng_socket *socks, int n)
+bool tw_nng_close_bounded(const nng_socket *socks, int n)
 {
     closer *k = calloc(1, sizeof *k);
     if (!k || n < 1 || n > 2 || !closer_init(k)) {
         free(k);
         for (int i = 0; i < n; i++)
             nng_close(socks[i]);
-        return;
+        return true;
     }
     for (int i = 0; i < n; i++)
         k->socks[i] = socks[i];
@@ -87,7 +88,7 @@ void tw_client_close_sockets(const nng_socket *socks, int n)
     if (pthread_create(&t, NULL, close_all, k) != 0) {
         k->refs = 1;
         close_all(k);
-        return;
+        return true;
     }
     pthread_detach(t);
     struct timespec until;
@@ -102,10 +103,12 @@ void tw_client_close_sockets(const nng_socket *socks, int n)
     int rc = 0;
     while (!k->done && rc != ETIMEDOUT)
         rc = pthread_cond_timedwait(&k->cv, &k->mu, &until);
-    if (!k->done)
+    bool done = k->done;
+    if (!done)
         atomic_fetch_add(&abandoned, 1);
     pthread_mutex_unlock(&k->mu);
     closer_release(k);
+    return done;
 }
 
 int tw_client_abandoned_closes(void)

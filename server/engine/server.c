@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "tokenwire/nng_close.h"
 #include "tw/log.h"
 
 /* Replies larger than this travel zstd-compressed. */
@@ -379,8 +380,12 @@ void twd_server_stop(twd_server *s)
     for (size_t i = 0; i < s->n_workers; i++)
         if (s->workers[i].timer)
             nng_aio_stop(s->workers[i].timer);
+    /* NNG 1.5 can strand a close (tokenwire/nng_close.h): a stranded one
+     * may still touch the workers' aios, so those are then left allocated
+     * for the process's exit to take back. */
+    bool closed = true;
     if (nng_socket_id(s->rep) > 0)
-        nng_close(s->rep);
+        closed = tw_nng_close_bounded(&s->rep, 1);
     for (size_t i = 0; i < s->n_workers; i++) {
         twd_worker *w = &s->workers[i];
         if (w->aio)
@@ -389,8 +394,10 @@ void twd_server_stop(twd_server *s)
             twd_streams_unwait(s->streams, &w->waiter);
     }
     if (nng_socket_id(s->pub) > 0)
-        nng_close(s->pub);
-    for (size_t i = 0; i < s->n_workers; i++) {
+        closed = tw_nng_close_bounded(&s->pub, 1) && closed;
+    if (!closed)
+        tw_warn("a socket close did not finish within its bound; left to NNG");
+    for (size_t i = 0; closed && i < s->n_workers; i++) {
         nng_aio_free(s->workers[i].aio);
         nng_aio_free(s->workers[i].timer);
     }

@@ -3,7 +3,7 @@
  * socket), and each client is closed while messages arrive on its SUB
  * socket, the moment at which NNG 1.5's own close can wait forever. Each
  * close must return within the bound tw_client_close promises. The
- * test's own sockets close the same way (tw_client_close_sockets). */
+ * test's own sockets close the same way (tw_nng_close_bounded). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +22,7 @@
 #include "client_internal.h"
 #include "test_support.h"
 #include "tokenwire/client.h"
+#include "tokenwire/nng_close.h"
 
 #define ROUNDS 8
 
@@ -83,7 +84,7 @@ static void test_close_while_messages_arrive(void **state)
     pthread_join(t, NULL);
     /* the publisher's side can wait on the same NNG defect */
     nng_socket server[2] = {p.pub, rep};
-    tw_client_close_sockets(server, 2);
+    tw_nng_close_bounded(server, 2);
     print_message("worst close %.0f ms, %d of %d left to finish on their own\n", worst,
                   tw_client_abandoned_closes(), ROUNDS);
     /* two seconds of waiting, and a margin for a loaded, sanitized run */
