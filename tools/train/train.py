@@ -13,19 +13,24 @@
 * Hugging Face checkpoints (sharded safetensors) with a ChatML template, and a
   report (parameters, steps, validation loss, greedy answers to five prompts).
 
+A draft can also be trained alone against a shipped target: --only draft
+--tokenizer-from TARGET.gguf takes the target's exact vocabulary, and
+--distill ANSWERS.jsonl (from distill.py) mixes the target's own answers into
+every batch, so that the draft learns what the target writes.
+
 Usage (GPU machine): python3 train.py OUT_DIR [--target-minutes M] [--draft-minutes M]
                                             [--resume OUT_DIR_OF_EARLIER_RUN]
+                                            [--only target|draft]
+                                            [--tokenizer-from MODEL.gguf
+                                             [--tokenizer-cases CASES.json]]
+                                            [--distill ANSWERS.jsonl[.gz] [--distill-share F]]
 """
 import argparse
-import ast
-import hashlib
+import gzip
 import json
 import math
 import os
-import random
 import sys
-import sysconfig
-import textwrap
 import time
 
 import torch
@@ -33,7 +38,9 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalize
 from tokenizers import pre_tokenizers, trainers
 from transformers import AutoConfig, AutoModelForCausalLM
 
-SYSTEM = "You are a helpful Python coding assistant."
+import gguf_vocab
+from corpus import NO_THINK, build_corpus, chat_prompt
+
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 THINK = ["<think>", "</think>"]
 # Qwen2's pre-tokenizer split: contractions, letters, single digits, punctuation runs, newlines.
@@ -57,19 +64,6 @@ CHAT_TEMPLATE = (
     "{%- endif %}"
     "{%- endif %}")
 
-REQUESTS = [
-    "Write a Python function that {d}",
-    "Implement a function `{n}`: {d}",
-    "Can you write `{n}` in Python? It should {dl}",
-    "Python: {d}",
-    "I need a helper function. {d}",
-]
-REASONS = [
-    "The user wants a function that {dl} I will define `{n}` with the parameters {a} "
-    "and return the result.",
-    "This asks for `{n}`. It takes {a}. I will write it step by step and keep it short.",
-    "Plan: write `{n}({a})` so that it {dl}",
-]
 PROMPTS = [
     "Write a Python function that returns the factorial of n.",
     "Write a Python function that reverses a string.",
@@ -77,91 +71,6 @@ PROMPTS = [
     "Python: Return the sum of the squares of a list of numbers.",
     "Write a Python function that reads a file and returns its lines.",
 ]
-
-
-def python_files(cap_bytes):
-    """The machine's Python sources: the standard library first, then installed
-    packages, in a fixed pseudo-random order, up to cap_bytes."""
-    paths = sysconfig.get_paths()
-    roots = [paths["stdlib"]] + sorted({paths["purelib"], paths["platlib"]})
-    seen, files = set(), []
-    for root in roots:
-        group = []
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames
-                                 if d not in ("site-packages", "dist-packages", "__pycache__"))
-            for f in sorted(filenames):
-                full = os.path.join(dirpath, f)
-                if f.endswith(".py") and full not in seen:
-                    seen.add(full)
-                    group.append(full)
-        group.sort(key=lambda p: hashlib.sha256(p.encode()).digest())
-        files.extend(group)
-    total = 0
-    for path in files:
-        try:
-            size = os.path.getsize(path)
-        except OSError:
-            continue
-        if size > 300_000:
-            continue
-        total += size
-        if total > cap_bytes:
-            return
-        yield path
-
-
-def held_out(path):
-    return int(hashlib.sha256(path.encode()).hexdigest(), 16) % 40 == 0
-
-
-def chat(user, answer, reasoning):
-    think = f"<think>\n{reasoning}\n</think>\n\n" if reasoning else "<think>\n\n</think>\n\n"
-    return (f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n"
-            f"<|im_start|>assistant\n{think}{answer}<|im_end|>\n")
-
-
-def examples_from(path, src, rng):
-    out = []
-    try:
-        tree = ast.parse(src)
-    except (SyntaxError, ValueError):
-        return out
-    for node in ast.walk(tree):
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        doc = ast.get_docstring(node)
-        if not doc or not doc.strip() or node.name.startswith("_"):
-            continue
-        first = doc.strip().splitlines()[0].strip()
-        if len(first) < 12 or len(first) > 160:
-            continue
-        seg = ast.get_source_segment(src, node)
-        if not seg or seg.count("\n") > 60:
-            continue
-        seg = textwrap.dedent(" " * node.col_offset + seg)
-        args = ", ".join(a.arg for a in node.args.args if a.arg != "self") or "no arguments"
-        d = first if first.endswith(".") else first + "."
-        fill = dict(d=d, dl=d[0].lower() + d[1:], n=node.name, a=args)
-        user = rng.choice(REQUESTS).format(**fill)
-        reasoning = rng.choice(REASONS).format(**fill) if rng.random() < 0.5 else ""
-        out.append(chat(user, f"```python\n{seg}\n```", reasoning))
-    return out
-
-
-def build_corpus(seed, cap_bytes):
-    rng = random.Random(seed)
-    train, val = [], []
-    for path in python_files(cap_bytes):
-        try:
-            with open(path, encoding="utf-8") as f:
-                src = f.read()
-        except (UnicodeDecodeError, OSError):
-            continue
-        docs = examples_from(path, src, rng) + [src + "<|endoftext|>"]
-        (val if held_out(path) else train).extend(docs)
-    rng.shuffle(train)
-    return train, val
 
 
 def train_tokenizer(texts, vocab_size):
@@ -179,6 +88,42 @@ def train_tokenizer(texts, vocab_size):
     tok.train_from_iterator(texts, trainer)
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in THINK])
     return tok
+
+
+def tokenizer_from_gguf(path):
+    """The byte-level BPE of a GGUF made by this script: its learned tokens
+    and control tokens are the BPE model's vocabulary, <think> and </think>
+    follow as added tokens, as train_tokenizer makes them."""
+    tokens, merges, types = gguf_vocab.read_vocab(path)
+    n_bpe = len(tokens) - len(THINK)
+    if tokens[n_bpe:] != THINK or tokens[:len(SPECIALS)] != SPECIALS:
+        sys.exit(f"train: {path} does not end in {THINK} or start with {SPECIALS}")
+    tok = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens[:n_bpe])},
+                               merges=merges))
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(SPLIT), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(SPECIALS)
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in THINK])
+    for i, t in enumerate(tokens):
+        if tok.token_to_id(t) != i:
+            sys.exit(f"train: token {i} {t!r} of {path} has id {tok.token_to_id(t)} here")
+    return tok
+
+
+def check_tokenizer(tok, cases_path):
+    """Exits unless every case encodes to its listed ids."""
+    with open(cases_path, encoding="utf-8") as f:
+        cases = json.load(f)
+    for c in cases:
+        got = tok.encode(c["text"], add_special_tokens=False).ids
+        if got != c["ids"]:
+            sys.exit(f"train: the tokenizer encodes {c['text'][:60]!r} as {got[:16]}..., "
+                     f"{cases_path} says {c['ids'][:16]}...")
+    print(f"tokenizer: all {len(cases)} cases of {cases_path} encode as listed", flush=True)
 
 
 def save_tokenizer(tok, dest):
@@ -258,7 +203,28 @@ def val_loss(model, val, seq, device, max_batches=40):
     return total / max(count, 1)
 
 
-def train_model(kind, config, train, val, minutes, device, out_dir, resume, seed):
+@torch.no_grad()
+def agreement(model, data, seq, device, max_batches=40):
+    """How often the model's most likely next token is the one in data: on the
+    target's own answers, about how often a draft's greedy proposal is kept."""
+    model.eval()
+    n = min((len(data) - 1) // seq, max_batches * 16)
+    hit, count = 0, 0
+    for start in range(0, n, 16):
+        rows = torch.stack([data[i * seq:(i + 1) * seq + 1]
+                            for i in range(start, min(start + 16, n))]).long().to(device)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device == "cuda"):
+            logits = model(rows[:, :-1], use_cache=False).logits
+        hit += (logits.argmax(-1) == rows[:, 1:]).sum().item()
+        count += rows[:, 1:].numel()
+    model.train()
+    return hit / max(count, 1)
+
+
+def train_model(kind, config, train, val, minutes, device, out_dir, resume, seed,
+                distill=None):
+    """distill: (train stream, validation stream, share of each batch's rows)
+    of the target's answers, or None."""
     torch.manual_seed(seed)
     dest = os.path.join(out_dir, kind)
     if resume and os.path.isdir(os.path.join(resume, kind)):
@@ -275,7 +241,9 @@ def train_model(kind, config, train, val, minutes, device, out_dir, resume, seed
     opt = torch.optim.AdamW(model.parameters(), lr=lr_max, betas=(0.9, 0.95),
                             weight_decay=0.1)
     gen = torch.Generator().manual_seed(seed)
-    it = batches(train, seq, bsz, gen)
+    n_distill = round(bsz * distill[2]) if distill else 0
+    it = batches(train, seq, bsz - n_distill, gen)
+    it_distill = batches(distill[0], seq, n_distill, gen) if n_distill else None
     budget = minutes * 60.0
     start = time.time()
     step0 = state["steps"]
@@ -294,7 +262,10 @@ def train_model(kind, config, train, val, minutes, device, out_dir, resume, seed
         lr = lr_max * min(1.0, (step + 1) / warm) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
         for g in opt.param_groups:
             g["lr"] = lr
-        rows = next(it).to(device)
+        rows = next(it)
+        if it_distill:
+            rows = torch.cat([rows, next(it_distill)])
+        rows = rows.to(device)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device == "cuda"):
             logits = model(rows[:, :-1], use_cache=False).logits
         loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.size(-1)),
@@ -312,6 +283,11 @@ def train_model(kind, config, train, val, minutes, device, out_dir, resume, seed
     state["seconds"] += time.time() - start
     vl = val_loss(model, val, seq, device)
     state["val_loss"] = vl
+    if distill:
+        state["distill_share"] = distill[2]
+        state["distill_agreement"] = agreement(model, distill[1], seq, device)
+        print(f"{kind}: top-1 agreement with the held-out answers "
+              f"{state['distill_agreement']:.3f}", flush=True)
     state["params"] = params
     state["loss_log"] = state.get("loss_log", []) + log
     print(f"{kind}: {params/1e6:.1f}M params, {state['steps']} steps, "
@@ -328,8 +304,7 @@ def greedy_answers(model, tok, n_new=96):
     model.eval()
     out = []
     for p in PROMPTS:
-        text = (f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n{p}<|im_end|>\n"
-                f"<|im_start|>assistant\n<think>\n\n</think>\n\n")
+        text = chat_prompt(p) + NO_THINK
         ids = torch.tensor([tok.encode(text, add_special_tokens=False).ids])
         gen = model.generate(ids, max_new_tokens=n_new, do_sample=False,
                              eos_token_id=tok.token_to_id("<|im_end|>"),
@@ -349,14 +324,23 @@ def main():
     ap.add_argument("--resume", default="")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--corpus-mb", type=float, default=160.0)
+    ap.add_argument("--only", choices=("target", "draft"), default="")
+    ap.add_argument("--tokenizer-from", default="")
+    ap.add_argument("--tokenizer-cases", default="")
+    ap.add_argument("--distill", default="")
+    ap.add_argument("--distill-share", type=float, default=0.25)
     args = ap.parse_args()
+    if not 0.0 < args.distill_share < 1.0:
+        sys.exit("train: --distill-share must be between 0 and 1")
     device = "cuda" if torch.cuda.is_available() else "cpu"
     os.makedirs(args.out, exist_ok=True)
     t0 = time.time()
     train_texts, val_texts = build_corpus(args.seed, int(args.corpus_mb * 1e6))
     print(f"corpus: {len(train_texts)} train docs, {len(val_texts)} validation docs, "
           f"{sum(map(len, train_texts))/1e6:.1f} MB", flush=True)
-    if args.resume and os.path.exists(os.path.join(args.resume, "tokenizer.json")):
+    if args.tokenizer_from:
+        tok = tokenizer_from_gguf(args.tokenizer_from)
+    elif args.resume and os.path.exists(os.path.join(args.resume, "tokenizer.json")):
         tok = Tokenizer.from_file(os.path.join(args.resume, "tokenizer.json"))
     else:
         # A 40 MB sample is plenty for an 8k vocabulary and keeps this step short.
@@ -367,6 +351,8 @@ def main():
             sample.append(t)
             size += len(t)
         tok = train_tokenizer(sample, args.vocab)
+    if args.tokenizer_cases:
+        check_tokenizer(tok, args.tokenizer_cases)
     train = encode_stream(tok, train_texts)
     val = encode_stream(tok, val_texts)
     vocab = tok.get_vocab_size()
@@ -374,12 +360,30 @@ def main():
           f"{len(val)/1e6:.2f}M validation tokens ({time.time()-t0:.0f}s)", flush=True)
     report = {"vocab_size": vocab, "train_tokens": len(train), "val_tokens": len(val),
               "python": sys.version.split()[0], "torch": torch.__version__}
-    for kind, minutes in (("target", args.target_minutes), ("draft", args.draft_minutes)):
+    distill = None
+    if args.distill:
+        opener = gzip.open if args.distill.endswith(".gz") else open
+        with opener(args.distill, "rt", encoding="utf-8") as f:
+            answers = [json.loads(line)["text"] for line in f if line.strip()]
+        # every 50th answer is held out to measure agreement on
+        d_train = encode_stream(tok, [a for i, a in enumerate(answers) if i % 50])
+        d_val = encode_stream(tok, answers[::50])
+        distill = (d_train, d_val, args.distill_share)
+        report["distill_tokens"] = len(d_train)
+        print(f"distill: {len(answers)} answers, {len(d_train)/1e6:.2f}M train tokens, "
+              f"{len(d_val)/1e6:.3f}M held out; {args.distill_share:.0%} of every batch",
+              flush=True)
+    kinds = (("target", args.target_minutes), ("draft", args.draft_minutes))
+    for kind, minutes in kinds:
+        if args.only and kind != args.only:
+            continue
         cfg = model_config(kind, vocab, tok)
         model, state = train_model(kind, cfg, train, val, minutes, device, args.out,
-                                   args.resume, args.seed)
+                                   args.resume, args.seed, distill)
         save_tokenizer(tok, os.path.join(args.out, kind))
-        report[kind] = {k: state[k] for k in ("params", "steps", "tokens", "seconds", "val_loss")}
+        keys = ("params", "steps", "tokens", "seconds", "val_loss", "distill_share",
+                "distill_agreement")
+        report[kind] = {k: state[k] for k in keys if k in state}
         report[kind]["answers"] = greedy_answers(model.to(torch.float32), tok)
         for a in report[kind]["answers"][:2]:
             print(f"--- {kind}: {a['prompt']}\n{a['text']}", flush=True)
