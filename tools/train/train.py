@@ -183,14 +183,19 @@ def batches(data, seq, bsz, gen):
         yield rows.long()
 
 
+def eval_rows(data, seq, device, max_batches):
+    """The first max_batches * 16 windows of seq + 1 tokens, 16 at a time."""
+    n = min((len(data) - 1) // seq, max_batches * 16)
+    for start in range(0, n, 16):
+        yield torch.stack([data[i * seq:(i + 1) * seq + 1]
+                           for i in range(start, min(start + 16, n))]).long().to(device)
+
+
 @torch.no_grad()
 def val_loss(model, val, seq, device, max_batches=40):
     model.eval()
-    n = min((len(val) - 1) // seq, max_batches * 16)
     total, count = 0.0, 0
-    for start in range(0, n, 16):
-        rows = torch.stack([val[i * seq:(i + 1) * seq + 1]
-                            for i in range(start, min(start + 16, n))]).long().to(device)
+    for rows in eval_rows(val, seq, device, max_batches):
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device == "cuda"):
             out = model(rows[:, :-1], labels=rows[:, 1:].contiguous(), use_cache=False)
         # labels are already shifted: the model shifts again, so compute directly
@@ -208,11 +213,8 @@ def agreement(model, data, seq, device, max_batches=40):
     """How often the model's most likely next token is the one in data: on the
     target's own answers, about how often a draft's greedy proposal is kept."""
     model.eval()
-    n = min((len(data) - 1) // seq, max_batches * 16)
     hit, count = 0, 0
-    for start in range(0, n, 16):
-        rows = torch.stack([data[i * seq:(i + 1) * seq + 1]
-                            for i in range(start, min(start + 16, n))]).long().to(device)
+    for rows in eval_rows(data, seq, device, max_batches):
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device == "cuda"):
             logits = model(rows[:, :-1], use_cache=False).logits
         hit += (logits.argmax(-1) == rows[:, 1:]).sum().item()
