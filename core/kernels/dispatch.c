@@ -105,6 +105,11 @@ bool tw_kernels_decode_prefetch(void)
     return atomic_load_explicit(&decode_prefetch, memory_order_relaxed);
 }
 
+bool tw_decode_prefetch_for(size_t bytes)
+{
+    return bytes >= TW_DECODE_PREFETCH_MIN_BYTES && tw_kernels_decode_prefetch();
+}
+
 float tw_dot_f32(const float *a, const float *b, size_t n)
 {
     return tw_isa_current()->dot_f32(a, b, n);

@@ -14,6 +14,7 @@
 #ifndef TW_KERNELS_INTERNAL_H
 #define TW_KERNELS_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -166,6 +167,18 @@ static inline void tw_gather_scales(const tw_act *acts, size_t nb, int TB, float
         }                                                                                       \
     }
 
+/* Decode prefetch (tw_kernels_decode_prefetch) leaves matrices smaller than
+ * this alone: they are likely still in the caches from the step before,
+ * where fetching ahead only adds work (with every matrix of the first
+ * default draft model's, ~100 KB each, fetched ahead, its rounds ran up to
+ * ~10% slower; with these left alone, as fast as without prefetch). */
+#define TW_DECODE_PREFETCH_MIN_BYTES ((size_t)256 << 10)
+
+/* Whether one activation's pass over a matrix of `bytes` fetches ahead. */
+bool tw_decode_prefetch_for(size_t bytes);
+
+/* A decode step (one activation) takes the rows one at a time, fetching
+ * each row's columns in the next row ahead where decode prefetch says so. */
 #define TW_H16_DRIVER(ATTR, name, TILE, VEC, is_bf16)                                           \
     ATTR static void rows_##name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,  \
                                  const tw_act *acts, size_t n_act, float *y, size_t y_stride)   \
@@ -175,9 +188,9 @@ static inline void tw_gather_scales(const tw_act *acts, size_t nb, int TB, float
         const int bf16 = is_bf16;                                                               \
         VEC st[TW_H16_GROUPS * 2 * H16_RB * H16_TB];                                            \
         if (n_act == 1) {                                                                       \
+            const bool pf = tw_decode_prefetch_for(rows * row_bytes);                           \
             for (size_t r = 0; r < rows; r++)                                                   \
-                TILE(h + r * re, re, 0, cols, cols, acts, st, y + r, y_stride, false, 1, 1,     \
-                     bf16);                                                                     \
+                TILE(h + r * re, re, 0, cols, cols, acts, st, y + r, y_stride, pf, 1, 1, bf16); \
             return;                                                                             \
         }                                                                                       \
         for (size_t t0 = 0; t0 < n_act;) {                                                      \

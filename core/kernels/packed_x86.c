@@ -592,18 +592,9 @@ TW_AVX512 TW_TILE void r8q6_group_vnni(const uint8_t *p, size_t nb, const tw_act
  * gained up to 31% from it). */
 #define TW_R8_PREFETCH_MIN_ACTS 6
 
-/* Decode prefetch leaves matrices smaller than this alone: they are likely
- * still in the caches from the step before, where fetching ahead only adds
- * work (with every matrix of the default draft model's, ~100 KB each,
- * fetched ahead, its rounds ran up to ~10% slower; with these left alone,
- * as fast as without prefetch). */
-#define TW_R8_PREFETCH_MIN_BYTES ((size_t)256 << 10)
-
 static inline size_t r8_prefetch_min_acts(size_t bytes)
 {
-    return tw_kernels_decode_prefetch() && bytes >= TW_R8_PREFETCH_MIN_BYTES
-               ? 1
-               : TW_R8_PREFETCH_MIN_ACTS;
+    return tw_decode_prefetch_for(bytes) ? 1 : TW_R8_PREFETCH_MIN_ACTS;
 }
 
 /* Size of the next group for `left` (>= 2) activations, at most cap: as

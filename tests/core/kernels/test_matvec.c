@@ -227,6 +227,42 @@ static void test_matvec_independent_of_threads(void **state)
     tw_pool_destroy(p4);
 }
 
+/* Decode prefetch (fetching ahead in one activation's pass over a matrix of
+ * 256 KiB or more) changes no result's bits, for any type on any ISA. */
+static void test_matvec_decode_prefetch_same_bits(void **state)
+{
+    (void)state;
+    tw_test_rng rng = {0x5eed};
+    const size_t rows = 301, cols = 1024;
+    float x[1024], off[301], on[301];
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        mat m;
+        make_mat(&m, all_types[ti], rows, cols, &rng, false);
+        if (rows * m.row_bytes < ((size_t)256 << 10)) {
+            free_mat(&m);
+            continue; /* the quantized types' matrices are below the bound */
+        }
+        fill_x(x, cols, &rng);
+        for (size_t ii = 0; ii < 3; ii++) {
+            if (!tw_kernels_isa_available(isas[ii]))
+                continue;
+            assert_int_equal(tw_kernels_force_isa(isas[ii], NULL), TW_OK);
+            tw_kernels_set_decode_prefetch(false);
+            tw_matvec(NULL, m.type, m.w, m.row_bytes, rows, cols, x, off);
+            tw_kernels_set_decode_prefetch(true);
+            memset(on, 0xff, sizeof on);
+            tw_matvec(NULL, m.type, m.w, m.row_bytes, rows, cols, x, on);
+            if (memcmp(on, off, sizeof on) != 0)
+                fail_msg("%s %s: decode prefetch changed the result", tw_type_name(m.type),
+                         isas[ii]);
+            check_rows(&m, x, on, true, "matvec with decode prefetch");
+        }
+        tw_kernels_set_decode_prefetch(false);
+        tw_kernels_force_isa(NULL, NULL);
+        free_mat(&m);
+    }
+}
+
 static void test_matmul_all_types(void **state)
 {
     (void)state;
@@ -427,6 +463,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matvec_all_types_isas),
         cmocka_unit_test(test_matvec_independent_of_threads),
+        cmocka_unit_test(test_matvec_decode_prefetch_same_bits),
         cmocka_unit_test(test_matmul_all_types),
         cmocka_unit_test(test_small_batch_matches_matvec),
         cmocka_unit_test(test_matmul_multi_matches_matmul),
