@@ -87,7 +87,8 @@ def main():
         for i, fut in enumerate(futures, 1):
             try:
                 text, n = fut.result()
-            except (urllib.error.URLError, OSError, KeyError, ValueError) as e:
+            except (urllib.error.URLError, OSError, KeyError, IndexError, TypeError,
+                    ValueError) as e:
                 failed += 1
                 print(f"distill: request {i} failed: {e}", file=sys.stderr, flush=True)
                 continue

@@ -240,7 +240,7 @@ static void test_matvec_decode_prefetch_same_bits(void **state)
         make_mat(&m, all_types[ti], rows, cols, &rng, false);
         if (rows * m.row_bytes < ((size_t)256 << 10)) {
             free_mat(&m);
-            continue; /* the quantized types' matrices are below the bound */
+            continue; /* most quantized types: below the bound at this shape */
         }
         fill_x(x, cols, &rng);
         for (size_t ii = 0; ii < 3; ii++) {
