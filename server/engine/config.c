@@ -175,6 +175,31 @@ static tw_status set_str(char **dst, const char *v, const char *name, tw_err *er
     return TW_OK;
 }
 
+/* A setting that takes one of a few words. */
+typedef struct choice {
+    const char *word;
+    int value;
+} choice;
+
+/* The value of v's word in choices[0..n) into *out; otherwise an error
+ * naming the setting and every word ("NAME must be a, b or c"). */
+static tw_status set_choice(int *out, const char *v, const char *name, const choice *choices,
+                            size_t n, tw_err *err)
+{
+    for (size_t i = 0; v && i < n; i++) {
+        if (!strcmp(v, choices[i].word)) {
+            *out = choices[i].value;
+            return TW_OK;
+        }
+    }
+    char words[128] = "";
+    size_t len = 0;
+    for (size_t i = 0; i < n && len < sizeof words; i++)
+        len += (size_t)snprintf(words + len, sizeof words - len, "%s%s",
+                                i == 0 ? "" : i + 1 == n ? " or " : ", ", choices[i].word);
+    return tw_errorf(err, TW_INVALID_ARGUMENT, "%s must be %s", name, words);
+}
+
 static tw_status add_key(twd_config *cfg, const char *k, size_t n, tw_err *err)
 {
     if (n == 0)
@@ -311,36 +336,30 @@ static tw_status apply(loader *l, const opt_def *o, const char *v)
         return set_str(&cfg->tls_cert, v, n, err);
     if (!strcmp(n, "tls-key"))
         return set_str(&cfg->tls_key, v, n, err);
+    int c;
+    tw_status cs;
     if (!strcmp(n, "weight-pages")) {
-        if (v && !strcmp(v, "auto"))
-            cfg->weight_pages = TW_WEIGHTS_AUTO;
-        else if (v && !strcmp(v, "map"))
-            cfg->weight_pages = TW_WEIGHTS_MAP;
-        else if (v && !strcmp(v, "huge"))
-            cfg->weight_pages = TW_WEIGHTS_HUGE;
-        else
-            return tw_errorf(err, TW_INVALID_ARGUMENT, "weight-pages must be auto, map or huge");
-        return TW_OK;
+        static const choice pages[] = {
+            {"auto", TW_WEIGHTS_AUTO}, {"map", TW_WEIGHTS_MAP}, {"huge", TW_WEIGHTS_HUGE}};
+        cs = set_choice(&c, v, n, pages, 3, err);
+        if (cs == TW_OK)
+            cfg->weight_pages = (tw_weight_pages)c;
+        return cs;
     }
     if (!strcmp(n, "decode-prefetch")) {
-        if (v && !strcmp(v, "auto"))
-            cfg->decode_prefetch = TWD_PREFETCH_AUTO;
-        else if (v && !strcmp(v, "on"))
-            cfg->decode_prefetch = TWD_PREFETCH_ON;
-        else if (v && !strcmp(v, "off"))
-            cfg->decode_prefetch = TWD_PREFETCH_OFF;
-        else
-            return tw_errorf(err, TW_INVALID_ARGUMENT, "decode-prefetch must be auto, on or off");
-        return TW_OK;
+        static const choice modes[] = {
+            {"auto", TWD_PREFETCH_AUTO}, {"on", TWD_PREFETCH_ON}, {"off", TWD_PREFETCH_OFF}};
+        cs = set_choice(&c, v, n, modes, 3, err);
+        if (cs == TW_OK)
+            cfg->decode_prefetch = (twd_prefetch)c;
+        return cs;
     }
     if (!strcmp(n, "kv-type")) {
-        if (v && !strcmp(v, "f32"))
-            cfg->kv_type = TW_KV_F32;
-        else if (v && !strcmp(v, "f16"))
-            cfg->kv_type = TW_KV_F16;
-        else
-            return tw_errorf(err, TW_INVALID_ARGUMENT, "kv-type must be f32 or f16");
-        return TW_OK;
+        static const choice types[] = {{"f32", TW_KV_F32}, {"f16", TW_KV_F16}};
+        cs = set_choice(&c, v, n, types, 2, err);
+        if (cs == TW_OK)
+            cfg->kv_type = (tw_kv_type)c;
+        return cs;
     }
     if (!strcmp(n, "long-context-thinking")) {
         if (v && (!strcmp(v, "on") || !strcmp(v, "true") || !strcmp(v, "1")))
