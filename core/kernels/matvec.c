@@ -140,7 +140,11 @@ static void fill_quads(tw_act *acts, size_t n, size_t cols, uint8_t *panel)
             uint8_t *blk = base + i * TW_QUAD_BLOCK;
             memcpy(blk + 32 * s, acts[a].qs + 32 * i, 32);
             memcpy(blk + TW_QUAD_D + 4 * s, &acts[a].d[i], 4);
-            memcpy(blk + TW_QUAD_BNEG + 4 * s, &acts[a].bneg[i], 4);
+            /* bneg is -128 times the block's sum and the only kernel that
+             * reads it here (Q4_0's) wants -8 times it: divided once here,
+             * exactly, instead of per block and row group in the kernel */
+            const int32_t neg8 = acts[a].bneg[i] / 16;
+            memcpy(blk + TW_QUAD_BNEG + 4 * s, &neg8, 4);
         }
         acts[a].quad = base;
     }

@@ -70,12 +70,12 @@
     "vpaddw %%ymm7, %%ymm6, %%ymm6\n\t"                                                            \
     "vpaddw %%ymm6, " Q4Q_SUM_##t ", " Q4Q_SUM_##t "\n\t"
 
-/* Activation t's block dot into its accumulator: widened, plus bneg / 16,
- * converted, times the rows' scales times its own. */
+/* Activation t's block dot into its accumulator: widened, plus -8 times
+ * the activation's block sum, converted, times the rows' scales times its
+ * own. */
 #define Q4Q_SCALE(t, k)                                                                            \
     "vpmaddwd %%ymm12, " Q4Q_SUM_##t ", " Q4Q_SUM_##t "\n\t"                                       \
     "vpbroadcastd " Q4Q_STR(TW_QUAD_BNEG + 4 * (t)) "(%[pa]), %%ymm15\n\t"                         \
-    "vpsrad $4, %%ymm15, %%ymm15\n\t"                                                              \
     "vpaddd %%ymm15, " Q4Q_SUM_##t ", " Q4Q_SUM_##t "\n\t"                                         \
     "vcvtdq2ps " Q4Q_SUM_##t ", " Q4Q_SUM_##t "\n\t"                                               \
     "vbroadcastss " Q4Q_STR(TW_QUAD_D + 4 * (t)) "(%[pa]), %%ymm15\n\t"                            \
