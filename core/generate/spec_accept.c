@@ -70,9 +70,6 @@ uint32_t tw_spec_accept_step(const float *p, const float *q, uint32_t vocab, uin
 /* The longest key an earlier occurrence is matched on; past this, a match
  * is as good as certain and the scan stops. */
 #define LOOKUP_MAX_KEY 16
-#ifndef LOOKUP_CAP
-#define LOOKUP_CAP 4
-#endif
 
 /* The earlier occurrence of the history's last token whose preceding
  * tokens agree with the history's for longest (the newest among equals):

@@ -110,20 +110,21 @@ static void mv_task(void *ctx, int task, int n_tasks, int thread)
     }
 }
 
-/* Splits `rows` into tasks: for a batch, a few per thread so a thread
- * delayed by the OS does not hold the others back, but never so small that
- * task overhead shows. A single activation streams the weights from memory,
- * and every task start is a jump the prefetchers have not seen coming: one
- * run of rows per thread decoded 4-5% faster than four (qwen2-0.5b Q4_0, 2
- * threads, 2-core EPYC, AVX2 and AVX-512, the two alternated in one
- * process) and the 24M default model, whose matrices are small, ~19%
- * faster; batches of 4, 8 and 16, bound by arithmetic, were no faster. */
+/* Splits `rows` into tasks: for a batch, two per thread so a thread
+ * delayed by the OS does not hold the others back for long, but never so
+ * small that task overhead shows. A single activation streams the weights
+ * from memory, and every task start is a jump the prefetchers have not seen
+ * coming, so it takes one run of rows per thread. Against four tasks per
+ * thread (2 threads, 2-core EPYC, the splits alternated in one process): a
+ * single activation decoded qwen2-0.5b Q4_0 4-5% faster (AVX2 and AVX-512)
+ * and the 24M default model ~19% faster; verifying 4-8 rows of the 24M
+ * model took 3-5% less, and 16 qwen2-0.5b streams ~1%. */
 static int plan_tasks(const tw_pool *pool, size_t rows, size_t row_work, size_t n,
                       size_t *rows_per_task)
 {
     int threads = tw_pool_threads(pool);
     size_t min_rows = row_work >= 4096 ? ROW_ALIGN : ROW_ALIGN * 4;
-    size_t tasks = threads > 1 ? (size_t)threads * (n == 1 ? 1 : 4) : 1;
+    size_t tasks = threads > 1 ? (size_t)threads * (n == 1 ? 1 : 2) : 1;
     size_t per = (rows + tasks - 1) / tasks;
     if (per < min_rows)
         per = min_rows;
