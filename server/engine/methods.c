@@ -303,8 +303,10 @@ static void send_resume(twd_worker *w, const char *id, uint64_t from_seq)
     Tokenwire__V1__Reply rep = TOKENWIRE__V1__REPLY__INIT;
     rep.result_case = TOKENWIRE__V1__REPLY__RESULT_RESUME;
     rep.resume = &rr;
-    twd_worker_reply(w, &rep);
+    /* counted before the reply goes out, so a caller that has its chunks
+     * never reads a Stats from before them */
     atomic_fetch_add(&s->resumes_served, 1);
+    twd_worker_reply(w, &rep);
     for (size_t i = 0; i < n; i++)
         tokenwire__v1__stream_chunk__free_unpacked(chunks[i], NULL);
     free(chunks);
