@@ -31,6 +31,9 @@
  * went from 74 to 89 GFLOP/s when tiles grew from 16 to 64 rows). */
 #define TILE_BYTES (1024 * 1024)
 #define TILE_MIN_ROWS 64
+/* A batch's activations hold at least this many values before quantizing
+ * them is split across the pool. */
+#define PARALLEL_PREPARE_VALUES 16384
 
 static size_t min_sz(size_t a, size_t b)
 {
@@ -133,28 +136,60 @@ static int plan_tasks(const tw_pool *pool, size_t rows, size_t row_work, size_t 
     return (int)((rows + per - 1) / per);
 }
 
-/* The quad panels of n quantized Q8-layout rows into panel (n rounded up
- * to a whole quad, tw_quad_bytes each): block by block, each quad's rows
- * side by side; the last quad's slots past the last row are left as they
- * are, as the kernels take only a quad's first rows. */
-static void fill_quads(tw_act *acts, size_t n, size_t cols, uint8_t *panel)
+/* Activation a's slot of the quad panels at panel (tw_quad_bytes each, the
+ * batch's rows a quad to a panel): block by block, its qs, d and -8 times
+ * its block sums beside its quad's other rows. Slots past a batch's last
+ * row are left as they are, as the kernels take only a quad's first rows. */
+static void fill_quad_slot(tw_act *act, size_t a, size_t cols, uint8_t *panel)
 {
-    const size_t nb = cols / 32;
-    for (size_t a = 0; a < n; a++) {
-        const size_t s = a % TW_QUAD_ACTS;
-        uint8_t *base = panel + a / TW_QUAD_ACTS * tw_quad_bytes(cols);
-        for (size_t i = 0; i < nb; i++) {
-            uint8_t *blk = base + i * TW_QUAD_BLOCK;
-            memcpy(blk + 32 * s, acts[a].qs + 32 * i, 32);
-            memcpy(blk + TW_QUAD_D + 4 * s, &acts[a].d[i], 4);
-            /* bneg is -128 times the block's sum and the only kernel that
-             * reads it here (Q4_0's) wants -8 times it: divided once here,
-             * exactly, instead of per block and row group in the kernel */
-            const int32_t neg8 = acts[a].bneg[i] / 16;
-            memcpy(blk + TW_QUAD_BNEG + 4 * s, &neg8, 4);
-        }
-        acts[a].quad = base;
+    const size_t nb = cols / 32, s = a % TW_QUAD_ACTS;
+    uint8_t *base = panel + a / TW_QUAD_ACTS * tw_quad_bytes(cols);
+    for (size_t i = 0; i < nb; i++) {
+        uint8_t *blk = base + i * TW_QUAD_BLOCK;
+        memcpy(blk + 32 * s, act->qs + 32 * i, 32);
+        memcpy(blk + TW_QUAD_D + 4 * s, &act->d[i], 4);
+        /* bneg is -128 times the block's sum and the only kernel that
+         * reads it here (Q4_0's) wants -8 times it: divided once here,
+         * exactly, instead of per block and row group in the kernel */
+        const int32_t neg8 = act->bneg[i] / 16;
+        memcpy(blk + TW_QUAD_BNEG + 4 * s, &neg8, 4);
     }
+    act->quad = base;
+}
+
+/* What every row of a batch's activations needs done (prepare_acts). */
+typedef struct acts_job {
+    const tw_isa_table *t;
+    tw_act_kind kind;
+    tw_act *acts;
+    const float *x;
+    size_t cols, n;
+    uint8_t *buf;   /* the rows, per bytes apart */
+    size_t per;     /* bytes of a row and its batch copy */
+    bool copy;      /* a batch copy after each row's own layout */
+    uint8_t *panel; /* the quad panels, or NULL */
+} acts_job;
+
+static void prepare_row(const acts_job *j, size_t i)
+{
+    tw_act *a = &j->acts[i];
+    *a = (tw_act){.x = j->x + i * j->cols};
+    if (j->kind != TW_ACT_F32) {
+        tw_act_layout(j->kind, j->cols, j->buf + i * j->per, a);
+        j->t->quant_act[j->kind](j->cols, a);
+    }
+    if (j->copy)
+        j->t->batch_copy(j->cols, a, j->buf + i * j->per + tw_act_bytes(j->kind, j->cols));
+    if (j->panel)
+        fill_quad_slot(a, i, j->cols, j->panel);
+}
+
+static void prepare_task(void *ctx, int task, int n_tasks)
+{
+    const acts_job *j = ctx;
+    const size_t per_task = (j->n + (size_t)n_tasks - 1) / (size_t)n_tasks;
+    for (size_t i = (size_t)task * per_task; i < j->n && i < ((size_t)task + 1) * per_task; i++)
+        prepare_row(j, i);
 }
 
 /* Quantizes n activation rows into the shared scratch; false when the
@@ -169,7 +204,6 @@ static tw_act *prepare_acts(tw_pool *pool, const tw_isa_table *t, tw_act_kind ki
                 (types & t->batch_copy_types) && cols <= t->batch_copy_max_cols;
     bool quads = kind == TW_ACT_Q8 && n >= 2 && (types & t->quad_types);
     size_t per = tw_act_bytes(kind, cols);
-    size_t copy_at = per;
     if (copy) {
         if (cols > SIZE_MAX / 2 / t->batch_copy_bytes)
             return NULL;
@@ -182,20 +216,21 @@ static tw_act *prepare_acts(tw_pool *pool, const tw_isa_table *t, tw_act_kind ki
     uint8_t *mem = tw_pool_scratch(pool, TW_POOL_SHARED, head + per * n + panel);
     if (!mem)
         return NULL;
-    tw_act *acts = (tw_act *)(void *)mem;
-    uint8_t *buf = mem + head;
-    for (size_t i = 0; i < n; i++) {
-        acts[i] = (tw_act){.x = x + i * cols};
-        if (kind != TW_ACT_F32) {
-            tw_act_layout(kind, cols, buf + i * per, &acts[i]);
-            t->quant_act[kind](cols, &acts[i]);
-        }
-        if (copy)
-            t->batch_copy(cols, &acts[i], buf + i * per + copy_at);
+    acts_job j = {.t = t, .kind = kind, .acts = (tw_act *)(void *)mem, .x = x, .cols = cols,
+                  .n = n, .buf = mem + head, .per = per, .copy = copy};
+    j.panel = quads ? j.buf + per * n : NULL;
+    /* Quantizing is a pass over the activations on one thread while the
+     * others wait: for a wide batch (16 streams, a prefill chunk, the FFN's
+     * 4864 columns) it is worth a pool run of its own */
+    int threads = tw_pool_threads(pool);
+    if (threads > 1 && n >= 2 && n * cols >= PARALLEL_PREPARE_VALUES) {
+        int tasks = n < (size_t)threads * 4 ? (int)n : threads * 4;
+        tw_pool_run(pool, prepare_task, &j, tasks);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            prepare_row(&j, i);
     }
-    if (quads)
-        fill_quads(acts, n, cols, buf + per * n);
-    return acts;
+    return j.acts;
 }
 
 /* Rows of W per kernel call in a batch: a chunk within ~16 KiB of L1 while

@@ -7,6 +7,42 @@
 
 #include "model/model_internal.h"
 
+/* The gate's activation times up, in place on g, over [i0, i1). */
+static void gate_times_up(bool gelu, float *g, const float *u, size_t i0, size_t i1)
+{
+    if (gelu) {
+        for (size_t i = i0; i < i1; i++)
+            g[i] = tw_gelu_tanh(g[i]) * u[i];
+    } else {
+        tw_silu_mul_f32(g + i0, u + i0, i1 - i0);
+    }
+}
+
+/* A batch's gate activations are a pass of exponentials on one thread
+ * while the others wait; from this many values on they are split across
+ * the pool. */
+#define PARALLEL_GATE_VALUES 16384
+/* Split points fall on multiples of this, so every value takes the same
+ * vector or scalar path it takes in one call over the whole run. */
+#define GATE_SPLIT_ALIGN 64
+
+typedef struct gate_job {
+    bool gelu;
+    float *g;
+    const float *u;
+    size_t len;
+} gate_job;
+
+static void gate_task(void *ctx, int task, int n_tasks)
+{
+    const gate_job *j = ctx;
+    size_t per = (j->len + (size_t)n_tasks - 1) / (size_t)n_tasks;
+    per = (per + GATE_SPLIT_ALIGN - 1) / GATE_SPLIT_ALIGN * GATE_SPLIT_ALIGN;
+    size_t i0 = (size_t)task * per, i1 = i0 + per < j->len ? i0 + per : j->len;
+    if (i0 < i1)
+        gate_times_up(j->gelu, j->g, j->u, i0, i1);
+}
+
 /* y = down(act(gate x) * up x) for n rows; dims from the matrices. */
 static void glu(tw_model *m, tw_pool *pool, const tw_mat *gate, const tw_mat *up,
                 const tw_mat *down, size_t n, const float *x, float *y)
@@ -16,15 +52,16 @@ static void glu(tw_model *m, tw_pool *pool, const tw_mat *gate, const tw_mat *up
     const tw_mat *gu[2] = {gate, up};
     float *const out[2] = {s->f_gate, s->f_up};
     tw_mat_mul_multi(pool, gu, out, 2, x, n);
-    float *g = s->f_gate;
-    const float *u = s->f_up;
-    if (m->cfg.family->act == TW_ACT_GELU_TANH) {
-        for (size_t i = 0; i < n * f; i++)
-            g[i] = tw_gelu_tanh(g[i]) * u[i];
-    } else {
-        tw_silu_mul_f32(g, u, n * f);
-    }
-    tw_mat_mul(pool, down, g, n, y);
+    gate_job j = {.gelu = m->cfg.family->act == TW_ACT_GELU_TANH,
+                  .g = s->f_gate,
+                  .u = s->f_up,
+                  .len = n * f};
+    int threads = tw_pool_threads(pool);
+    if (threads > 1 && j.len >= PARALLEL_GATE_VALUES)
+        tw_pool_run(pool, gate_task, &j, 2 * threads);
+    else
+        gate_times_up(j.gelu, j.g, j.u, 0, j.len);
+    tw_mat_mul(pool, down, s->f_gate, n, y);
 }
 
 /* Softmax over the router logits, then the top_k largest probabilities
