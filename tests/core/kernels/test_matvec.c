@@ -322,8 +322,9 @@ static void test_small_batch_matches_matvec(void **state)
     /* 416 columns: 13 blocks of 32, not a whole number of the 8-block
      * groups the decode tiles stage scales in; 203: a tail past the last
      * group of 16 and of 8 for the f16 rows; 2059: the f16 tiles' column
-     * chunks, then both tails */
-    static const size_t widths[] = {512, 416, 203, 2059};
+     * chunks, then both tails; 1024: 16 rows of it are wide enough that
+     * the pool quantizes them (tw_matmul's parallel preparation) */
+    static const size_t widths[] = {512, 416, 203, 2059, 1024};
     const size_t n_widths = sizeof widths / sizeof widths[0];
     for (size_t ii = 0; ii < 3; ii++) {
         if (!tw_kernels_isa_available(isas[ii]))

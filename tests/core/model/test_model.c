@@ -458,6 +458,59 @@ static void test_packed_weights(void **state)
     tw_pool_destroy(pool);
 }
 
+/* Sixteen sequences of the shipped 24M model decoded in one batch on two
+ * threads, against each decoded alone: a batch this wide has the pool
+ * quantize its activations and compute its gate activations (16 x 1216
+ * values), and every row must still get exactly its lone step's logits. */
+static void test_wide_batch_matches_single(void **state)
+{
+    (void)state;
+    const char *src = getenv("TW_SOURCE_DIR");
+    if (!src)
+        skip();
+    char path[4096];
+    snprintf(path, sizeof path, "%s/models/tokenwire-coder-24m-q8_0.gguf", src);
+    enum { N = 16, PROMPT = 5 };
+    tw_err err = {{0}};
+    tw_pool *pool;
+    assert_int_equal(tw_pool_create(2, &pool, &err), TW_OK);
+    tw_model_opts o = {.max_context = 64, .max_batch = N};
+    tw_model *m;
+    if (tw_model_load(path, &o, &m, &err) != TW_OK)
+        fail_msg("%s", err.msg);
+    assert_true((size_t)N * m->cfg.ffn_dim >= 16384);
+    size_t V = m->info.vocab_size;
+    float *batch = malloc(N * V * sizeof(float)), *one = malloc(V * sizeof(float));
+    assert_non_null(batch);
+    assert_non_null(one);
+    tw_seq *a[N], *b[N];
+    uint32_t next[N];
+    for (size_t i = 0; i < N; i++) {
+        uint32_t ids[PROMPT];
+        for (size_t t = 0; t < PROMPT; t++)
+            ids[t] = (uint32_t)((i * 977 + t * 131 + 7) % V);
+        next[i] = (uint32_t)((i * 389 + 11) % V);
+        assert_int_equal(tw_seq_create(m, 0, &a[i], &err), TW_OK);
+        assert_int_equal(tw_seq_create(m, 0, &b[i], &err), TW_OK);
+        assert_int_equal(tw_model_forward(m, pool, a[i], ids, PROMPT, one, TW_LOGITS_NONE, &err),
+                         TW_OK);
+        assert_int_equal(tw_model_forward(m, pool, b[i], ids, PROMPT, one, TW_LOGITS_NONE, &err),
+                         TW_OK);
+    }
+    assert_int_equal(tw_model_decode_batch(m, pool, a, next, N, batch, &err), TW_OK);
+    for (size_t i = 0; i < N; i++) {
+        assert_int_equal(tw_model_decode_batch(m, pool, &b[i], &next[i], 1, one, &err), TW_OK);
+        if (memcmp(one, batch + i * V, V * sizeof(float)) != 0)
+            fail_msg("row %zu of the batch differs from its lone decode step", i);
+        tw_seq_free(a[i]);
+        tw_seq_free(b[i]);
+    }
+    free(batch);
+    free(one);
+    tw_model_free(m);
+    tw_pool_destroy(pool);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -472,6 +525,7 @@ int main(void)
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_weights_placement),
         cmocka_unit_test(test_packed_weights),
+        cmocka_unit_test(test_wide_batch_matches_single),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
