@@ -405,6 +405,16 @@ static void test_weights_placement(void **state)
     assert_true(huge);
 }
 
+/* The shipped 24M target's path under the source tree; false outside one. */
+static bool shipped_model(char *path, size_t cap)
+{
+    const char *src = getenv("TW_SOURCE_DIR");
+    if (!src)
+        return false;
+    snprintf(path, cap, "%s/models/tokenwire-coder-24m-q8_0.gguf", src);
+    return true;
+}
+
 /* The shipped Q8_0 model: every matrix is packed at load (the embedding
  * table is not), and a load that maps the file and one that copies it give
  * the same fingerprint and the same logits, though both give the
@@ -412,11 +422,9 @@ static void test_weights_placement(void **state)
 static void test_packed_weights(void **state)
 {
     (void)state;
-    const char *src = getenv("TW_SOURCE_DIR");
-    if (!src)
-        skip();
     char path[4096];
-    snprintf(path, sizeof path, "%s/models/tokenwire-coder-24m-q8_0.gguf", src);
+    if (!shipped_model(path, sizeof path))
+        skip();
     const tw_weight_pages modes[2] = {TW_WEIGHTS_MAP, TW_WEIGHTS_HUGE};
     tw_model *m[2];
     char fp[2][65];
@@ -465,11 +473,9 @@ static void test_packed_weights(void **state)
 static void test_wide_batch_matches_single(void **state)
 {
     (void)state;
-    const char *src = getenv("TW_SOURCE_DIR");
-    if (!src)
-        skip();
     char path[4096];
-    snprintf(path, sizeof path, "%s/models/tokenwire-coder-24m-q8_0.gguf", src);
+    if (!shipped_model(path, sizeof path))
+        skip();
     enum { N = 16, PROMPT = 5 };
     tw_err err = {{0}};
     tw_pool *pool;
