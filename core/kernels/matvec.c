@@ -220,8 +220,8 @@ static tw_act *prepare_acts(tw_pool *pool, const tw_isa_table *t, tw_act_kind ki
                   .n = n, .buf = mem + head, .per = per, .copy = copy};
     j.panel = quads ? j.buf + per * n : NULL;
     /* Quantizing is a pass over the activations on one thread while the
-     * others wait: for a wide batch (16 streams, a prefill chunk, the FFN's
-     * 4864 columns) it is worth a pool run of its own */
+     * others wait: for a wide batch (a prefill chunk, the FFN's 4864
+     * columns from four streams on) it is worth a pool run of its own */
     int threads = tw_pool_threads(pool);
     if (threads > 1 && n >= 2 && n * cols >= PARALLEL_PREPARE_VALUES) {
         int tasks = n < (size_t)threads * 4 ? (int)n : threads * 4;
