@@ -115,13 +115,18 @@ static void mv_task(void *ctx, int task, int n_tasks, int thread)
 
 /* Splits `rows` into tasks: for a batch, two per thread so a thread
  * delayed by the OS does not hold the others back for long, but never so
- * small that task overhead shows. A single activation streams the weights
- * from memory, and every task start is a jump the prefetchers have not seen
- * coming, so it takes one run of rows per thread. Against four tasks per
- * thread (2 threads, 2-core EPYC, the splits alternated in one process): a
- * single activation decoded qwen2-0.5b Q4_0 4-5% faster (AVX2 and AVX-512)
- * and the 24M default model ~19% faster; verifying 4-8 rows of the 24M
- * model took 3-5% less, and 16 qwen2-0.5b streams ~1%. */
+ * small that task overhead shows. A single activation streams the weights,
+ * so it takes one run of rows per thread: every task start is a jump the
+ * prefetchers have not seen coming, and a task under
+ * TW_DECODE_PREFETCH_MIN_BYTES does not fetch ahead at all. Against four
+ * tasks per thread (2 threads, 2-core EPYC, the splits alternated in one
+ * process): a single activation decoded qwen2-0.5b Q4_0 4-5% faster (AVX2
+ * and AVX-512; 4% with decode prefetch off too) and the 24M default model
+ * ~19% faster (its tasks now reach that size; no faster with prefetch
+ * off); verifying 4-8 rows of the 24M model took 3-5% less, and 16
+ * qwen2-0.5b streams ~1%. Deciding the prefetch by the whole matrix
+ * instead of by the task, or letting the first thread done take chunks from
+ * the end of the other's run, measured no faster. */
 static int plan_tasks(const tw_pool *pool, size_t rows, size_t row_work, size_t n,
                       size_t *rows_per_task)
 {
