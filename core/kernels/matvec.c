@@ -300,10 +300,6 @@ static void multi_task(void *ctx, int task, int n_tasks, int thread)
     mv_task((void *)&j->parts[k], task - j->first_task[k], n_tasks, thread);
 }
 
-static int plan_tasks(const tw_pool *pool, size_t rows, size_t row_work, size_t n,
-                      size_t *rows_per_task);
-static tw_act *prepare_acts(tw_pool *pool, const tw_isa_table *t, tw_act_kind kind,
-                            unsigned types, const float *x, size_t cols, size_t n);
 static bool prefill_int8(const tw_isa_table *t, tw_type type);
 
 /* The fused path of tw_matmul_multi; false when the parts cannot share one
