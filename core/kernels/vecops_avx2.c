@@ -1,9 +1,11 @@
 /* AVX2/FMA f32 vector kernels: dot products, attention's score and value
  * passes, the softmax and SiLU exponentials, and the DeltaNet delta rule. */
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "kernels/kernels_internal.h"
+#include "tw/kernels.h"
 #include "kernels/simd_x86.h"
 
 #ifdef TW_HAVE_X86
@@ -295,37 +297,128 @@ dot_tile(const float *q, size_t q_stride, const void *K, size_t r0, size_t d, fl
         }
 }
 
-/* QN queries against n keys, two keys at a time. */
+/* Rows ahead of the one being read that the score and value kernels fetch
+ * into L1: a decode step's keys and values come from memory, and the
+ * kernels' arithmetic on one row is too short for the hardware prefetcher
+ * alone to keep the next ones coming. */
+#define ROWS_AHEAD 16
+
+/* Fetches rows [r, r + count) of a row-major matrix of d values (f32 or
+ * IEEE half) into L1. */
+TW_AVX2 static inline __attribute__((always_inline)) void fetch_rows(const void *M, size_t r,
+                                                                     size_t count, size_t d,
+                                                                     const int H16)
+{
+    const size_t es = H16 ? 2 : 4;
+    const char *p = (const char *)M + r * d * es;
+    for (size_t o = 0; o < count * d * es; o += 64)
+        _mm_prefetch(p + o, _MM_HINT_T0);
+}
+
+/* Eight accumulators' sums, in order, each with exactly tw_hsum256's
+ * additions ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)): the halves
+ * of two accumulators at a time, then the pairs of four, then the last
+ * pairs of eight, by lane shuffles that serve eight sums where
+ * tw_hsum256 would take six operations for each. */
+TW_AVX2 static inline __m256 sum8(const __m256 s[8])
+{
+    __m256 t[4];
+    for (int i = 0; i < 4; i++)
+        t[i] = _mm256_add_ps(_mm256_permute2f128_ps(s[2 * i], s[2 * i + 1], 0x20),
+                             _mm256_permute2f128_ps(s[2 * i], s[2 * i + 1], 0x31));
+    /* t[i]: accumulator 2i's four half sums, then 2i + 1's */
+    __m256 u[2];
+    for (int i = 0; i < 2; i++)
+        u[i] = _mm256_add_ps(_mm256_shuffle_ps(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* u[0]: pairs of accumulators 0, 2 | 1, 3; u[1]: of 4, 6 | 5, 7 */
+    const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm256_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    /* r: sums 0, 2, 4, 6 | 1, 3, 5, 7 */
+    return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* QN queries (1, 2 or 4) against 8 / QN keys, rows r0.. of K, d a multiple
+ * of 8: dot_tile's accumulators, summed together by sum8. */
+TW_AVX2 static inline __attribute__((always_inline)) void
+dot_tile8(const float *q, size_t q_stride, const void *K, size_t r0, size_t d, float *out,
+          size_t out_stride, const int QN, const int H16)
+{
+    const int KN = 8 / QN;
+    __m256 s[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++)
+        s[i] = _mm256_setzero_ps();
+    for (size_t j = 0; j < d; j += 8) {
+        __m256 kv[8];
+#pragma GCC unroll 8
+        for (int b = 0; b < KN; b++)
+            kv[b] = load8(K, (r0 + (size_t)b) * d + j, H16);
+#pragma GCC unroll 4
+        for (int a = 0; a < QN; a++) {
+            const __m256 qv = _mm256_loadu_ps(q + (size_t)a * q_stride + j);
+#pragma GCC unroll 8
+            for (int b = 0; b < KN; b++)
+                s[a * KN + b] = _mm256_fmadd_ps(qv, kv[b], s[a * KN + b]);
+        }
+    }
+    const __m256 r = sum8(s);
+    if (QN == 1) {
+        _mm256_storeu_ps(out, r);
+    } else if (QN == 2) {
+        _mm_storeu_ps(out, _mm256_castps256_ps128(r));
+        _mm_storeu_ps(out + out_stride, _mm256_extractf128_ps(r, 1));
+    } else {
+        const __m128 lo = _mm256_castps256_ps128(r), hi = _mm256_extractf128_ps(r, 1);
+        _mm_storel_pi((__m64 *)(void *)out, lo);
+        _mm_storeh_pi((__m64 *)(void *)(out + out_stride), lo);
+        _mm_storel_pi((__m64 *)(void *)(out + 2 * out_stride), hi);
+        _mm_storeh_pi((__m64 *)(void *)(out + 3 * out_stride), hi);
+    }
+}
+
+/* QN queries against n keys: when d is a multiple of 8 and QN is 1, 2 or
+ * 4, eight scores at a time; the keys left over, and other shapes, two
+ * keys at a time. */
 TW_AVX2 static inline __attribute__((always_inline)) void
 dot_keys(const float *q, size_t q_stride, const void *K, size_t n, size_t d, float *out,
-         size_t out_stride, const int QN, const int H16)
+         size_t out_stride, const int QN, const bool fetch, const int H16)
 {
     size_t i = 0;
+    if (d % 8 == 0 && QN != 3) {
+        const size_t kn = (size_t)(8 / QN);
+        for (; i + kn <= n; i += kn) {
+            if (fetch && i + ROWS_AHEAD + kn <= n)
+                fetch_rows(K, i + ROWS_AHEAD, kn, d, H16);
+            dot_tile8(q, q_stride, K, i, d, out + i, out_stride, QN, H16);
+        }
+    }
     for (; i + 2 <= n; i += 2)
         dot_tile(q, q_stride, K, i, d, out + i, out_stride, QN, 2, H16);
     if (i < n)
         dot_tile(q, q_stride, K, i, d, out + i, out_stride, QN, 1, H16);
 }
 
-/* Runs TILE(k, QN) over the queries in tiles of four from k = 0, the last
- * tile taking the 1..4 left. */
-#define BY_FOURS(nq, TILE)                                                                      \
-    for (size_t k = 0; k < (nq); k += 4)                                                        \
-        switch ((nq) - k) {                                                                     \
-        case 1: TILE(k, 1); break;                                                              \
-        case 2: TILE(k, 2); break;                                                              \
-        case 3: TILE(k, 3); break;                                                              \
-        default: TILE(k, 4); break;                                                             \
-        }
-
 TW_AVX2 static inline __attribute__((always_inline)) void
 dot_rows_multi(const float *q, size_t q_stride, size_t nq, const void *K, size_t n, size_t d,
                float *out, size_t out_stride, const int H16)
 {
-#define DOT_TILE(k, QN) dot_keys(q + (k) * q_stride, q_stride, K, n, d, out + (k) * out_stride, \
-                                 out_stride, QN, H16)
-    BY_FOURS(nq, DOT_TILE);
-#undef DOT_TILE
+    /* Queries in fours, then a pair and a single: the shapes dot_tile8
+     * takes. The first group's pass fetches ahead (with decode prefetch
+     * on); the later ones find K in L1. */
+    const bool fetch = tw_kernels_decode_prefetch();
+    size_t k = 0;
+    for (; k + 4 <= nq; k += 4)
+        dot_keys(q + k * q_stride, q_stride, K, n, d, out + k * out_stride, out_stride, 4,
+                 fetch && k == 0, H16);
+    if (k + 2 <= nq) {
+        dot_keys(q + k * q_stride, q_stride, K, n, d, out + k * out_stride, out_stride, 2,
+                 fetch && k == 0, H16);
+        k += 2;
+    }
+    if (k < nq)
+        dot_keys(q + k * q_stride, q_stride, K, n, d, out + k * out_stride, out_stride, 1,
+                 fetch && k == 0, H16);
 }
 
 TW_AVX2 static void dot_rows_multi_f32(const float *q, size_t q_stride, size_t nq,
@@ -346,7 +439,8 @@ TW_AVX2 static void dot_rows_multi_h16(const float *q, size_t q_stride, size_t n
  * chain over the rows in order, whatever the grouping. */
 TW_AVX2 static inline __attribute__((always_inline)) void
 axpy_tile(const float *p, size_t p_stride, const void *V, size_t n, size_t d, size_t j,
-          float *acc, size_t acc_stride, const int QN, const int CW, const int H16)
+          float *acc, size_t acc_stride, const int QN, const int CW, const bool fetch,
+          const int H16)
 {
     __m256 a[4][2];
 #pragma GCC unroll 4
@@ -355,6 +449,8 @@ axpy_tile(const float *p, size_t p_stride, const void *V, size_t n, size_t d, si
         for (int c = 0; c < CW; c++)
             a[q][c] = _mm256_loadu_ps(acc + (size_t)q * acc_stride + j + 8 * (size_t)c);
     for (size_t i = 0; i < n; i++) {
+        if (fetch && i + ROWS_AHEAD < n)
+            fetch_rows(V, i + ROWS_AHEAD, 1, d, H16);
         __m256 v[2];
 #pragma GCC unroll 4
         for (int c = 0; c < CW; c++)
@@ -378,13 +474,15 @@ axpy_tile(const float *p, size_t p_stride, const void *V, size_t n, size_t d, si
  * one with the same fused multiply-adds. */
 TW_AVX2 static inline __attribute__((always_inline)) void
 axpy_cols(const float *p, size_t p_stride, const void *V, size_t n, size_t d, float *acc,
-          size_t acc_stride, const int QN, const int H16)
+          size_t acc_stride, const int QN, const bool fetch, const int H16)
 {
+    /* the first column pass fetches whole rows ahead: the later ones, and
+     * the later query tiles, find them in L1 */
     size_t j = 0;
     for (; j + 16 <= d; j += 16)
-        axpy_tile(p, p_stride, V, n, d, j, acc, acc_stride, QN, 2, H16);
+        axpy_tile(p, p_stride, V, n, d, j, acc, acc_stride, QN, 2, fetch && j == 0, H16);
     if (j + 8 <= d) {
-        axpy_tile(p, p_stride, V, n, d, j, acc, acc_stride, QN, 1, H16);
+        axpy_tile(p, p_stride, V, n, d, j, acc, acc_stride, QN, 1, fetch && j == 0, H16);
         j += 8;
     }
     for (int q = 0; q < QN; q++)
@@ -396,12 +494,24 @@ axpy_cols(const float *p, size_t p_stride, const void *V, size_t n, size_t d, fl
         }
 }
 
+/* Runs TILE(k, QN) over the queries in tiles of four from k = 0, the last
+ * tile taking the 1..4 left. */
+#define BY_FOURS(nq, TILE)                                                                      \
+    for (size_t k = 0; k < (nq); k += 4)                                                        \
+        switch ((nq) - k) {                                                                     \
+        case 1: TILE(k, 1); break;                                                              \
+        case 2: TILE(k, 2); break;                                                              \
+        case 3: TILE(k, 3); break;                                                              \
+        default: TILE(k, 4); break;                                                             \
+        }
+
 TW_AVX2 static inline __attribute__((always_inline)) void
 axpy_rows_multi(const float *p, size_t p_stride, size_t nq, const void *V, size_t n, size_t d,
                 float *acc, size_t acc_stride, const int H16)
 {
+    const bool fetch = tw_kernels_decode_prefetch();
 #define AXPY_TILE(k, QN) axpy_cols(p + (k) * p_stride, p_stride, V, n, d, acc + (k) * acc_stride, \
-                                   acc_stride, QN, H16)
+                                   acc_stride, QN, fetch && (k) == 0, H16)
     BY_FOURS(nq, AXPY_TILE);
 #undef AXPY_TILE
 }

@@ -134,12 +134,23 @@ static void test_rows_multi(void **state)
                     fill(K, n * d, 2.0f, &rng);
                     fill(p, MAXQ * 40, 1.0f, &rng);
                     fill(acc, MAXQ * QS, 3.0f, &rng);
+                    /* fetching ahead or not, the same bits */
+                    tw_kernels_set_decode_prefetch(qi % 2 == 0);
                     tw_dot_rows_multi_f32(q, QS, nq, K, n, d, out, 40);
                     for (size_t k = 0; k < nq; k++) {
                         tw_dot_rows_f32(q + k * QS, K, n, d, one);
                         if (n && memcmp(one, out + k * 40, n * sizeof(float)) != 0)
                             fail_msg("[%s] d=%zu n=%zu nq=%zu: query %zu's scores differ",
                                      isas[ii], d, n, nq, k);
+                        /* keys taken eight at a time against each key alone */
+                        for (size_t i = 0; i < n; i++) {
+                            float alone;
+                            tw_dot_rows_f32(q + k * QS, K + i * d, 1, d, &alone);
+                            if (memcmp(&alone, out + k * 40 + i, sizeof alone) != 0)
+                                fail_msg("[%s] d=%zu n=%zu nq=%zu: query %zu, key %zu differs "
+                                         "from its own call",
+                                         isas[ii], d, n, nq, k, i);
+                        }
                     }
                     memcpy(acc1, acc, sizeof acc1);
                     float acc_k[QS];
@@ -170,6 +181,7 @@ static void test_rows_multi(void **state)
             }
         }
     }
+    tw_kernels_set_decode_prefetch(false);
     tw_kernels_force_isa(NULL, NULL);
 }
 
