@@ -599,7 +599,11 @@ static inline size_t r8_prefetch_min_acts(size_t bytes)
 
 /* Size of the next group for `left` (>= 2) activations, at most cap: as
  * few groups as there can be, of near-equal size. Q6_K's stop at 4: its
- * unrolled sub-block loop spills registers with more. */
+ * unrolled sub-block loop spills registers with more. AVX2 Q4_K's stop at
+ * 6, where its int16 and int32 sums still fit the registers (16
+ * activations against 2048x8192, one thread: 2220-2300 us as 6 + 5 + 5
+ * against 2510-2580 as 8 + 8; Q5_K, which widens every four steps, and
+ * the VNNI kernels keep 8, which measured no better lower). */
 static inline size_t r8_tile_group(size_t left, size_t cap)
 {
     size_t groups = (left + cap - 1) / cap;
@@ -669,7 +673,7 @@ R8_DRIVER(TW_AVX2, rows_q8_intrin_avx2, r8_group_avx2, R8_Q8, TW_TYPE_Q8_0_R8, 8
 R8_DRIVER(TW_AVX2, rows_q4_intrin_avx2, r8n_group_avx2, R8_Q4, TW_TYPE_Q4_0_R8, 8)
 R8_DRIVER(TW_AVX2, rows_q5_avx2, r8n_group_avx2, R8_Q5, TW_TYPE_Q5_0_R8, 8)
 R8_DRIVER(TW_AVX2, rows_q51_avx2, r8n_group_avx2, R8_Q51, TW_TYPE_Q5_1_R8, 8)
-R8_DRIVER(TW_AVX2, rows_q4k_avx2, r8k_group_avx2, R8_Q4K, TW_TYPE_Q4_K_R8, 8)
+R8_DRIVER(TW_AVX2, rows_q4k_avx2, r8k_group_avx2, R8_Q4K, TW_TYPE_Q4_K_R8, 6)
 R8_DRIVER(TW_AVX2, rows_q5k_avx2, r8k_group_avx2, R8_Q5K, TW_TYPE_Q5_K_R8, 8)
 R8_DRIVER(TW_AVX2, rows_q6k_avx2, r8q6_group_avx2, R8_Q6K, TW_TYPE_Q6_K_R8, 4)
 R8_DRIVER(TW_AVX512, rows_q8_vnni, r8_group_vnni, R8_Q8, TW_TYPE_Q8_0_R8, 8)
