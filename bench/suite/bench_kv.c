@@ -1,7 +1,7 @@
 /* tw-bench-kv: f32 against half-precision K/V on one model file.
  *
  *   tw-bench-kv --model FILE [--threads N|auto] [--prompt N] [--tokens N]
- *               [--isa scalar|avx2|avx512]
+ *               [--isa scalar|avx2|avx512] [--decode-prefetch auto|on|off]
  *
  * The model is loaded twice in one process, once per K/V type, and both
  * copies are prefilled with the same prompt. Decode then alternates between
@@ -73,7 +73,7 @@ static bool parse_size(const char *s, size_t lo, size_t hi, size_t *out)
 static void usage(void)
 {
     fprintf(stderr, "usage: tw-bench-kv --model FILE [--threads N|auto] [--prompt N] [--tokens N]\n"
-                    "                   [--isa scalar|avx2|avx512]\n");
+                    "                   [--isa scalar|avx2|avx512] [--decode-prefetch auto|on|off]\n");
 }
 
 int main(int argc, char **argv)
@@ -85,6 +85,7 @@ int main(int argc, char **argv)
     tw_hw_detect(&hw, &herr);
     tw_hw_choose(&hw, &ch);
     size_t threads = ch.threads, prompt = 3584, tokens = 128;
+    const char *prefetch = "auto";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
@@ -99,6 +100,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--tokens") && has &&
                    parse_size(argv[i + 1], BURST, 1 << 16, &tokens)) {
             i++;
+        } else if (!strcmp(a, "--decode-prefetch") && has) {
+            prefetch = argv[++i];
         } else if (!strcmp(a, "--isa") && has) {
             tw_err ierr;
             if (tw_kernels_force_isa(argv[++i], &ierr) != TW_OK) {
@@ -115,6 +118,12 @@ int main(int argc, char **argv)
         return 2;
     }
     tokens -= tokens % BURST;
+    /* as tokenwired decides it: the attention kernels fetch K/V rows ahead
+     * only with decode prefetch on */
+    if (bench_decode_prefetch(prefetch, (uint32_t)threads) != 0) {
+        usage();
+        return 2;
+    }
     bench_machine_row((uint32_t)threads, 1.0);
     tw_err err;
     tw_pool *pool = NULL;
