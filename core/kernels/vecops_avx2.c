@@ -257,6 +257,32 @@ static inline float load1(const void *p, size_t i, const int H16)
     return H16 ? tw_f16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
 }
 
+/* QN queries against KN keys from row r0 of K: one accumulator per score,
+ * s[a * KN + b], over the 8-wide chunks of d; returns where they end. */
+TW_AVX2 static inline __attribute__((always_inline)) size_t
+dot_chunks(const float *q, size_t q_stride, const void *K, size_t r0, size_t d, __m256 *s,
+           const int QN, const int KN, const int H16)
+{
+#pragma GCC unroll 8
+    for (int i = 0; i < QN * KN; i++)
+        s[i] = _mm256_setzero_ps();
+    size_t j = 0;
+    for (; j + 8 <= d; j += 8) {
+        __m256 kv[8];
+#pragma GCC unroll 8
+        for (int b = 0; b < KN; b++)
+            kv[b] = load8(K, (r0 + (size_t)b) * d + j, H16);
+#pragma GCC unroll 4
+        for (int a = 0; a < QN; a++) {
+            const __m256 qv = _mm256_loadu_ps(q + (size_t)a * q_stride + j);
+#pragma GCC unroll 8
+            for (int b = 0; b < KN; b++)
+                s[a * KN + b] = _mm256_fmadd_ps(qv, kv[b], s[a * KN + b]);
+        }
+    }
+    return j;
+}
+
 /* QN queries (1..4) against KN keys (1..2), rows r0.. of K: each score one
  * accumulator over 8-wide chunks, then the scalar tail, the same steps for
  * every key and query whatever the grouping (see tw_dot_rows_multi_fn). */
@@ -264,33 +290,15 @@ TW_AVX2 static inline __attribute__((always_inline)) void
 dot_tile(const float *q, size_t q_stride, const void *K, size_t r0, size_t d, float *out,
          size_t out_stride, const int QN, const int KN, const int H16)
 {
-    __m256 s[4][2];
-#pragma GCC unroll 4
-    for (int a = 0; a < QN; a++)
-#pragma GCC unroll 4
-        for (int b = 0; b < KN; b++)
-            s[a][b] = _mm256_setzero_ps();
-    size_t j = 0;
-    for (; j + 8 <= d; j += 8) {
-        __m256 kv[2];
-#pragma GCC unroll 4
-        for (int b = 0; b < KN; b++)
-            kv[b] = load8(K, (r0 + (size_t)b) * d + j, H16);
-#pragma GCC unroll 4
-        for (int a = 0; a < QN; a++) {
-            const __m256 qv = _mm256_loadu_ps(q + (size_t)a * q_stride + j);
-#pragma GCC unroll 4
-            for (int b = 0; b < KN; b++)
-                s[a][b] = _mm256_fmadd_ps(qv, kv[b], s[a][b]);
-        }
-    }
+    __m256 s[8];
+    const size_t j = dot_chunks(q, q_stride, K, r0, d, s, QN, KN, H16);
 #pragma GCC unroll 4
     for (int a = 0; a < QN; a++)
 #pragma GCC unroll 4
         for (int b = 0; b < KN; b++) {
             const float *qa = q + (size_t)a * q_stride;
             const size_t kb = (r0 + (size_t)b) * d;
-            float r = tw_hsum256(s[a][b]);
+            float r = tw_hsum256(s[a * KN + b]);
             for (size_t t = j; t < d; t++)
                 r += qa[t] * load1(K, kb + t, H16);
             out[(size_t)a * out_stride + (size_t)b] = r;
@@ -344,24 +352,8 @@ TW_AVX2 static inline __attribute__((always_inline)) void
 dot_tile8(const float *q, size_t q_stride, const void *K, size_t r0, size_t d, float *out,
           size_t out_stride, const int QN, const int H16)
 {
-    const int KN = 8 / QN;
     __m256 s[8];
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; i++)
-        s[i] = _mm256_setzero_ps();
-    for (size_t j = 0; j < d; j += 8) {
-        __m256 kv[8];
-#pragma GCC unroll 8
-        for (int b = 0; b < KN; b++)
-            kv[b] = load8(K, (r0 + (size_t)b) * d + j, H16);
-#pragma GCC unroll 4
-        for (int a = 0; a < QN; a++) {
-            const __m256 qv = _mm256_loadu_ps(q + (size_t)a * q_stride + j);
-#pragma GCC unroll 8
-            for (int b = 0; b < KN; b++)
-                s[a * KN + b] = _mm256_fmadd_ps(qv, kv[b], s[a * KN + b]);
-        }
-    }
+    dot_chunks(q, q_stride, K, r0, d, s, QN, 8 / QN, H16);
     const __m256 r = sum8(s);
     if (QN == 1) {
         _mm256_storeu_ps(out, r);
@@ -377,15 +369,15 @@ dot_tile8(const float *q, size_t q_stride, const void *K, size_t r0, size_t d, f
     }
 }
 
-/* QN queries against n keys: when d is a multiple of 8 and QN is 1, 2 or
- * 4, eight scores at a time; the keys left over, and other shapes, two
- * keys at a time. */
+/* QN queries (1, 2 or 4) against n keys: when d is a multiple of 8, eight
+ * scores at a time; the keys left over, and other widths, two keys at a
+ * time. */
 TW_AVX2 static inline __attribute__((always_inline)) void
 dot_keys(const float *q, size_t q_stride, const void *K, size_t n, size_t d, float *out,
          size_t out_stride, const int QN, const bool fetch, const int H16)
 {
     size_t i = 0;
-    if (d % 8 == 0 && QN != 3) {
+    if (d % 8 == 0) {
         const size_t kn = (size_t)(8 / QN);
         for (; i + kn <= n; i += kn) {
             if (fetch && i + ROWS_AHEAD + kn <= n)
