@@ -427,43 +427,43 @@ TW_AVX2 static void dot_rows_multi_h16(const float *q, size_t q_stride, size_t n
     dot_rows_multi(q, q_stride, nq, K, n, d, out, out_stride, 1);
 }
 
-/* QN accumulators (1..4) over 8 * CW columns from j: per output one fma
- * chain over the rows in order, whatever the grouping. */
+/* QN accumulators (QN * CW <= 8) over 8 * CW columns from j: per output
+ * one fma chain over the rows in order, whatever the grouping. */
 TW_AVX2 static inline __attribute__((always_inline)) void
 axpy_tile(const float *p, size_t p_stride, const void *V, size_t n, size_t d, size_t j,
           float *acc, size_t acc_stride, const int QN, const int CW, const bool fetch,
           const int H16)
 {
-    __m256 a[4][2];
-#pragma GCC unroll 4
+    __m256 a[8];
+#pragma GCC unroll 8
     for (int q = 0; q < QN; q++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int c = 0; c < CW; c++)
-            a[q][c] = _mm256_loadu_ps(acc + (size_t)q * acc_stride + j + 8 * (size_t)c);
+            a[q * CW + c] = _mm256_loadu_ps(acc + (size_t)q * acc_stride + j + 8 * (size_t)c);
     for (size_t i = 0; i < n; i++) {
         if (fetch && i + ROWS_AHEAD < n)
             fetch_rows(V, i + ROWS_AHEAD, 1, d, H16);
-        __m256 v[2];
-#pragma GCC unroll 4
+        __m256 v[8];
+#pragma GCC unroll 8
         for (int c = 0; c < CW; c++)
             v[c] = load8(V, i * d + j + 8 * (size_t)c, H16);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int q = 0; q < QN; q++) {
             const __m256 pv = _mm256_broadcast_ss(p + (size_t)q * p_stride + i);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int c = 0; c < CW; c++)
-                a[q][c] = _mm256_fmadd_ps(pv, v[c], a[q][c]);
+                a[q * CW + c] = _mm256_fmadd_ps(pv, v[c], a[q * CW + c]);
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int q = 0; q < QN; q++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int c = 0; c < CW; c++)
-            _mm256_storeu_ps(acc + (size_t)q * acc_stride + j + 8 * (size_t)c, a[q][c]);
+            _mm256_storeu_ps(acc + (size_t)q * acc_stride + j + 8 * (size_t)c, a[q * CW + c]);
 }
 
-/* QN accumulators over all d columns: 16 at a time, then 8, then one by
- * one with the same fused multiply-adds. */
+/* QN accumulators over all d columns: a lone query 64 at a time, then 16
+ * at a time, then 8, then one by one with the same fused multiply-adds. */
 TW_AVX2 static inline __attribute__((always_inline)) void
 axpy_cols(const float *p, size_t p_stride, const void *V, size_t n, size_t d, float *acc,
           size_t acc_stride, const int QN, const bool fetch, const int H16)
@@ -471,6 +471,11 @@ axpy_cols(const float *p, size_t p_stride, const void *V, size_t n, size_t d, fl
     /* the first column pass fetches whole rows ahead: the later ones, and
      * the later query tiles, find them in L1 */
     size_t j = 0;
+    if (QN == 1)
+        /* a lone query's eight accumulators span 64 columns: with 16, its
+         * two fma chains would wait on each other's latency */
+        for (; j + 64 <= d; j += 64)
+            axpy_tile(p, p_stride, V, n, d, j, acc, acc_stride, 1, 8, fetch && j == 0, H16);
     for (; j + 16 <= d; j += 16)
         axpy_tile(p, p_stride, V, n, d, j, acc, acc_stride, QN, 2, fetch && j == 0, H16);
     if (j + 8 <= d) {
