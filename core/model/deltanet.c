@@ -148,64 +148,11 @@ static uint32_t key_head(const tw_mconfig *c, uint32_t h)
     return c->dn_vhead_tiled ? h % c->dn_k_heads : h / (c->dn_v_heads / c->dn_k_heads);
 }
 
-typedef struct dn_job {
-    const tw_model *m;
-    const tw_layer *L;
-    const tw_batch *b;
-    size_t n;
-} dn_job;
-
-/* Decode: one task per (row, value head), each row its own sequence. */
-static void dn_step_task(void *ctx, int task, int n_tasks)
+/* Value head i of the ones that read key head kh (the inverse of key_head). */
+static uint32_t value_head(const tw_mconfig *c, uint32_t kh, uint32_t i)
 {
-    (void)n_tasks;
-    const dn_job *j = ctx;
-    const tw_mconfig *c = &j->m->cfg;
-    const tw_scratch *s = &j->m->s;
-    uint32_t nv = c->dn_v_heads, dk = c->dn_k_dim, dv = c->dn_v_dim;
-    size_t conv_dim = tw_dn_conv_dim(c);
-    size_t r = (size_t)task / nv;
-    uint32_t h = (uint32_t)((size_t)task % nv);
-    uint32_t kh = key_head(c, h);
-    const float *row = s->qkv + r * conv_dim;
-    const float *q = row + (size_t)kh * dk;
-    const float *k = row + (size_t)c->dn_k_heads * dk + (size_t)kh * dk;
-    const float *v = row + 2 * (size_t)c->dn_k_heads * dk + (size_t)h * dv;
-    float *S = tw_seq_dn_state(j->b->seq[r], j->L->dn_index) + (size_t)h * dk * dv;
-    tw_deltanet_step_to(S, S, q, k, v, s->ba_a[r * nv + h], s->ba_b[r * nv + h], dk, dv,
-                        s->dn_out + r * (size_t)nv * dv + (size_t)h * dv);
-}
-
-/* Verification: one task per (run of rows of one sequence, value head),
- * walking the run in order with the decode recurrence: the first row reads
- * the run's base state where it has one (tw_batch.row_base) and every row
- * writes the sequence's, as decode steps in place. The rows' inputs went to
- * their trail slots, and a rewind replays them from the base
- * (tw_deltanet_replay_row). */
-static void dn_run_task(void *ctx, int task, int n_tasks)
-{
-    (void)n_tasks;
-    const dn_job *j = ctx;
-    const tw_model *m = j->m;
-    const tw_mconfig *c = &m->cfg;
-    const tw_scratch *s = &m->s;
-    uint32_t nv = c->dn_v_heads, dk = c->dn_k_dim, dv = c->dn_v_dim;
-    size_t conv_dim = tw_dn_conv_dim(c);
-    size_t g = (size_t)task / nv;
-    uint32_t h = (uint32_t)((size_t)task % nv);
-    uint32_t kh = key_head(c, h);
-    size_t r0 = s->group_start[g], r1 = s->group_start[g + 1];
-    size_t head_off = (size_t)j->L->dn_index * tw_dn_layer_floats(m) + (size_t)h * dk * dv;
-    float *S = j->b->seq[r0]->state + head_off;
-    const float *src = j->b->row_base[r0] ? j->b->row_base[r0] + head_off : S;
-    for (size_t r = r0; r < r1; r++, src = S) {
-        const float *row = s->qkv + r * conv_dim;
-        tw_deltanet_step_to(S, src, row + (size_t)kh * dk,
-                            row + (size_t)c->dn_k_heads * dk + (size_t)kh * dk,
-                            row + 2 * (size_t)c->dn_k_heads * dk + (size_t)h * dv,
-                            s->ba_a[r * nv + h], s->ba_b[r * nv + h], dk, dv,
-                            s->dn_out + r * (size_t)nv * dv + (size_t)h * dv);
-    }
+    return c->dn_vhead_tiled ? kh + i * c->dn_k_heads
+                             : kh * (c->dn_v_heads / c->dn_k_heads) + i;
 }
 
 /* A replay record per DeltaNet layer: the row's q|k|v after conv, SiLU and
@@ -242,57 +189,67 @@ void tw_deltanet_replay_row(const tw_model *m, float *state, const float *row)
     }
 }
 
-/* Prefill: one task per value head, walking the rows in chunks. */
-static void dn_chunk_task(void *ctx, int task, int n_tasks)
+/* One pool run does a layer's whole mixer between its projections: a task
+ * per (run of rows of one sequence, key head) takes the conv, the
+ * normalisations and the gates of that key head's channels and of the
+ * value heads that read it, then their recurrences, then their output
+ * norms and gates. Done on the caller, that work had left the other
+ * threads waiting (with two threads, verifying six rows of the default
+ * model spent ~15% of its time outside any pool run). Every value is
+ * computed by the same operations in the same order as when the whole row
+ * went at once; the vectorised passes (SiLU, the output gate) now run over
+ * one head's values at a time, which keeps their bits wherever a head's
+ * width is a multiple of the vector width (16 floats). */
+typedef struct dn_job {
+    const tw_model *m;
+    const tw_layer *L;
+    const tw_batch *b;
+} dn_job;
+
+/* The causal depthwise conv1d and SiLU of channels [ch0, ch0 + nch) over
+ * rows [r0, r1) of one sequence, from s->qkv into s->qkv_conv, carrying
+ * the sequence's window of the last K - 1 inputs of those channels. Input
+ * p of the run is window row p for p < K - 1, else row r0 + p - (K - 1). */
+static void conv_slice(const dn_job *j, size_t r0, size_t r1, size_t ch0, size_t nch)
 {
-    (void)n_tasks;
-    const dn_job *j = ctx;
     const tw_mconfig *c = &j->m->cfg;
     const tw_scratch *s = &j->m->s;
-    uint32_t nv = c->dn_v_heads, dk = c->dn_k_dim, dv = c->dn_v_dim;
-    size_t conv_dim = tw_dn_conv_dim(c);
-    uint32_t h = (uint32_t)task;
-    uint32_t kh = key_head(c, h);
-    float *S = tw_seq_dn_state(j->b->seq[0], j->L->dn_index) + (size_t)h * dk * dv;
-    float *work = s->dn_chunk + (size_t)h * s->dn_chunk_floats;
-    for (size_t t0 = 0; t0 < j->n; t0 += TW_DN_CHUNK) {
-        size_t len = j->n - t0 < TW_DN_CHUNK ? j->n - t0 : TW_DN_CHUNK;
-        const float *row = s->qkv + t0 * conv_dim;
-        tw_deltanet_chunk(S, row + (size_t)kh * dk,
-                          row + (size_t)c->dn_k_heads * dk + (size_t)kh * dk, conv_dim,
-                          row + 2 * (size_t)c->dn_k_heads * dk + (size_t)h * dv, conv_dim,
-                          s->ba_a + t0 * nv + h, s->ba_b + t0 * nv + h, nv, len, dk, dv,
-                          s->dn_out + t0 * (size_t)nv * dv + (size_t)h * dv, (size_t)nv * dv,
-                          work);
-    }
-}
-
-/* Causal depthwise conv1d + SiLU over rows [r0, r1) of one sequence, in
- * place on s->qkv, carrying the sequence's window of the last K-1 inputs. */
-static void conv_run(tw_model *m, const tw_layer *L, tw_seq *seq, size_t r0, size_t r1)
-{
-    const tw_mconfig *c = &m->cfg;
-    tw_scratch *s = &m->s;
-    size_t K = c->dn_conv;
-    size_t conv_dim = tw_dn_conv_dim(c);
-    size_t len = r1 - r0;
-    float *win = tw_seq_dn_conv(seq, L->dn_index);
-    float *in = s->conv_in;
-    memcpy(in, win, (K - 1) * conv_dim * sizeof(float));
-    memcpy(in + (K - 1) * conv_dim, s->qkv + r0 * conv_dim, len * conv_dim * sizeof(float));
+    const float *cw = j->L->conv_w;
+    const size_t K = c->dn_conv, conv_dim = tw_dn_conv_dim(c), len = r1 - r0;
+    float *win = tw_seq_dn_conv(j->b->seq[r0], j->L->dn_index);
     for (size_t t = 0; t < len; t++) {
-        float *o = s->qkv + (r0 + t) * conv_dim;
-        /* per channel 0 + w_0 x_0 + w_1 x_1 + ..., in tap order */
-        for (size_t ch = 0; ch < conv_dim; ch++)
-            o[ch] = 0.0f + L->conv_w[ch] * in[t * conv_dim + ch];
-        for (size_t i = 1; i < K; i++) {
-            const float *w = L->conv_w + i * conv_dim, *x = in + (t + i) * conv_dim;
-            for (size_t ch = 0; ch < conv_dim; ch++)
-                o[ch] += w[ch] * x[ch];
+        float *o = s->qkv_conv + (r0 + t) * conv_dim + ch0;
+        for (size_t i = 0; i < K; i++) {
+            size_t p = t + i;
+            const float *x = p < K - 1 ? win + p * conv_dim + ch0
+                                       : s->qkv + (r0 + p - (K - 1)) * conv_dim + ch0;
+            const float *w = cw + i * conv_dim + ch0;
+            /* per channel 0 + w_0 x_0 + w_1 x_1 + ..., in tap order */
+            if (i == 0)
+                for (size_t ch = 0; ch < nch; ch++)
+                    o[ch] = 0.0f + w[ch] * x[ch];
+            else
+                for (size_t ch = 0; ch < nch; ch++)
+                    o[ch] += w[ch] * x[ch];
         }
-        tw_silu_f32(o, conv_dim);
+        tw_silu_f32(o, nch);
     }
-    memcpy(win, in + len * conv_dim, (K - 1) * conv_dim * sizeof(float));
+    /* the window moves on by len inputs; ascending, each row is read
+     * before anything overwrites it */
+    for (size_t i = 0; i + 1 < K; i++) {
+        size_t p = len + i;
+        const float *x = p < K - 1 ? win + p * conv_dim + ch0
+                                   : s->qkv + (r0 + p - (K - 1)) * conv_dim + ch0;
+        memmove(win + i * conv_dim + ch0, x, nch * sizeof(float));
+    }
+    if (j->b->row_trail) {
+        /* each row's input before the conv, for a replay */
+        size_t off = (size_t)j->L->dn_index * tw_deltanet_replay_floats(j->m) + conv_dim + ch0;
+        for (size_t r = r0; r < r1; r++)
+            if (j->b->row_trail[r])
+                memcpy(j->b->row_trail[r] + off, s->qkv + r * conv_dim + ch0,
+                       nch * sizeof(float));
+    }
 }
 
 static void l2norm(float *x, uint32_t n, float scale)
@@ -302,14 +259,123 @@ static void l2norm(float *x, uint32_t n, float scale)
         x[i] *= r;
 }
 
+/* Key head kh's channels and its value heads' gates over rows [r0, r1):
+ * conv and SiLU, q and k L2-normalised, beta = sigmoid(b) and
+ * g = A * softplus(a + dt_bias), each row's record for a replay. */
+static void prep_key_head(const dn_job *j, size_t r0, size_t r1, uint32_t kh)
+{
+    const tw_mconfig *c = &j->m->cfg;
+    const tw_scratch *s = &j->m->s;
+    const tw_layer *L = j->L;
+    const uint32_t nk = c->dn_k_heads, nv = c->dn_v_heads, dk = c->dn_k_dim, dv = c->dn_v_dim;
+    const uint32_t ratio = nv / nk;
+    const size_t conv_dim = tw_dn_conv_dim(c);
+    const size_t q0 = (size_t)kh * dk, k0 = (size_t)(nk + kh) * dk, v_base = 2 * (size_t)nk * dk;
+    conv_slice(j, r0, r1, q0, dk);
+    conv_slice(j, r0, r1, k0, dk);
+    for (uint32_t i = 0; i < ratio; i++)
+        conv_slice(j, r0, r1, v_base + (size_t)value_head(c, kh, i) * dv, dv);
+    const float qscale = 1.0f / sqrtf((float)dk);
+    const size_t off = (size_t)L->dn_index * tw_deltanet_replay_floats(j->m);
+    for (size_t r = r0; r < r1; r++) {
+        float *row = s->qkv_conv + r * conv_dim;
+        l2norm(row + q0, dk, qscale);
+        l2norm(row + k0, dk, 1.0f);
+        float *rec = j->b->row_trail ? j->b->row_trail[r] : NULL;
+        if (rec) {
+            memcpy(rec + off + q0, row + q0, dk * sizeof(float));
+            memcpy(rec + off + k0, row + k0, dk * sizeof(float));
+        }
+        for (uint32_t i = 0; i < ratio; i++) {
+            uint32_t h = value_head(c, kh, i);
+            float *bb = s->ba_b + r * nv + h, *aa = s->ba_a + r * nv + h;
+            *bb = tw_sigmoid(*bb);
+            *aa = L->dn_a[h] * tw_softplus(*aa + L->dt_bias[h]);
+            if (rec) {
+                size_t v0 = v_base + (size_t)h * dv;
+                memcpy(rec + off + v0, row + v0, dv * sizeof(float));
+                rec[off + 2 * conv_dim + h] = *aa;
+                rec[off + 2 * conv_dim + nv + h] = *bb;
+            }
+        }
+    }
+}
+
+/* Value head h's recurrence over rows [r0, r1) of one sequence: a prefill
+ * step in the chunked form; otherwise row by row with the decode step,
+ * the first row reading the run's base state where a verification gives
+ * one (tw_batch.row_base; the rows' inputs went to their trail slots, and
+ * a rewind replays them from the base, tw_deltanet_replay_row), every row
+ * writing the sequence's state in place. */
+static void recur_value_head(const dn_job *j, size_t r0, size_t r1, uint32_t h)
+{
+    const tw_model *m = j->m;
+    const tw_mconfig *c = &m->cfg;
+    const tw_scratch *s = &m->s;
+    const uint32_t nk = c->dn_k_heads, nv = c->dn_v_heads, dk = c->dn_k_dim, dv = c->dn_v_dim;
+    const size_t conv_dim = tw_dn_conv_dim(c);
+    const uint32_t kh = key_head(c, h);
+    const size_t q0 = (size_t)kh * dk, k0 = (size_t)(nk + kh) * dk;
+    const size_t v0 = 2 * (size_t)nk * dk + (size_t)h * dv;
+    const size_t head_off = (size_t)j->L->dn_index * tw_dn_layer_floats(m) + (size_t)h * dk * dv;
+    float *S = j->b->seq[r0]->state + head_off;
+    if (!j->b->row_trail && j->b->one_seq && r1 - r0 > 1) {
+        float *work = s->dn_chunk + (size_t)h * s->dn_chunk_floats;
+        for (size_t t0 = r0; t0 < r1; t0 += TW_DN_CHUNK) {
+            size_t len = r1 - t0 < TW_DN_CHUNK ? r1 - t0 : TW_DN_CHUNK;
+            const float *row = s->qkv_conv + t0 * conv_dim;
+            tw_deltanet_chunk(S, row + q0, row + k0, conv_dim, row + v0, conv_dim,
+                              s->ba_a + t0 * nv + h, s->ba_b + t0 * nv + h, nv, len, dk, dv,
+                              s->dn_out + t0 * (size_t)nv * dv + (size_t)h * dv,
+                              (size_t)nv * dv, work);
+        }
+        return;
+    }
+    const float *src = j->b->row_trail && j->b->row_base[r0] ? j->b->row_base[r0] + head_off : S;
+    for (size_t r = r0; r < r1; r++, src = S) {
+        const float *row = s->qkv_conv + r * conv_dim;
+        tw_deltanet_step_to(S, src, row + q0, row + k0, row + v0, s->ba_a[r * nv + h],
+                            s->ba_b[r * nv + h], dk, dv,
+                            s->dn_out + r * (size_t)nv * dv + (size_t)h * dv);
+    }
+}
+
+/* RMSNorm(o) * SiLU(z) of value head h over rows [r0, r1), left in z for
+ * the out-projection. */
+static void post_value_head(const dn_job *j, size_t r0, size_t r1, uint32_t h)
+{
+    const tw_mconfig *c = &j->m->cfg;
+    const tw_scratch *s = &j->m->s;
+    const size_t dv = c->dn_v_dim, width = (size_t)c->dn_v_heads * dv;
+    for (size_t r = r0; r < r1; r++) {
+        float *o = s->dn_out + r * width + h * dv;
+        tw_rmsnorm(o, o, j->L->dn_norm, dv, c->norm_eps);
+        tw_silu_mul_f32(s->z + r * width + h * dv, o, dv);
+    }
+}
+
+static void dn_task(void *ctx, int task, int n_tasks)
+{
+    (void)n_tasks;
+    const dn_job *j = ctx;
+    const tw_mconfig *c = &j->m->cfg;
+    const uint32_t nk = c->dn_k_heads, ratio = c->dn_v_heads / nk;
+    const size_t g = (size_t)task / nk;
+    const uint32_t kh = (uint32_t)((size_t)task % nk);
+    const size_t r0 = j->m->s.group_start[g], r1 = j->m->s.group_start[g + 1];
+    prep_key_head(j, r0, r1, kh);
+    for (uint32_t i = 0; i < ratio; i++) {
+        uint32_t h = value_head(c, kh, i);
+        recur_value_head(j, r0, r1, h);
+        post_value_head(j, r0, r1, h);
+    }
+}
+
 void tw_deltanet_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_batch *b,
                        const float *xn, float *y)
 {
-    const tw_mconfig *c = &m->cfg;
     tw_scratch *s = &m->s;
     size_t n = b->n;
-    uint32_t nk = c->dn_k_heads, nv = c->dn_v_heads, dk = c->dn_k_dim, dv = c->dn_v_dim;
-    size_t conv_dim = tw_dn_conv_dim(c);
 
     const tw_mat *in[4] = {&L->in_qkv, &L->in_z, &L->in_b, &L->in_a};
     float *const out[4] = {s->qkv, s->z, s->ba_b, s->ba_a};
@@ -320,61 +386,12 @@ void tw_deltanet_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_b
         size_t r1 = r0 + 1;
         while (r1 < n && b->seq[r1] == b->seq[r0])
             r1++;
-        conv_run(m, L, b->seq[r0], r0, r1);
         s->group_start[n_groups++] = (uint32_t)r0;
-        if (b->row_trail) {
-            /* each row's input before the conv (conv_in holds this run's
-             * until the next run's conv_run) */
-            size_t K = c->dn_conv;
-            size_t off = (size_t)L->dn_index * tw_deltanet_replay_floats(m) + conv_dim;
-            for (size_t r = r0; r < r1; r++)
-                if (b->row_trail[r])
-                    memcpy(b->row_trail[r] + off, s->conv_in + (K - 1 + r - r0) * conv_dim,
-                           conv_dim * sizeof(float));
-        }
         r0 = r1;
     }
     s->group_start[n_groups] = (uint32_t)n;
 
-    float qscale = 1.0f / sqrtf((float)dk);
-    for (size_t r = 0; r < n; r++) {
-        float *row = s->qkv + r * conv_dim;
-        for (uint32_t h = 0; h < nk; h++) {
-            l2norm(row + (size_t)h * dk, dk, qscale);
-            l2norm(row + (size_t)(nk + h) * dk, dk, 1.0f);
-        }
-        for (uint32_t h = 0; h < nv; h++) {
-            float *bb = s->ba_b + r * nv + h, *aa = s->ba_a + r * nv + h;
-            *bb = tw_sigmoid(*bb);
-            *aa = L->dn_a[h] * tw_softplus(*aa + L->dt_bias[h]);
-        }
-    }
-
-    if (b->row_trail) {
-        size_t off = (size_t)L->dn_index * tw_deltanet_replay_floats(m);
-        for (size_t r = 0; r < n; r++) {
-            float *rec = b->row_trail[r];
-            if (!rec)
-                continue;
-            memcpy(rec + off, s->qkv + r * conv_dim, conv_dim * sizeof(float));
-            memcpy(rec + off + 2 * conv_dim, s->ba_a + r * nv, nv * sizeof(float));
-            memcpy(rec + off + 2 * conv_dim + nv, s->ba_b + r * nv, nv * sizeof(float));
-        }
-    }
-    dn_job j = {.m = m, .L = L, .b = b, .n = n};
-    if (b->row_trail)
-        tw_pool_run(pool, dn_run_task, &j, (int)(n_groups * nv));
-    else if (b->one_seq && n > 1)
-        tw_pool_run(pool, dn_chunk_task, &j, (int)nv);
-    else
-        tw_pool_run(pool, dn_step_task, &j, (int)(n * nv));
-
-    /* RMSNorm(o) * SiLU(z), left in z for the out-projection */
-    for (size_t r = 0; r < n; r++) {
-        float *o = s->dn_out + r * (size_t)nv * dv;
-        for (uint32_t h = 0; h < nv; h++)
-            tw_rmsnorm(o + (size_t)h * dv, o + (size_t)h * dv, L->dn_norm, dv, c->norm_eps);
-        tw_silu_mul_f32(s->z + r * (size_t)nv * dv, o, (size_t)nv * dv);
-    }
+    dn_job j = {.m = m, .L = L, .b = b};
+    tw_pool_run(pool, dn_task, &j, (int)(n_groups * m->cfg.dn_k_heads));
     tw_mat_mul(pool, &L->out_proj, s->z, n, y);
 }

@@ -352,7 +352,7 @@ static tw_status alloc_scratch(tw_model *m, tw_err *err)
         size_t vdim = (size_t)c->dn_v_heads * c->dn_v_dim;
         size_t conv_dim = tw_dn_conv_dim(c);
         ALLOC(qkv, R * conv_dim);
-        ALLOC(conv_in, (R + c->dn_conv - 1) * conv_dim);
+        ALLOC(qkv_conv, R * conv_dim);
         ALLOC(z, R * vdim);
         ALLOC(ba_b, R * c->dn_v_heads);
         ALLOC(ba_a, R * c->dn_v_heads);

@@ -83,7 +83,7 @@ typedef struct tw_scratch {
     float *x, *xn, *y;          /* [rows][hidden] */
     float *q, *k, *v;           /* projections; q holds the gate too */
     float *att;                 /* [rows][n_heads * head_dim] */
-    float *qkv, *conv_in, *z, *ba_b, *ba_a, *dn_out;
+    float *qkv, *qkv_conv, *z, *ba_b, *ba_a, *dn_out; /* qkv: before the conv */
     float *dn_chunk;            /* per value head chunk workspace */
     size_t dn_chunk_floats;
     float *f_gate, *f_up;       /* [rows][max ffn dim] */
