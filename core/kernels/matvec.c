@@ -302,10 +302,11 @@ static void multi_task(void *ctx, int task, int n_tasks, int thread)
 
 static bool prefill_int8(const tw_isa_table *t, tw_type type);
 
-/* The fused path of tw_matmul_multi; false when the parts cannot share one
- * run (then each goes through tw_matmul). */
-static bool multi_rows(tw_pool *pool, const tw_matmul_part *parts, size_t n_parts, size_t cols,
-                       const float *x, size_t n)
+/* The parts' kernel jobs over activations quantized once, for one pool
+ * run; false when the parts cannot share one (then each goes through
+ * tw_matmul). Leaves each job's rows_per_task to the caller. */
+static bool share_acts(tw_pool *pool, const tw_matmul_part *parts, size_t n_parts, size_t cols,
+                       const float *x, size_t n, mv_job *jobs)
 {
     const tw_isa_table *t = tw_isa_current();
     if (!pool || n_parts > TW_MATMUL_MAX_PARTS)
@@ -323,12 +324,9 @@ static bool multi_rows(tw_pool *pool, const tw_matmul_part *parts, size_t n_part
     tw_act *acts = prepare_acts(pool, t, kind, types, x, cols, n);
     if (!acts)
         return false;
-    multi_job j = {.n_parts = n_parts};
-    int tasks = 0;
     for (size_t k = 0; k < n_parts; k++) {
         const tw_matmul_part *p = &parts[k];
-        mv_job *m = &j.parts[k];
-        *m = (mv_job){
+        jobs[k] = (mv_job){
             .fn = t->rows[tw_ktype_index(p->type)],
             .w = p->w,
             .row_bytes = p->row_bytes,
@@ -338,12 +336,54 @@ static bool multi_rows(tw_pool *pool, const tw_matmul_part *parts, size_t n_part
             .n = n,
             .y = p->y,
         };
-        m->chunk_rows = batch_chunk_rows(t, p->type, n, p->rows, p->row_bytes);
+        jobs[k].chunk_rows = batch_chunk_rows(t, p->type, n, p->rows, p->row_bytes);
+    }
+    return true;
+}
+
+/* The fused path of tw_matmul_multi. */
+static bool multi_rows(tw_pool *pool, const tw_matmul_part *parts, size_t n_parts, size_t cols,
+                       const float *x, size_t n)
+{
+    multi_job j = {.n_parts = n_parts};
+    if (!share_acts(pool, parts, n_parts, cols, x, n, j.parts))
+        return false;
+    int tasks = 0;
+    for (size_t k = 0; k < n_parts; k++) {
         j.first_task[k] = tasks;
-        tasks += plan_tasks(pool, p->rows, p->row_bytes, n, &m->rows_per_task);
+        tasks += plan_tasks(pool, parts[k].rows, parts[k].row_bytes, n, &j.parts[k].rows_per_task);
     }
     j.first_task[n_parts] = tasks;
     tw_pool_run_threads(pool, multi_task, &j, tasks);
+    return true;
+}
+
+/* Two matrices' same rows per task, then the rows' own epilogue. */
+typedef struct pair_job {
+    mv_job parts[2];
+    tw_rows_done_fn done;
+    void *ctx;
+} pair_job;
+
+static void pair_task(void *ctx, int task, int n_tasks, int thread)
+{
+    const pair_job *j = ctx;
+    mv_task((void *)&j->parts[0], task, n_tasks, thread);
+    mv_task((void *)&j->parts[1], task, n_tasks, thread);
+    size_t r0 = (size_t)task * j->parts[0].rows_per_task;
+    j->done(j->ctx, r0, min_sz(j->parts[0].rows, r0 + j->parts[0].rows_per_task));
+}
+
+bool tw_matmul_pair(tw_pool *pool, const tw_matmul_part *parts, size_t cols, const float *x,
+                    size_t n, tw_rows_done_fn done, void *ctx)
+{
+    pair_job j = {.done = done, .ctx = ctx};
+    if (!done || parts[0].rows != parts[1].rows || !share_acts(pool, parts, 2, cols, x, n, j.parts))
+        return false;
+    size_t per;
+    int tasks = plan_tasks(pool, parts[0].rows, parts[0].row_bytes + parts[1].row_bytes, n, &per);
+    j.parts[0].rows_per_task = j.parts[1].rows_per_task = per;
+    tw_pool_run_threads(pool, pair_task, &j, tasks);
     return true;
 }
 

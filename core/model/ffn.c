@@ -31,6 +31,7 @@ typedef struct gate_job {
     float *g;
     const float *u;
     size_t len;
+    size_t width, n; /* the values of one row, and the rows (for glu_rows) */
 } gate_job;
 
 static void gate_task(void *ctx, int task, int n_tasks)
@@ -43,19 +44,37 @@ static void gate_task(void *ctx, int task, int n_tasks)
         gate_times_up(j->gelu, j->g, j->u, i0, i1);
 }
 
+/* The activation times up of outputs [r0, r1) of every row, inside the
+ * gate/up run's task that computed them. Each row's values start on a
+ * multiple of 16 and every range but a row's last is a multiple of 16 long,
+ * so each value takes the vector or scalar path it takes in one call over
+ * the rows (for widths that are multiples of 16, all of them). */
+static void glu_rows(void *ctx, size_t r0, size_t r1)
+{
+    const gate_job *j = ctx;
+    for (size_t a = 0; a < j->n; a++)
+        gate_times_up(j->gelu, j->g + a * j->width, j->u + a * j->width, r0, r1);
+}
+
 /* y = down(act(gate x) * up x) for n rows; dims from the matrices. */
 static void glu(tw_model *m, tw_pool *pool, const tw_mat *gate, const tw_mat *up,
                 const tw_mat *down, size_t n, const float *x, float *y)
 {
     tw_scratch *s = &m->s;
     size_t f = gate->rows;
-    const tw_mat *gu[2] = {gate, up};
-    float *const out[2] = {s->f_gate, s->f_up};
-    tw_mat_mul_multi(pool, gu, out, 2, x, n);
     gate_job j = {.gelu = m->cfg.family->act == TW_ACT_GELU_TANH,
                   .g = s->f_gate,
                   .u = s->f_up,
-                  .len = n * f};
+                  .len = n * f,
+                  .width = f,
+                  .n = n};
+    if (tw_mat_mul_pair(pool, gate, up, s->f_gate, s->f_up, x, n, glu_rows, &j)) {
+        tw_mat_mul(pool, down, s->f_gate, n, y);
+        return;
+    }
+    const tw_mat *gu[2] = {gate, up};
+    float *const out[2] = {s->f_gate, s->f_up};
+    tw_mat_mul_multi(pool, gu, out, 2, x, n);
     int threads = tw_pool_threads(pool);
     if (threads > 1 && j.len >= PARALLEL_GATE_VALUES)
         tw_pool_run(pool, gate_task, &j, 2 * threads);

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tw/kernels.h"
 #include "tw/model.h"
 #include "tw/pool.h"
 
@@ -264,6 +265,10 @@ void tw_mat_mul(tw_pool *pool, const tw_mat *m, const float *x, size_t n, float 
  * pool run and one activation quantization where the kernels allow. */
 void tw_mat_mul_multi(tw_pool *pool, const tw_mat *const *mats, float *const *ys, size_t k,
                       const float *x, size_t n);
+/* tw_matmul_pair of a and b (into ya and yb); false when they cannot be
+ * (the caller then goes through tw_mat_mul_multi). */
+bool tw_mat_mul_pair(tw_pool *pool, const tw_mat *a, const tw_mat *b, float *ya, float *yb,
+                     const float *x, size_t n, tw_rows_done_fn done, void *ctx);
 
 /* ---- blocks ---- */
 void tw_attention_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_batch *b,

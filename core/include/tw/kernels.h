@@ -95,6 +95,20 @@ typedef struct tw_matmul_part {
 void tw_matmul_multi(tw_pool *pool, const tw_matmul_part *parts, size_t n_parts, size_t cols,
                      const float *x, size_t n);
 
+/* Called by tw_matmul_pair with output rows [r0, r1) of both parts final
+ * for every activation row; r0 is a multiple of 16. */
+typedef void (*tw_rows_done_fn)(void *ctx, size_t r0, size_t r1);
+
+/* tw_matmul_multi of two parts with as many rows each (a gated FFN's gate
+ * and up), where each pool task computes the same rows of both and then
+ * calls done on them, on whichever thread ran it: an elementwise pass over
+ * the two outputs runs split across the pool with no run of its own.
+ * Returns false, having computed nothing, where the parts cannot share
+ * one run on the integer kernels (then the caller goes through
+ * tw_matmul_multi). Blocking; same thread-safety as tw_matmul. */
+bool tw_matmul_pair(tw_pool *pool, const tw_matmul_part *parts, size_t cols, const float *x,
+                    size_t n, tw_rows_done_fn done, void *ctx);
+
 /* Weights packed for the integer kernels. tw_pack_type(type) is the type a
  * matrix of `type` becomes when packed (TW_TYPE_<type>_R8 for Q8_0, Q4_0,
  * Q5_0, Q5_1, Q4_K, Q5_K and Q6_K: eight rows side by side, each output's

@@ -414,6 +414,106 @@ static void test_matmul_multi_matches_matmul(void **state)
     tw_pool_destroy(pool);
 }
 
+/* What tw_matmul_pair's callback saw: each output row's calls, the ranges'
+ * alignment, and both parts' outputs as they stood at the call. */
+enum { PAIR_ROWS = 200, PAIR_COLS = 256, PAIR_MAXN = 20 };
+typedef struct pair_seen {
+    size_t n;
+    const float *ya, *yb;
+    int calls[PAIR_ROWS];
+    bool misaligned;
+    float at_call[2][PAIR_MAXN * PAIR_ROWS];
+} pair_seen;
+
+static void pair_done(void *ctx, size_t r0, size_t r1)
+{
+    pair_seen *ps = ctx;
+    if (r0 % 16 != 0 || r1 > PAIR_ROWS || r0 >= r1) {
+        ps->misaligned = true;
+        return;
+    }
+    for (size_t r = r0; r < r1; r++)
+        ps->calls[r]++;
+    for (size_t a = 0; a < ps->n; a++)
+        for (size_t r = r0; r < r1; r++) {
+            ps->at_call[0][a * PAIR_ROWS + r] = ps->ya[a * PAIR_ROWS + r];
+            ps->at_call[1][a * PAIR_ROWS + r] = ps->yb[a * PAIR_ROWS + r];
+        }
+}
+
+/* tw_matmul_pair gives both parts tw_matmul's bits, hands every output
+ * row to the callback exactly once, in ranges starting on multiples of 16,
+ * only once both parts' values for those rows are final; and declines,
+ * computing nothing, without a pool, for parts of different heights and
+ * for batches that go to sgemm (F16 past 16 rows). */
+static void test_matmul_pair(void **state)
+{
+    (void)state;
+    tw_test_rng rng = {23};
+    tw_pool *pool = NULL;
+    assert_int_equal(tw_pool_create(2, &pool, NULL), TW_OK);
+    static const tw_type types[] = {TW_TYPE_Q8_0, TW_TYPE_Q4_0, TW_TYPE_Q4_K, TW_TYPE_F16};
+    static float x[PAIR_MAXN * PAIR_COLS], y[2][PAIR_MAXN * PAIR_ROWS], ref[PAIR_MAXN * PAIR_ROWS];
+    static pair_seen ps;
+    const size_t ns[] = {1, 3, 16, PAIR_MAXN};
+    for (size_t ii = 0; ii < 3; ii++) {
+        if (!tw_kernels_isa_available(isas[ii]))
+            continue;
+        assert_int_equal(tw_kernels_force_isa(isas[ii], NULL), TW_OK);
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+            mat m[2];
+            tw_matmul_part parts[2];
+            for (int k = 0; k < 2; k++) {
+                make_mat(&m[k], types[ti], PAIR_ROWS, PAIR_COLS, &rng, false);
+                parts[k] = (tw_matmul_part){.type = m[k].type, .w = m[k].w,
+                                            .row_bytes = m[k].row_bytes, .rows = PAIR_ROWS,
+                                            .y = y[k]};
+            }
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                size_t n = ns[ni];
+                fill_x(x, n * PAIR_COLS, &rng);
+                memset(&ps, 0, sizeof ps);
+                ps.n = n;
+                ps.ya = y[0];
+                ps.yb = y[1];
+                bool ran = tw_matmul_pair(pool, parts, PAIR_COLS, x, n, pair_done, &ps);
+                /* past 16 rows a type may go to sgemm (which ones is the ISA's
+                 * choice); up to 16 every type stays on the integer kernels */
+                if ((!ran && n <= 16) || (ran && types[ti] == TW_TYPE_F16 && n > 16))
+                    fail_msg("type %d [%s] n=%zu: pair ran %d", (int)types[ti], isas[ii], n, ran);
+                if (!ran) {
+                    for (size_t r = 0; r < PAIR_ROWS; r++)
+                        assert_int_equal(ps.calls[r], 0);
+                    continue;
+                }
+                assert_false(ps.misaligned);
+                for (size_t r = 0; r < PAIR_ROWS; r++)
+                    if (ps.calls[r] != 1)
+                        fail_msg("type %d [%s] n=%zu: row %zu done %d times", (int)types[ti],
+                                 isas[ii], n, r, ps.calls[r]);
+                for (int k = 0; k < 2; k++) {
+                    tw_matmul(pool, m[k].type, m[k].w, m[k].row_bytes, PAIR_ROWS, PAIR_COLS, x, n,
+                              ref);
+                    if (memcmp(ref, y[k], n * PAIR_ROWS * sizeof(float)) != 0 ||
+                        memcmp(ref, ps.at_call[k], n * PAIR_ROWS * sizeof(float)) != 0)
+                        fail_msg("type %d [%s] n=%zu part %d: differs from matmul at the call",
+                                 (int)types[ti], isas[ii], n, k);
+                }
+            }
+            memset(&ps, 0, sizeof ps);
+            assert_false(tw_matmul_pair(NULL, parts, PAIR_COLS, x, 1, pair_done, &ps));
+            parts[1].rows = PAIR_ROWS - 16;
+            assert_false(tw_matmul_pair(pool, parts, PAIR_COLS, x, 1, pair_done, &ps));
+            for (size_t r = 0; r < PAIR_ROWS; r++)
+                assert_int_equal(ps.calls[r], 0);
+            for (int k = 0; k < 2; k++)
+                free_mat(&m[k]);
+        }
+    }
+    tw_kernels_force_isa(NULL, NULL);
+    tw_pool_destroy(pool);
+}
+
 static void test_reserve_and_bad_shapes(void **state)
 {
     (void)state;
@@ -468,6 +568,7 @@ int main(void)
         cmocka_unit_test(test_matmul_all_types),
         cmocka_unit_test(test_small_batch_matches_matvec),
         cmocka_unit_test(test_matmul_multi_matches_matmul),
+        cmocka_unit_test(test_matmul_pair),
         cmocka_unit_test(test_reserve_and_bad_shapes),
         cmocka_unit_test(test_dot_f32),
     };
