@@ -45,10 +45,10 @@ static void gate_task(void *ctx, int task, int n_tasks)
 }
 
 /* The activation times up of outputs [r0, r1) of every row, inside the
- * gate/up run's task that computed them. Each row's values start on a
- * multiple of 16 and every range but a row's last is a multiple of 16 long,
- * so each value takes the vector or scalar path it takes in one call over
- * the rows (for widths that are multiples of 16, all of them). */
+ * gate/up run's task that computed them. r0 is a multiple of 16 and r1 one
+ * too or the row's end, so a value takes the vector or the scalar path by
+ * its place in its row alone, however the rows were split: a decode step
+ * and a verification give a row the same bits. */
 static void glu_rows(void *ctx, size_t r0, size_t r1)
 {
     const gate_job *j = ctx;

@@ -96,7 +96,8 @@ void tw_matmul_multi(tw_pool *pool, const tw_matmul_part *parts, size_t n_parts,
                      const float *x, size_t n);
 
 /* Called by tw_matmul_pair with output rows [r0, r1) of both parts final
- * for every activation row; r0 is a multiple of 16. */
+ * for every activation row; r0 is a multiple of 16, r1 one too or the
+ * parts' row count. */
 typedef void (*tw_rows_done_fn)(void *ctx, size_t r0, size_t r1);
 
 /* tw_matmul_multi of two parts with as many rows each (a gated FFN's gate

@@ -428,7 +428,7 @@ typedef struct pair_seen {
 static void pair_done(void *ctx, size_t r0, size_t r1)
 {
     pair_seen *ps = ctx;
-    if (r0 % 16 != 0 || r1 > PAIR_ROWS || r0 >= r1) {
+    if (r0 % 16 != 0 || (r1 % 16 != 0 && r1 != PAIR_ROWS) || r1 > PAIR_ROWS || r0 >= r1) {
         ps->misaligned = true;
         return;
     }
