@@ -3,7 +3,12 @@
 # models (random weights, gpt-2 vocabulary) when missing, runs every
 # benchmark and writes JSON, Markdown and PNG charts to results/<date>-<host>/.
 #
-#   tools/bench.sh [--quick] [--threads N]
+#   tools/bench.sh [--quick] [--threads N] [--llamacpp]
+#
+# --llamacpp also runs llama.cpp on every model file, right after tokenwire
+# on it, so both meet the same phase of a shared machine: the llama.cpp that
+# the npm package node-llama-cpp ships prebuilt, installed into the build
+# folder on first use (needs node and npm), driven by bench/llamacpp.
 #
 # Environment: TW_BENCH_CACHE (model cache, default
 # ${XDG_CACHE_HOME:-~/.cache}/tokenwire/bench-models), TW_BENCH_TYPES
@@ -14,11 +19,13 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 QUICK=""
 THREADS=""
+LLAMACPP=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --quick) QUICK=--quick ;;
     --threads) THREADS="$2"; shift ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    --llamacpp) LLAMACPP=1 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -63,6 +70,20 @@ for t in $TYPES; do
     fi
 done
 
+# ---- llama.cpp on the same machine (--llamacpp) --------------------------------
+NLC_VERSION=3.22.1
+LDIR="$ROOT/$B/llamacpp"
+if [ -n "$LLAMACPP" ]; then
+    command -v npm >/dev/null 2>&1 || { echo "bench.sh: --llamacpp needs node and npm" >&2; exit 1; }
+    if [ ! -d "$LDIR/node_modules/node-llama-cpp" ]; then
+        say "installing node-llama-cpp $NLC_VERSION (llama.cpp prebuilt) into $LDIR"
+        mkdir -p "$LDIR"
+        (cd "$LDIR" && npm install --no-audit --no-fund --ignore-scripts \
+            "node-llama-cpp@$NLC_VERSION" >/dev/null)
+    fi
+    cp bench/llamacpp/llamacpp.mjs "$LDIR/"
+fi
+
 # ---- run -----------------------------------------------------------------------
 OUT="results/$(date +%Y-%m-%d-%H%M)-$(hostname -s)"
 mkdir -p "$OUT"
@@ -81,6 +102,12 @@ for t in $TYPES; do
     say "engine benchmarks: qwen2-0.5b $t"
     "$B/bench/suite/tw-bench-engine" --model "$f" --label "qwen2-0.5b-$t" $QUICK \
         "${TARGS[@]}" "${ENGINE[@]}" "${EXTRA[@]}" >>"$ROWS"
+    if [ -n "$LLAMACPP" ]; then
+        say "llama.cpp on the same file: qwen2-0.5b $t"
+        node "$LDIR/llamacpp.mjs" --model "$f" --label "qwen2-0.5b-$t" \
+            --threads "${THREADS:-$(nproc)}" --engine "node-llama-cpp $NLC_VERSION" >>"$ROWS" ||
+            say "llama.cpp run on $f failed"
+    fi
     if [ -z "$BW" ]; then
         BW=$(grep '"suite":"machine"' "$ROWS" | head -1 |
             sed 's/.*"value":\([0-9.e+]*\).*/\1/' | awk '{printf "%.3f", $1 / 1e9}')

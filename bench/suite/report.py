@@ -36,7 +36,8 @@ def main():
                     rows.append(json.loads(line))
                 except json.JSONDecodeError:
                     pass
-    machine = next((r for r in rows if r["suite"] == "machine"), None)
+    machine = next((r for r in rows
+                    if r["suite"] == "machine" and r["name"] == "read_bandwidth"), None)
     by = {(r["suite"], r["name"], r["model"]): r for r in rows}
     md = ["# tokenwire benchmark", ""]
     if machine:
@@ -71,8 +72,28 @@ def main():
             md.append(f"| {t} | {metric} | {fmt(got)} | {fmt(want)} | "
                       f"{'–' if ratio is None else f'{ratio:.2f}x'} | "
                       f"{'–' if got is None else ('PASS' if got >= want else 'FAIL')} | {bb} |")
-            chart.append((f"{t} {metric.replace('_', ' ')}", got or 0, want))
+            here = by.get(("llamacpp", metric, label))
+            chart.append((f"{t} {metric.replace('_', ' ')}", got or 0, want,
+                          here["value"] if here else 0))
     md.append("")
+    # llama.cpp run by tools/bench.sh --llamacpp on this machine, each model
+    # right after tokenwire on it
+    same = [r for r in rows if r["suite"] == "llamacpp"]
+    if same:
+        md += ["## Against llama.cpp on this machine", "",
+               f"llama.cpp: {same[0]['extra'].get('engine', '?')}, "
+               f"{same[0]['extra'].get('threads', '?')} threads, the best of "
+               f"{same[0]['extra'].get('reps', '?')} runs per metric "
+               f"({same[0]['extra'].get('system_info', '')}).", "",
+               "| model | metric | tokenwire tok/s | llama.cpp tok/s | ratio |",
+               "| --- | --- | ---: | ---: | ---: |"]
+        for r in same:
+            tw = by.get(("model", r["name"], r["model"]))
+            got = tw["value"] if tw else None
+            ratio = f"{got / r['value']:.2f}x" if got and r["value"] > 0 else "–"
+            md.append(f"| {r['model']} | {r['name']} | {fmt(got)} | {fmt(r['value'])} | "
+                      f"{ratio} |")
+        md.append("")
     # every row
     md += ["## All results", "", "| suite | name | model | value | unit | baseline | ratio |",
            "| --- | --- | --- | ---: | --- | --- | ---: |"]
@@ -115,8 +136,10 @@ def main():
         return
     dat = os.path.join(out, "vs_llama_cpp.dat")
     with open(dat, "w") as f:
-        for name, got, want in chart:
-            f.write(f"\"{name}\" {got:.3f} {want:.3f}\n")
+        for name, got, want, here in chart:
+            f.write(f"\"{name}\" {got:.3f} {want:.3f} {here:.3f}\n")
+    here_plot = (", '' using 4 title 'llama.cpp on this machine'"
+                 if any(row[3] for row in chart) else "")
     script = f"""
 set terminal pngcairo size 1200,600 noenhanced
 set output '{os.path.join(out, "vs_llama_cpp.png")}'
@@ -127,7 +150,7 @@ set style fill solid 0.8 border -1
 set xtics rotate by -35
 set key top right
 set grid ytics
-plot '{dat}' using 2:xtic(1) title 'tokenwire', '' using 3 title 'llama.cpp'
+plot '{dat}' using 2:xtic(1) title 'tokenwire', '' using 3 title 'llama.cpp (reference)'{here_plot}
 """
     if bat:
         bdat = os.path.join(out, "batching.dat")
