@@ -114,6 +114,14 @@ for t in $TYPES; do
     fi
 done
 
+say "decode kernels against a plain read of the same matrices"
+SROUNDS=15
+[ -n "$QUICK" ] && SROUNDS=7
+for st in F16 Q8_0 Q4_0 Q5_0 Q4_K Q6_K; do
+    "$B/bench/suite/tw-bench-stream" --type "$st" --rounds "$SROUNDS" "${TARGS[@]}" >>"$ROWS" ||
+        say "stream benchmark of $st failed"
+done
+
 if [ -f "$CACHE/qwen2-0.5b-Q8_0.gguf" ]; then
     say "K/V types: f32 against f16 after a long prompt"
     KVP=3584
