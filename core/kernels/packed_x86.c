@@ -285,6 +285,17 @@ TW_AVX2 TW_TILE void r8_prefetch(const uint8_t *next, const int K)
     if (pf)                                                                                        \
     r8_prefetch((p) + (pf), K)
 
+/* The K types' AVX2 kernels fetch the next group's block a share per
+ * sub-block instead, lines [part * L / parts, (part + 1) * L / parts) of
+ * its L: all 18-27 lines at once at the block's start outnumber the misses
+ * a Zen 2 core keeps in flight, and its loads then wait on memory. */
+TW_AVX2 TW_TILE void r8_prefetch_part(const uint8_t *next, int part, int parts, const int K)
+{
+    const int lines = (R8_BLOCK(K) + 63) / 64;
+    for (int l = part * lines / parts; l < (part + 1) * lines / parts; l++)
+        _mm_prefetch((const char *)(next + 64 * l), _MM_HINT_T0);
+}
+
 /* AVX2 Q8_0: the sign trick per step, |q| . sign(a, q), two int16 pair
  * sums widened to int32 by a multiply-add with ones. */
 TW_AVX2 TW_TILE void r8_group_avx2(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
@@ -408,7 +419,6 @@ TW_AVX2 TW_TILE void r8k_group_avx2(const uint8_t *p, size_t nb, const tw_act *a
     const int widen = K == R8_Q5K ? 4 : 8; /* steps per int16 sum */
     __m256 acc[8] = {0};
     for (size_t i = 0; i < nb; i++, p += R8_BLOCK(K)) {
-        R8_PREFETCH(p, pf, K);
         __m256i s1[8], mp[8];
         uint8_t scb[64];
         r8k_block_scales(p, scb, mp);
@@ -416,6 +426,8 @@ TW_AVX2 TW_TILE void r8k_group_avx2(const uint8_t *p, size_t nb, const tw_act *a
         for (int t = 0; t < TB; t++)
             s1[t] = _mm256_setzero_si256();
         for (int j = 0; j < 8; j++) {
+            if (pf)
+                r8_prefetch_part(p + pf, j, 8, K);
             const __m256i scp = r8k_lanes(scb, j, true), h5 = k5_bits(p, j, K);
             __m256i s16[8];
 #pragma GCC unroll 8
@@ -498,13 +510,14 @@ TW_AVX2 TW_TILE void r8q6_group_avx2(const uint8_t *p, size_t nb, const tw_act *
 {
     __m256 acc[8] = {0};
     for (size_t i = 0; i < nb; i++, p += TW_R8Q6_BLOCK) {
-        R8_PREFETCH(p, pf, K);
         __m256i s[8];
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++)
             s[t] = _mm256_setzero_si256();
 #pragma GCC unroll 16
         for (int sb = 0; sb < 16; sb++) {
+            if (pf)
+                r8_prefetch_part(p + pf, sb, 16, K);
             /* sub-block sb: half h, quarter g, steps 4 * (sb % 2) .. + 3 */
             const int h = sb / 8, g = sb % 8 / 2, k0 = 4 * (sb % 2);
             const __m256i sc = q6_sub_scale(p, sb);
