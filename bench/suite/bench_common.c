@@ -1,5 +1,6 @@
 #include "bench_common.h"
 
+#include <errno.h>
 #include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -185,4 +186,15 @@ int bench_decode_prefetch(const char *mode, uint32_t threads)
     tw_hw_decode_prefetch_text(mode, &t, text, sizeof text);
     bench_progress("decode prefetch %s", text);
     return 0;
+}
+
+bool bench_parse_size(const char *s, size_t lo, size_t hi, size_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *end || errno || *s == '-' || v < lo || v > hi)
+        return false;
+    *out = (size_t)v;
+    return true;
 }

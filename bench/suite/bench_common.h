@@ -4,6 +4,7 @@
 #ifndef TW_BENCH_COMMON_H
 #define TW_BENCH_COMMON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,6 +21,10 @@ uint64_t bench_rss_bytes(void);
 
 /* Bytes currently allocated through malloc (heap + mmapped blocks). */
 uint64_t bench_heap_bytes(void);
+
+/* A decimal count in [lo, hi] from a command-line argument, whole or
+ * nothing: false (and *out untouched) for anything else. */
+bool bench_parse_size(const char *s, size_t lo, size_t hi, size_t *out);
 
 /* Prints a progress line to stderr ("[bench] ..."). */
 void bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

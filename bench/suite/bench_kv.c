@@ -60,16 +60,6 @@ static int prefill_side(side *s, tw_pool *pool, const uint32_t *ids, size_t prom
     return 0;
 }
 
-static bool parse_size(const char *s, size_t lo, size_t hi, size_t *out)
-{
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi)
-        return false;
-    *out = (size_t)v;
-    return true;
-}
-
 static void usage(void)
 {
     fprintf(stderr, "usage: tw-bench-kv --model FILE [--threads N|auto] [--prompt N] [--tokens N]\n"
@@ -93,12 +83,12 @@ int main(int argc, char **argv)
             path = argv[++i];
         } else if (!strcmp(a, "--threads") && has && !strcmp(argv[i + 1], "auto")) {
             i++;
-        } else if (!strcmp(a, "--threads") && has && parse_size(argv[i + 1], 1, 1024, &threads)) {
+        } else if (!strcmp(a, "--threads") && has && bench_parse_size(argv[i + 1], 1, 1024, &threads)) {
             i++;
-        } else if (!strcmp(a, "--prompt") && has && parse_size(argv[i + 1], 1, 1 << 20, &prompt)) {
+        } else if (!strcmp(a, "--prompt") && has && bench_parse_size(argv[i + 1], 1, 1 << 20, &prompt)) {
             i++;
         } else if (!strcmp(a, "--tokens") && has &&
-                   parse_size(argv[i + 1], BURST, 1 << 16, &tokens)) {
+                   bench_parse_size(argv[i + 1], BURST, 1 << 16, &tokens)) {
             i++;
         } else if (!strcmp(a, "--decode-prefetch") && has) {
             prefetch = argv[++i];

@@ -108,16 +108,6 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static bool parse_size(const char *s, size_t lo, size_t hi, size_t *out)
-{
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi)
-        return false;
-    *out = (size_t)v;
-    return true;
-}
-
 static void usage(void)
 {
     fprintf(stderr,
@@ -145,12 +135,12 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(a, "--threads") && has && !strcmp(argv[i + 1], "auto")) {
             i++;
-        } else if (!strcmp(a, "--threads") && has && parse_size(argv[i + 1], 1, 256, &threads)) {
+        } else if (!strcmp(a, "--threads") && has && bench_parse_size(argv[i + 1], 1, 256, &threads)) {
             i++;
         } else if (!strcmp(a, "--layers") && has &&
-                   parse_size(argv[i + 1], 1, MAX_LAYERS, &layers)) {
+                   bench_parse_size(argv[i + 1], 1, MAX_LAYERS, &layers)) {
             i++;
-        } else if (!strcmp(a, "--rounds") && has && parse_size(argv[i + 1], 3, 1000, &rounds)) {
+        } else if (!strcmp(a, "--rounds") && has && bench_parse_size(argv[i + 1], 3, 1000, &rounds)) {
             i++;
         } else if (!strcmp(a, "--decode-prefetch") && has) {
             prefetch = argv[++i];
