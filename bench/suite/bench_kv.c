@@ -62,8 +62,9 @@ static int prefill_side(side *s, tw_pool *pool, const uint32_t *ids, size_t prom
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: tw-bench-kv --model FILE [--threads N|auto] [--prompt N] [--tokens N]\n"
-                    "                   [--isa scalar|avx2|avx512] [--decode-prefetch auto|on|off]\n");
+    fprintf(stderr,
+            "usage: tw-bench-kv --model FILE [--threads N|auto] [--prompt N] [--tokens N]\n"
+            "                   [--isa scalar|avx2|avx512] [--decode-prefetch auto|on|off]\n");
 }
 
 int main(int argc, char **argv)
@@ -83,9 +84,11 @@ int main(int argc, char **argv)
             path = argv[++i];
         } else if (!strcmp(a, "--threads") && has && !strcmp(argv[i + 1], "auto")) {
             i++;
-        } else if (!strcmp(a, "--threads") && has && bench_parse_size(argv[i + 1], 1, 1024, &threads)) {
+        } else if (!strcmp(a, "--threads") && has &&
+                   bench_parse_size(argv[i + 1], 1, 1024, &threads)) {
             i++;
-        } else if (!strcmp(a, "--prompt") && has && bench_parse_size(argv[i + 1], 1, 1 << 20, &prompt)) {
+        } else if (!strcmp(a, "--prompt") && has &&
+                   bench_parse_size(argv[i + 1], 1, 1 << 20, &prompt)) {
             i++;
         } else if (!strcmp(a, "--tokens") && has &&
                    bench_parse_size(argv[i + 1], BURST, 1 << 16, &tokens)) {

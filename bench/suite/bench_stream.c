@@ -135,12 +135,14 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(a, "--threads") && has && !strcmp(argv[i + 1], "auto")) {
             i++;
-        } else if (!strcmp(a, "--threads") && has && bench_parse_size(argv[i + 1], 1, 256, &threads)) {
+        } else if (!strcmp(a, "--threads") && has &&
+                   bench_parse_size(argv[i + 1], 1, 256, &threads)) {
             i++;
         } else if (!strcmp(a, "--layers") && has &&
                    bench_parse_size(argv[i + 1], 1, MAX_LAYERS, &layers)) {
             i++;
-        } else if (!strcmp(a, "--rounds") && has && bench_parse_size(argv[i + 1], 3, 1000, &rounds)) {
+        } else if (!strcmp(a, "--rounds") && has &&
+                   bench_parse_size(argv[i + 1], 3, 1000, &rounds)) {
             i++;
         } else if (!strcmp(a, "--decode-prefetch") && has) {
             prefetch = argv[++i];
@@ -170,7 +172,7 @@ int main(int argc, char **argv)
         return 2;
     }
     bench_machine_row((uint32_t)threads, 1.0);
-    const size_t shapes[MATS][2] = {{hid, hid}, {kv, hid}, {hid, hid},
+    const size_t shapes[MATS][2] = {{hid, hid}, {kv, hid},  {hid, hid},
                                     {ffn, hid}, {ffn, hid}, {hid, ffn}};
     static mat mats[MAX_LAYERS][MATS];
     double bytes = 0;
