@@ -6,9 +6,12 @@
 #   tools/bench.sh [--quick] [--threads N] [--llamacpp]
 #
 # --llamacpp also runs llama.cpp on every model file, right after tokenwire
-# on it, so both meet the same phase of a shared machine: the llama.cpp that
-# the npm package node-llama-cpp ships prebuilt, installed into the build
-# folder on first use (needs node and npm), driven by bench/llamacpp.
+# on it, so both meet the same phase of a shared machine. The npm package
+# node-llama-cpp is installed into the build folder on first use (needs node
+# and npm); it carries llama.cpp's source, from which llama-bench is built
+# with this CPU's flags (needs git, cmake and g++; several minutes, once).
+# Without those tools the package's prebuilt llama.cpp runs instead, driven
+# by bench/llamacpp/llamacpp.mjs.
 #
 # Environment: TW_BENCH_CACHE (model cache, default
 # ${XDG_CACHE_HOME:-~/.cache}/tokenwire/bench-models), TW_BENCH_TYPES
@@ -25,7 +28,7 @@ while [ $# -gt 0 ]; do
     --quick) QUICK=--quick ;;
     --threads) THREADS="$2"; shift ;;
     --llamacpp) LLAMACPP=1 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -73,6 +76,7 @@ done
 # ---- llama.cpp on the same machine (--llamacpp) --------------------------------
 NLC_VERSION=3.22.1
 LDIR="$ROOT/$B/llamacpp"
+LBENCH=""
 if [ -n "$LLAMACPP" ]; then
     command -v npm >/dev/null 2>&1 || { echo "bench.sh: --llamacpp needs node and npm" >&2; exit 1; }
     if [ ! -d "$LDIR/node_modules/node-llama-cpp" ]; then
@@ -82,6 +86,29 @@ if [ -n "$LLAMACPP" ]; then
             "node-llama-cpp@$NLC_VERSION" >/dev/null)
     fi
     cp bench/llamacpp/llamacpp.mjs "$LDIR/"
+    LSRC="$LDIR/llama.cpp"
+    if [ ! -x "$LSRC/build/bin/llama-bench" ]; then
+        if command -v git >/dev/null 2>&1 && command -v cmake >/dev/null 2>&1 &&
+            command -v g++ >/dev/null 2>&1; then
+            say "building llama-bench from the llama.cpp source node-llama-cpp carries" \
+                "(this CPU's flags; several minutes, once)"
+            rm -rf "$LSRC"
+            if git clone -q "$LDIR/node_modules/node-llama-cpp/llama/gitRelease.bundle" "$LSRC" \
+                2>/dev/null &&
+                cmake -S "$LSRC" -B "$LSRC/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+                    -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+                    -DLLAMA_BUILD_SERVER=OFF >"$LDIR/build.log" 2>&1 &&
+                cmake --build "$LSRC/build" --target llama-bench -j "$(nproc)" \
+                    >>"$LDIR/build.log" 2>&1; then
+                say "llama-bench built"
+            else
+                say "llama-bench did not build (see $LDIR/build.log): the prebuilt llama.cpp instead"
+            fi
+        else
+            say "no git, cmake or g++: the prebuilt llama.cpp instead of llama-bench"
+        fi
+    fi
+    if [ -x "$LSRC/build/bin/llama-bench" ]; then LBENCH="$LSRC/build/bin/llama-bench"; fi
 fi
 
 # ---- run -----------------------------------------------------------------------
@@ -92,6 +119,8 @@ ROWS="$OUT/rows.jsonl"
 TARGS=()
 [ -n "$THREADS" ] && TARGS=(--threads "$THREADS")
 BW=""
+LREPS=3
+[ -n "$QUICK" ] && LREPS=2
 for t in $TYPES; do
     f="$CACHE/qwen2-0.5b-$t.gguf"
     ENGINE=(--no-engine)
@@ -104,9 +133,18 @@ for t in $TYPES; do
         "${TARGS[@]}" "${ENGINE[@]}" "${EXTRA[@]}" >>"$ROWS"
     if [ -n "$LLAMACPP" ]; then
         say "llama.cpp on the same file: qwen2-0.5b $t"
-        node "$LDIR/llamacpp.mjs" --model "$f" --label "qwen2-0.5b-$t" \
-            --threads "${THREADS:-$(nproc)}" --engine "node-llama-cpp $NLC_VERSION" >>"$ROWS" ||
-            say "llama.cpp run on $f failed"
+        if [ -n "$LBENCH" ]; then
+            # pp128, pp512 and tg128, as the reference rows were measured
+            "$LBENCH" -m "$f" -t "${THREADS:-$(nproc)}" -p 128,512 -n 128 -r "$LREPS" \
+                -o jsonl 2>"$OUT/llama-bench-$t.log" |
+                python3 bench/llamacpp/llamabench_rows.py --label "qwen2-0.5b-$t" \
+                    --engine "llama-bench built here from node-llama-cpp $NLC_VERSION's source" \
+                    >>"$ROWS" || say "llama-bench on $f failed (see $OUT/llama-bench-$t.log)"
+        else
+            node "$LDIR/llamacpp.mjs" --model "$f" --label "qwen2-0.5b-$t" \
+                --threads "${THREADS:-$(nproc)}" --engine "node-llama-cpp $NLC_VERSION" \
+                >>"$ROWS" || say "llama.cpp run on $f failed"
+        fi
     fi
     if [ -z "$BW" ]; then
         BW=$(grep '"suite":"machine"' "$ROWS" | head -1 |

@@ -70,7 +70,7 @@ async function main() {
         best.prefill_512 = Math.max(best.prefill_512, await prefill(512));
         best.decode_128 = Math.max(best.decode_128, await decode(128));
     }
-    const extra = {threads: args.threads, reps: args.reps,
+    const extra = {threads: args.threads, reps: args.reps, summary: "the best of",
                    system_info: llama.systemInfo.trim(),
                    engine: `llama.cpp prebuilt in ${args.engine}`};
     for (const [name, value] of Object.entries(best)) {

@@ -82,7 +82,8 @@ def main():
     if same:
         md += ["## Against llama.cpp on this machine", "",
                f"llama.cpp: {same[0]['extra'].get('engine', '?')}, "
-               f"{same[0]['extra'].get('threads', '?')} threads, the best of "
+               f"{same[0]['extra'].get('threads', '?')} threads, "
+               f"{same[0]['extra'].get('summary', 'the best of')} "
                f"{same[0]['extra'].get('reps', '?')} runs per metric "
                f"({same[0]['extra'].get('system_info', '')}).", "",
                "| model | metric | tokenwire tok/s | llama.cpp tok/s | ratio |",
