@@ -8,6 +8,7 @@ report.py sets them beside tokenwire's rows for the same file.
 """
 import argparse
 import json
+import math
 import sys
 
 NAMES = {(128, 0): "prefill_128", (512, 0): "prefill_512", (0, 128): "decode_128"}
@@ -34,8 +35,12 @@ def main():
             key = (int(r["n_prompt"]), int(r["n_gen"]))
             mean = float(r["avg_ts"])
             samples = [float(s) for s in r.get("samples_ts", [])]
-        except (KeyError, TypeError, ValueError) as e:
-            sys.exit(f"llamabench_rows.py: llama-bench line without {e}")
+        except KeyError as e:
+            sys.exit(f"llamabench_rows.py: a llama-bench line without the field {e}")
+        except (TypeError, ValueError) as e:
+            sys.exit(f"llamabench_rows.py: a llama-bench line with a field out of shape ({e})")
+        if not math.isfinite(mean) or mean <= 0:
+            sys.exit(f"llamabench_rows.py: llama-bench gave {mean} tok/s")
         name = NAMES.get(key)
         if name is None:
             continue
