@@ -80,7 +80,7 @@ LBENCH=""
 if [ -n "$LLAMACPP" ]; then
     command -v npm >/dev/null 2>&1 || { echo "bench.sh: --llamacpp needs node and npm" >&2; exit 1; }
     if [ ! -d "$LDIR/node_modules/node-llama-cpp" ]; then
-        say "installing node-llama-cpp $NLC_VERSION (llama.cpp prebuilt) into $LDIR"
+        say "installing node-llama-cpp $NLC_VERSION (llama.cpp source and prebuilt) into $LDIR"
         mkdir -p "$LDIR"
         (cd "$LDIR" && npm install --no-audit --no-fund --ignore-scripts \
             "node-llama-cpp@$NLC_VERSION" >/dev/null)
