@@ -25,6 +25,11 @@ def fmt(v, unit=""):
     return f"{v:.1f}{unit}"
 
 
+def table(head, align, body):
+    """A Markdown table: head and align give the columns, body the rows."""
+    return ["| " + " | ".join(cells) + " |" for cells in [head, align, *body]] + [""]
+
+
 def main():
     rows_path, out = sys.argv[1], sys.argv[2]
     rows = []
@@ -52,11 +57,8 @@ def main():
             "",
         ]
     # comparison with llama.cpp
-    md += ["## Against llama.cpp (qwen2-0.5b shape, gpt-2 vocabulary)", "",
-           "| type | metric | tokenwire tok/s | llama.cpp tok/s | ratio | pass | "
-           "bandwidth-bound % |",
-           "| --- | --- | ---: | ---: | ---: | :---: | ---: |"]
-    chart = []
+    md += ["## Against llama.cpp (qwen2-0.5b shape, gpt-2 vocabulary)", ""]
+    body, chart = [], []
     for t, ref in LLAMA_CPP.items():
         label = f"qwen2-0.5b-{t}"
         for metric, want in ref.items():
@@ -69,13 +71,15 @@ def main():
                 if paired:
                     bb += f" (paired {100 * paired['value']:.0f}%)"
             ratio = got / want if got else None
-            md.append(f"| {t} | {metric} | {fmt(got)} | {fmt(want)} | "
-                      f"{'–' if ratio is None else f'{ratio:.2f}x'} | "
-                      f"{'–' if got is None else ('PASS' if got >= want else 'FAIL')} | {bb} |")
+            body.append([t, metric, fmt(got), fmt(want),
+                         "–" if ratio is None else f"{ratio:.2f}x",
+                         "–" if got is None else ("PASS" if got >= want else "FAIL"), bb])
             here = by.get(("llamacpp", metric, label))
             chart.append((f"{t} {metric.replace('_', ' ')}", got or 0, want,
                           here["value"] if here else 0))
-    md.append("")
+    md += table(["type", "metric", "tokenwire tok/s", "llama.cpp tok/s", "ratio", "pass",
+                 "bandwidth-bound %"], ["---", "---", "---:", "---:", "---:", ":---:", "---:"],
+                body)
     # llama.cpp run by tools/bench.sh --llamacpp on this machine, each model
     # right after tokenwire on it
     same = [r for r in rows if r["suite"] == "llamacpp"]
@@ -85,30 +89,27 @@ def main():
                f"{same[0]['extra'].get('threads', '?')} threads, "
                f"{same[0]['extra'].get('summary', 'the best of')} "
                f"{same[0]['extra'].get('reps', '?')} runs per metric "
-               f"({same[0]['extra'].get('system_info', '')}).", "",
-               "| model | metric | tokenwire tok/s | llama.cpp tok/s | ratio |",
-               "| --- | --- | ---: | ---: | ---: |"]
+               f"({same[0]['extra'].get('system_info', '')}).", ""]
+        body = []
         for r in same:
             tw = by.get(("model", r["name"], r["model"]))
             got = tw["value"] if tw else None
             ratio = f"{got / r['value']:.2f}x" if got and r["value"] > 0 else "–"
-            md.append(f"| {r['model']} | {r['name']} | {fmt(got)} | {fmt(r['value'])} | "
-                      f"{ratio} |")
-        md.append("")
+            body.append([r["model"], r["name"], fmt(got), fmt(r["value"]), ratio])
+        md += table(["model", "metric", "tokenwire tok/s", "llama.cpp tok/s", "ratio"],
+                    ["---", "---", "---:", "---:", "---:"], body)
     stream = [r for r in rows if r["suite"] == "stream"]
     if stream:
         md += ["## Decode kernels against a plain read of the same matrices", "",
                "One decode step's matrices (qwen2-0.5b's shapes; llama-1b's for the K types) "
-               "through the kernels and read plainly through the same pool, in alternation.",
-               "", "| type | kernels GB/s | plain read GB/s | share |",
-               "| --- | ---: | ---: | ---: |"]
-        for r in stream:
-            md.append(f"| {r['model']} | {r['value'] / 1e9:.1f} | {r['baseline'] / 1e9:.1f} | "
-                      f"{100 * r['ratio']:.0f}% |")
-        md.append("")
+               "through the kernels and read plainly through the same pool, in alternation.", ""]
+        md += table(["type", "kernels GB/s", "plain read GB/s", "share"],
+                    ["---", "---:", "---:", "---:"],
+                    [[r["model"], f"{r['value'] / 1e9:.1f}", f"{r['baseline'] / 1e9:.1f}",
+                      f"{100 * r['ratio']:.0f}%"] for r in stream])
     # every row
-    md += ["## All results", "", "| suite | name | model | value | unit | baseline | ratio |",
-           "| --- | --- | --- | ---: | --- | --- | ---: |"]
+    md += ["## All results", ""]
+    body = []
     for r in rows:
         base = f"{fmt(r['baseline'])} ({r['baseline_name']})" if "baseline" in r else "–"
         ratio = f"{r['ratio']:.2f}x" if "ratio" in r else "–"
@@ -116,28 +117,24 @@ def main():
         unit = r["unit"]
         if unit in ("B", "B/s") and val > 1e6:
             val, unit = val / 2**20, "MiB" if unit == "B" else "MiB/s"
-        md.append(f"| {r['suite']} | {r['name']} | {r['model']} | {fmt(val)} | {unit} | {base} | "
-                  f"{ratio} |")
-    md.append("")
+        body.append([r["suite"], r["name"], r["model"], fmt(val), unit, base, ratio])
+    md += table(["suite", "name", "model", "value", "unit", "baseline", "ratio"],
+                ["---", "---", "---", "---:", "---", "---", "---:"], body)
     bat = [r for r in rows if r["suite"] == "batching"]
     if bat:
-        md += ["## Continuous batching", "",
-               "| model | streams | aggregate tok/s | vs 1 stream run just before | "
-               "latency p50 ms | p99 ms | TTFT p50 ms | inter-token p50 ms |",
-               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        md += ["## Continuous batching", ""]
+        md += table(["model", "streams", "aggregate tok/s", "vs 1 stream run just before",
+                     "latency p50 ms", "p99 ms", "TTFT p50 ms", "inter-token p50 ms"],
+                    ["---"] + ["---:"] * 7,
+                    [[r["model"], str(r["extra"]["streams"]), fmt(r["value"]),
+                      f"{r.get('ratio', 1.0):.2f}x", fmt(r["extra"]["latency_ms_p50"]),
+                      fmt(r["extra"]["latency_ms_p99"]), fmt(r["extra"]["ttft_ms_p50"]),
+                      f"{r['extra']['itl_ms_p50']:.1f}"] for r in bat])
         for r in bat:
-            e = r["extra"]
-            md.append(f"| {r['model']} | {e['streams']} | {fmt(r['value'])} | "
-                      f"{r.get('ratio', 1.0):.2f}x | {fmt(e['latency_ms_p50'])} | "
-                      f"{fmt(e['latency_ms_p99'])} | {fmt(e['ttft_ms_p50'])} | "
-                      f"{e['itl_ms_p50']:.1f} |")
-        s16 = [r for r in bat if r["extra"]["streams"] == 16]
-        for r in s16:
-            ok = r.get("ratio", 0) >= 3.0
-            md.append("")
-            md.append(f"16 streams vs 1 ({r['model']}): {r.get('ratio', 0):.2f}x — target >= 3x: "
-                      f"**{'PASS' if ok else 'FAIL'}**")
-        md.append("")
+            if r["extra"]["streams"] == 16:
+                ok = r.get("ratio", 0) >= 3.0
+                md += [f"16 streams vs 1 ({r['model']}): {r.get('ratio', 0):.2f}x — target >= 3x: "
+                       f"**{'PASS' if ok else 'FAIL'}**", ""]
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     with open(os.path.join(out, "results.json"), "w") as f:
