@@ -166,6 +166,15 @@ double bench_machine_row(uint32_t threads, double seconds)
     return bw;
 }
 
+bool bench_force_isa(const char *prog, const char *name)
+{
+    tw_err err;
+    if (tw_kernels_force_isa(name, &err) == TW_OK)
+        return true;
+    fprintf(stderr, "%s: %s\n", prog, err.msg);
+    return false;
+}
+
 int bench_decode_prefetch(const char *mode, uint32_t threads)
 {
     tw_hw_info hw;

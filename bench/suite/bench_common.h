@@ -43,6 +43,10 @@ void bench_row(const char *suite, const char *name, const char *model, double va
  * bandwidth in bytes per second (0 when the probe failed). */
 double bench_machine_row(uint32_t threads, double seconds);
 
+/* Forces the kernels' ISA (tw_kernels_force_isa) to `name` for --isa;
+ * false, with "prog: why" on stderr, when this machine or build lacks it. */
+bool bench_force_isa(const char *prog, const char *name);
+
 /* Applies decode prefetch (tw/kernels.h) as `mode` says: "on", "off", or
  * "auto" (measured on `threads` threads, as tokenwired does at start), and
  * writes it as a machine row. Call after forcing the ISA. Returns -1 for an

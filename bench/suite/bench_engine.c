@@ -635,11 +635,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(s, "--isa") && has) {
             /* Measure a lower kernel level than the CPU offers, e.g. the AVX2
              * paths that machines without AVX-512 run. */
-            tw_err ierr;
-            if (tw_kernels_force_isa(argv[++i], &ierr) != TW_OK) {
-                fprintf(stderr, "tw-bench-engine: %s\n", ierr.msg);
+            if (!bench_force_isa("tw-bench-engine", argv[++i]))
                 return 2;
-            }
         } else {
             usage(stderr);
             return 2;

@@ -96,11 +96,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--decode-prefetch") && has) {
             prefetch = argv[++i];
         } else if (!strcmp(a, "--isa") && has) {
-            tw_err ierr;
-            if (tw_kernels_force_isa(argv[++i], &ierr) != TW_OK) {
-                fprintf(stderr, "tw-bench-kv: %s\n", ierr.msg);
+            if (!bench_force_isa("tw-bench-kv", argv[++i]))
                 return 2;
-            }
         } else {
             usage();
             return 2;

@@ -147,10 +147,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--decode-prefetch") && has) {
             prefetch = argv[++i];
         } else if (!strcmp(a, "--isa") && has) {
-            if (tw_kernels_force_isa(argv[++i], &err) != TW_OK) {
-                fprintf(stderr, "tw-bench-stream: %s\n", err.msg);
+            if (!bench_force_isa("tw-bench-stream", argv[++i]))
                 return 2;
-            }
         } else {
             usage();
             return 2;
