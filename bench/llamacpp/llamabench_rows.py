@@ -20,7 +20,7 @@ def main():
     ap.add_argument("--engine", default="llama.cpp llama-bench",
                     help="what to call this llama.cpp in the rows")
     args = ap.parse_args()
-    seen = 0
+    out = []
     for line in sys.stdin:
         line = line.strip()
         if not line:
@@ -54,13 +54,15 @@ def main():
                       f"commit {r.get('build_commit', '?')})",
             "system_info": f"{r.get('cpu_info', '')}; {r.get('backends', '')}",
         }
-        print(json.dumps({"suite": "llamacpp", "name": name, "model": args.label,
-                          "value": mean, "unit": "tok/s", "extra": extra}))
-        print(f"[llamacpp] {args.label}: {name.replace('_', ' ')}: {mean:.1f} tok/s",
-              file=sys.stderr)
-        seen += 1
-    if seen == 0:
+        out.append({"suite": "llamacpp", "name": name, "model": args.label, "value": mean,
+                    "unit": "tok/s", "extra": extra})
+    if not out:
         sys.exit("llamabench_rows.py: llama-bench gave no pp128, pp512 or tg128 line")
+    # only once every line has passed, so a bad line leaves no rows behind
+    for row in out:
+        print(json.dumps(row))
+        print(f"[llamacpp] {args.label}: {row['name'].replace('_', ' ')}: {row['value']:.1f} tok/s",
+              file=sys.stderr)
 
 
 if __name__ == "__main__":
