@@ -9,9 +9,9 @@
 # on it, so both meet the same phase of a shared machine. The npm package
 # node-llama-cpp is installed into the build folder on first use (needs node
 # and npm); it carries llama.cpp's source, from which llama-bench is built
-# with this CPU's flags (needs git, cmake and g++; several minutes, once).
-# Without those tools the package's prebuilt llama.cpp runs instead, driven
-# by bench/llamacpp/llamacpp.mjs.
+# with this CPU's flags (git, cmake and g++, installed with apt-get when
+# missing; several minutes, once). Without those tools the package's
+# prebuilt llama.cpp runs instead, driven by bench/llamacpp/llamacpp.mjs.
 #
 # Environment: TW_BENCH_CACHE (model cache, default
 # ${XDG_CACHE_HOME:-~/.cache}/tokenwire/bench-models), TW_BENCH_TYPES
@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
     --quick) QUICK=--quick ;;
     --threads) THREADS="$2"; shift ;;
     --llamacpp) LLAMACPP=1 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -45,15 +45,21 @@ fi
 say "building $B"
 ninja -C "$B" -j2 >/dev/null
 
+# Installs Debian packages quietly where apt-get can (as root or through
+# sudo without a password); says so when it cannot, and goes on.
+apt_install() { # what-for packages...
+    local why=$1
+    shift
+    command -v apt-get >/dev/null 2>&1 || return 1
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && sudo="sudo -n"
+    say "installing $* $why"
+    $sudo apt-get install -y -qq "$@" >/dev/null 2>&1 || { say "could not install $*"; return 1; }
+}
+
 # ---- gnuplot for the charts --------------------------------------------------
 if ! command -v gnuplot >/dev/null 2>&1; then
-    SUDO=""
-    [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && SUDO="sudo -n"
-    if command -v apt-get >/dev/null 2>&1; then
-        say "installing gnuplot-nox for the charts"
-        $SUDO apt-get install -y -qq gnuplot-nox >/dev/null 2>&1 ||
-            say "could not install gnuplot-nox: results without charts"
-    fi
+    apt_install "for the charts" gnuplot-nox || say "results without charts"
 fi
 
 # ---- models ------------------------------------------------------------------
@@ -88,6 +94,12 @@ if [ -n "$LLAMACPP" ]; then
     cp bench/llamacpp/llamacpp.mjs "$LDIR/"
     LSRC="$LDIR/llama.cpp"
     if [ ! -x "$LSRC/build/bin/llama-bench" ]; then
+        for tool in git cmake g++; do
+            if ! command -v "$tool" >/dev/null 2>&1; then
+                apt_install "to build llama-bench" git cmake g++ || true
+                break
+            fi
+        done
         if command -v git >/dev/null 2>&1 && command -v cmake >/dev/null 2>&1 &&
             command -v g++ >/dev/null 2>&1; then
             say "building llama-bench from the llama.cpp source node-llama-cpp carries" \
