@@ -307,6 +307,44 @@ static void test_matmul_all_types(void **state)
     tw_pool_destroy(pool);
 }
 
+/* A prefill batch against rows too wide for one dequantized tile: the
+ * tiles then take a run of columns at a time (a block boundary, and for
+ * the plain types a last run of odd width), summed into the same output. */
+static void test_matmul_wide_rows(void **state)
+{
+    (void)state;
+    tw_test_rng rng = {77};
+    tw_pool *pool = NULL;
+    assert_int_equal(tw_pool_create(2, &pool, NULL), TW_OK);
+    enum { ROWS = 300, N = 20 };
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        tw_type t = all_types[ti];
+        size_t cols = is_quant(t) ? 4096 : 4099;
+        mat m;
+        make_mat(&m, t, ROWS, cols, &rng, false);
+        float *x = malloc(N * cols * sizeof *x);
+        float *y = malloc(N * ROWS * sizeof *y);
+        assert_non_null(x);
+        assert_non_null(y);
+        fill_x(x, N * cols, &rng);
+        for (size_t ii = 0; ii < 3; ii++) {
+            if (!tw_kernels_isa_available(isas[ii]))
+                continue;
+            assert_int_equal(tw_kernels_force_isa(isas[ii], NULL), TW_OK);
+            for (size_t i = 0; i < N * ROWS; i++)
+                y[i] = NAN;
+            tw_matmul(pool, t, m.w, m.row_bytes, ROWS, cols, x, N, y);
+            for (size_t i = 0; i < N; i++)
+                check_rows(&m, x + i * cols, y + i * ROWS, true, "wide matmul");
+        }
+        tw_kernels_force_isa(NULL, NULL);
+        free(x);
+        free(y);
+        free_mat(&m);
+    }
+    tw_pool_destroy(pool);
+}
+
 /* Batched rows give the same bits as one matvec per row on the integer
  * path (small batches, and K types at any size), so batching decode steps
  * does not change a sequence's output. */
@@ -566,6 +604,7 @@ int main(void)
         cmocka_unit_test(test_matvec_independent_of_threads),
         cmocka_unit_test(test_matvec_decode_prefetch_same_bits),
         cmocka_unit_test(test_matmul_all_types),
+        cmocka_unit_test(test_matmul_wide_rows),
         cmocka_unit_test(test_small_batch_matches_matvec),
         cmocka_unit_test(test_matmul_multi_matches_matmul),
         cmocka_unit_test(test_matmul_pair),
