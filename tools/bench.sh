@@ -3,7 +3,7 @@
 # models (random weights, gpt-2 vocabulary) when missing, runs every
 # benchmark and writes JSON, Markdown and PNG charts to results/<date>-<host>/.
 #
-#   tools/bench.sh [--quick] [--threads N] [--llamacpp]
+#   tools/bench.sh [--quick] [--threads N] [--llamacpp] [--rounds N]
 #
 # --llamacpp also runs llama.cpp on every model file, right after tokenwire
 # on it, so both meet the same phase of a shared machine. The npm package
@@ -12,6 +12,12 @@
 # with this CPU's flags (git, cmake and g++, installed with apt-get when
 # missing; several minutes, once). Without those tools the package's
 # prebuilt llama.cpp runs instead, driven by bench/llamacpp/llamacpp.mjs.
+#
+# --rounds N (1-20, default 1) runs the model benchmarks (and llama.cpp with
+# --llamacpp) N times over, type after type, and adds to results.md each
+# row's range over the rounds, the range of each round's ratio and how many
+# rounds reached the reference (bench/suite/rounds.py); the engine-API rows
+# and the rest of the suite run once, in the first round.
 #
 # Environment: TW_BENCH_CACHE (model cache, default
 # ${XDG_CACHE_HOME:-~/.cache}/tokenwire/bench-models), TW_BENCH_TYPES
@@ -23,11 +29,21 @@ ROOT=$(pwd)
 QUICK=""
 THREADS=""
 LLAMACPP=""
+ROUNDS=1
 while [ $# -gt 0 ]; do
     case "$1" in
     --quick) QUICK=--quick ;;
     --threads) THREADS="$2"; shift ;;
     --llamacpp) LLAMACPP=1 ;;
+    --rounds)
+        ROUNDS="${2:-}"
+        shift
+        case "$ROUNDS" in '' | *[!0-9]*) ROUNDS=0 ;; esac
+        if [ "$ROUNDS" -lt 1 ] || [ "$ROUNDS" -gt 20 ]; then
+            echo "bench.sh: --rounds takes a whole number from 1 to 20" >&2
+            exit 2
+        fi
+        ;;
     -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -133,36 +149,45 @@ TARGS=()
 BW=""
 LREPS=3
 [ -n "$QUICK" ] && LREPS=2
-for t in $TYPES; do
-    f="$CACHE/qwen2-0.5b-$t.gguf"
-    ENGINE=(--no-engine)
-    # the engine-API rows (TTFT, batching) need one type in quick mode
-    if [ "$t" = Q8_0 ] || { [ -z "$QUICK" ] && [ "$t" = Q4_0 ]; }; then ENGINE=(); fi
-    EXTRA=()
-    [ -n "$BW" ] && EXTRA=(--bandwidth "$BW")
-    say "engine benchmarks: qwen2-0.5b $t"
-    "$B/bench/suite/tw-bench-engine" --model "$f" --label "qwen2-0.5b-$t" $QUICK \
-        "${TARGS[@]}" "${ENGINE[@]}" "${EXTRA[@]}" >>"$ROWS"
-    if [ -n "$LLAMACPP" ]; then
-        say "llama.cpp on the same file: qwen2-0.5b $t"
-        if [ -n "$LBENCH" ]; then
-            # pp128, pp512 and tg128, as the reference rows were measured
-            "$LBENCH" -m "$f" -t "${THREADS:-$(nproc)}" -p 128,512 -n 128 -r "$LREPS" \
-                -o jsonl 2>"$OUT/llama-bench-$t.log" |
-                python3 bench/llamacpp/llamabench_rows.py --label "qwen2-0.5b-$t" \
-                    --engine "llama-bench built here from node-llama-cpp $NLC_VERSION's source" \
-                    >>"$ROWS" || say "llama-bench on $f failed (see $OUT/llama-bench-$t.log)"
-        else
-            node "$LDIR/llamacpp.mjs" --model "$f" --label "qwen2-0.5b-$t" \
-                --threads "${THREADS:-$(nproc)}" --engine "node-llama-cpp $NLC_VERSION" \
-                >>"$ROWS" || say "llama.cpp run on $f failed"
+for round in $(seq 1 "$ROUNDS"); do
+    RROWS="$OUT/round-$round.jsonl"
+    : >"$RROWS"
+    [ "$ROUNDS" -gt 1 ] && say "round $round of $ROUNDS"
+    for t in $TYPES; do
+        f="$CACHE/qwen2-0.5b-$t.gguf"
+        ENGINE=(--no-engine)
+        # the engine-API rows (TTFT, batching) need one type in quick mode
+        if [ "$round" -eq 1 ] && { [ "$t" = Q8_0 ] || { [ -z "$QUICK" ] && [ "$t" = Q4_0 ]; }; }; then
+            ENGINE=()
         fi
-    fi
-    if [ -z "$BW" ]; then
-        BW=$(grep '"suite":"machine"' "$ROWS" | head -1 |
-            sed 's/.*"value":\([0-9.e+]*\).*/\1/' | awk '{printf "%.3f", $1 / 1e9}')
-    fi
+        EXTRA=()
+        [ -n "$BW" ] && EXTRA=(--bandwidth "$BW")
+        say "engine benchmarks: qwen2-0.5b $t"
+        "$B/bench/suite/tw-bench-engine" --model "$f" --label "qwen2-0.5b-$t" $QUICK \
+            "${TARGS[@]}" "${ENGINE[@]}" "${EXTRA[@]}" >>"$RROWS"
+        if [ -n "$LLAMACPP" ]; then
+            say "llama.cpp on the same file: qwen2-0.5b $t"
+            if [ -n "$LBENCH" ]; then
+                # pp128, pp512 and tg128, as the reference rows were measured
+                "$LBENCH" -m "$f" -t "${THREADS:-$(nproc)}" -p 128,512 -n 128 -r "$LREPS" \
+                    -o jsonl 2>"$OUT/llama-bench-$t-$round.log" |
+                    python3 bench/llamacpp/llamabench_rows.py --label "qwen2-0.5b-$t" \
+                        --engine "llama-bench built here from node-llama-cpp $NLC_VERSION's source" \
+                        >>"$RROWS" || say "llama-bench on $f failed (see $OUT/llama-bench-$t-$round.log)"
+            else
+                node "$LDIR/llamacpp.mjs" --model "$f" --label "qwen2-0.5b-$t" \
+                    --threads "${THREADS:-$(nproc)}" --engine "node-llama-cpp $NLC_VERSION" \
+                    >>"$RROWS" || say "llama.cpp run on $f failed"
+            fi
+        fi
+        if [ -z "$BW" ]; then
+            BW=$(grep '"suite":"machine"' "$RROWS" | head -1 |
+                sed 's/.*"value":\([0-9.e+]*\).*/\1/' | awk '{printf "%.3f", $1 / 1e9}')
+        fi
+    done
 done
+# the first round's rows are the suite's; later rounds feed only the summary
+cat "$OUT/round-1.jsonl" >>"$ROWS"
 
 say "decode kernels against a plain read of the same matrices"
 SROUNDS=15
@@ -210,5 +235,15 @@ trap - EXIT
 
 say "report"
 python3 bench/suite/report.py "$ROWS" "$OUT"
+if [ "$ROUNDS" -gt 1 ]; then
+    ROUNDFILES=()
+    for round in $(seq 1 "$ROUNDS"); do ROUNDFILES+=("$OUT/round-$round.jsonl"); done
+    if python3 bench/suite/rounds.py "${ROUNDFILES[@]}" >"$OUT/rounds.md"; then
+        { echo; cat "$OUT/rounds.md"; } >>"$OUT/results.md"
+        cat "$OUT/rounds.md"
+    else
+        say "no summary of the rounds"
+    fi
+fi
 say "results in $ROOT/$OUT (results.md, results.json, *.png)"
 cat "$OUT/results.md" | sed -n '1,/^## All results/p'
