@@ -4,14 +4,7 @@
 # Exit 77 = skipped.
 set -u
 SCRIPT="${1:?usage: test_llamabench_rows.sh PATH/llamabench_rows.py}"
-command -v python3 >/dev/null 2>&1 || { echo "SKIPPED (no python3)"; exit 77; }
-D=$(mktemp -d)
-trap 'rm -rf "$D"' EXIT
-fail() {
-    echo "FAIL: $*"
-    for f in "$D"/*; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done
-    exit 1
-}
+. "$(dirname "$0")/../script_test.sh"
 line() { # n_prompt n_gen avg_ts [samples]
     printf '{"build_commit":"abc1234","build_number":42,"cpu_info":"Test CPU","backends":"CPU",'
     printf '"n_threads":2,"n_prompt":%s,"n_gen":%s,"avg_ts":%s,"stddev_ts":1.5,' "$1" "$2" "$3"

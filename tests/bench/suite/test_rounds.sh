@@ -4,14 +4,7 @@
 # is written. Exit 77 = skipped.
 set -u
 SCRIPT="${1:?usage: test_rounds.sh PATH/rounds.py}"
-command -v python3 >/dev/null 2>&1 || { echo "SKIPPED (no python3)"; exit 77; }
-D=$(mktemp -d)
-trap 'rm -rf "$D"' EXIT
-fail() {
-    echo "FAIL: $*"
-    for f in "$D"/*; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done
-    exit 1
-}
+. "$(dirname "$0")/../script_test.sh"
 row() { # suite name model value
     printf '{"suite":"%s","name":"%s","model":"%s","value":%s,"unit":"tok/s"}\n' "$1" "$2" "$3" "$4"
 }
