@@ -278,7 +278,7 @@ static float magnitude(const packed_mat *m, size_t r, const float *x, float *row
 static void test_packed_bits_every_isa(void **state)
 {
     (void)state;
-    static const size_t shapes[][2] = {{8, 32}, {13, 96}, {64, 448}, {130, 160}, {3, 64}};
+    static const size_t shapes[][2] = {{8, 32}, {13, 96}, {64, 448}, {130, 160}, {3, 64}, {29, 64}};
     static const size_t ns[] = {1, 2, 3, 5, 8, 9, 16, 17, 33, MAX_N};
     tw_test_rng rng = {0x243f6a8885a308d3ull};
     tw_pool *pools[2];

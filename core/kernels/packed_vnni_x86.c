@@ -1,0 +1,278 @@
+/* The packed types' kernels for x86 CPUs with AVX512-VNNI: vpdpbusd
+ * multiplies a step's unsigned levels by four signed activation values and
+ * adds the products into int32 lanes in one instruction. The 32-column
+ * kinds (Q8_0, Q4_0, Q5_0, Q5_1) take two neighbouring groups of eight rows
+ * at a time in the sixteen lanes of a zmm; the K types one group in a ymm.
+ * Every lane repeats tw_r8_dot's operations for its row, so the bits are
+ * those of every other ISA (packed_x86.c says how). */
+#include "kernels/packed_x86.h"
+
+#ifdef TW_HAVE_X86
+
+/* VNNI: unsigned weights as vpdpbusd's first operand and the activations
+ * as the signed second one. Q8_0's weights are biased to unsigned (q + 128,
+ * the top bit flipped), Q4_0's and Q5_0's levels are unsigned already; lane_start
+ * takes the bias back. A vpdpbusd waits for the one before it on the same
+ * accumulator, so the eight steps of a block are spread over NS
+ * accumulators per activation (at least 8 chains in flight) and added up
+ * after, which integer sums allow exactly. */
+TW_AVX512 TW_TILE void r8_group_vnni(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
+                                     size_t y_stride, const int TB, size_t pf, const int K)
+{
+    const int NS = TB >= 5 ? 2 : (8 + TB - 1) / TB;
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    __m256 acc[8] = {0};
+    for (size_t i = 0; i < nb; i++, p += R8_BLOCK(K)) {
+        R8_PREFETCH(p, pf, K);
+        const __m256 dw = r8_scales(p);
+        __m256i isum[8][8];
+#pragma GCC unroll 8
+        for (int t = 0; t < TB; t++) {
+            isum[t][0] = lane_start(&acts[t], i, K);
+#pragma GCC unroll 8
+            for (int c = 1; c < NS; c++)
+                isum[t][c] = _mm256_setzero_si256();
+        }
+#pragma GCC unroll 8
+        for (int k = 0; k < R8_STEPS; k++) {
+            const __m256i qu =
+                K != R8_Q8 ? nib_step(p, k, K)
+                           : _mm256_xor_si256(tw_load256(p + R8_HEAD(K) + 32 * k), flip);
+#pragma GCC unroll 8
+            for (int t = 0; t < TB; t++)
+                isum[t][k % NS] = _mm256_dpbusd_epi32(isum[t][k % NS], qu, act4(&acts[t], i, k));
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < TB; t++)
+            acc[t] = r8_scale_into(p, dw, chains_sum(isum[t], NS), &acts[t], i, acc[t], K);
+    }
+    r8_store(acc, y, y_stride, TB);
+}
+
+/* The same with zmm: two neighbouring groups (16 rows, one int32 lane per
+ * row, group a's rows in the low half) against the same activations, so a
+ * broadcast of four activation values feeds 64 products instead of 32 and
+ * a block's conversion and scaling serve 16 rows. Every lane repeats its
+ * row's operations of r8_group_vnni, so the bits are the same. */
+TW_AVX512 TW_TILE __m512i pair_load(const uint8_t *a, const uint8_t *b)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(tw_load256(a)), tw_load256(b), 1);
+}
+
+TW_AVX512 TW_TILE __m512 pair_scales(const uint8_t *a, const uint8_t *b)
+{
+    const __m128i ha = _mm_loadu_si128((const __m128i *)(const void *)a);
+    const __m128i hb = _mm_loadu_si128((const __m128i *)(const void *)b);
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(ha), hb, 1));
+}
+
+/* nib_step's levels (Q8_0: the biased levels) of both groups. */
+TW_AVX512 TW_TILE __m512i pair_step(const uint8_t *a, const uint8_t *b, int k, const int K)
+{
+    if (K == R8_Q8)
+        return _mm512_xor_si512(pair_load(a + R8_HEAD(K) + 32 * k, b + R8_HEAD(K) + 32 * k),
+                                _mm512_set1_epi8((char)0x80));
+    const bool q5 = K == R8_Q5 || K == R8_Q51;
+    const size_t at = R8_HEAD(K) + (q5 ? 32 : 0) + 32 * (k % 4);
+    const __m512i v = pair_load(a + at, b + at);
+    const __m512i l = _mm512_and_si512(k < 4 ? v : _mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F));
+    if (!q5)
+        return l;
+    const __m512i h = pair_load(a + R8_HEAD(K), b + R8_HEAD(K));
+    const __m512i at4 = k < 4 ? _mm512_slli_epi32(h, 4 - k) : _mm512_srli_epi32(h, k - 4);
+    return _mm512_or_si512(l, _mm512_and_si512(at4, _mm512_set1_epi8(0x10)));
+}
+
+TW_AVX512 TW_TILE void r16_group_vnni(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
+                                      size_t y_stride, const int TB, size_t pf, const int K,
+                                      size_t group_bytes)
+{
+    const int NS = TB >= 5 ? 2 : (8 + TB - 1) / TB;
+    __m512 acc[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < TB; t++)
+        acc[t] = _mm512_setzero_ps();
+    for (size_t i = 0; i < nb; i++, p += R8_BLOCK(K)) {
+        const uint8_t *b = p + group_bytes;
+        if (pf) {
+            r8_prefetch(p + pf, K);
+            r8_prefetch(b + pf, K);
+        }
+        const __m512 dw = pair_scales(p, b);
+        __m512i isum[8][8];
+#pragma GCC unroll 8
+        for (int t = 0; t < TB; t++) {
+            const int32_t bneg = acts[t].bneg[i];
+            isum[t][0] = _mm512_set1_epi32(K == R8_Q4   ? bneg / 16
+                                           : K == R8_Q5 ? bneg / 8
+                                           : K == R8_Q8 ? bneg
+                                                        : 0);
+#pragma GCC unroll 8
+            for (int c = 1; c < NS; c++)
+                isum[t][c] = _mm512_setzero_si512();
+        }
+#pragma GCC unroll 8
+        for (int k = 0; k < R8_STEPS; k++) {
+            const __m512i qu = pair_step(p, b, k, K);
+#pragma GCC unroll 8
+            for (int t = 0; t < TB; t++) {
+                int32_t v;
+                memcpy(&v, acts[t].qs + i * TW_QK8_0 + 4 * k, 4);
+                isum[t][k % NS] = _mm512_dpbusd_epi32(isum[t][k % NS], qu, _mm512_set1_epi32(v));
+            }
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < TB; t++) {
+            __m512i s = isum[t][0];
+#pragma GCC unroll 8
+            for (int c = 1; c < NS; c++)
+                s = _mm512_add_epi32(s, isum[t][c]);
+            const __m512 da = _mm512_set1_ps(acts[t].d[i]);
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(s), acc[t]);
+            if (K == R8_Q51) {
+                const __m512 m = pair_scales(p + 2 * TW_R8_ROWS, b + 2 * TW_R8_ROWS);
+                const float asum = (float)(acts[t].bsums[2 * i] + acts[t].bsums[2 * i + 1]);
+                acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(m, da), _mm512_set1_ps(asum), acc[t]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < TB; t++)
+        _mm512_storeu_ps(y + (size_t)t * y_stride, acc[t]);
+}
+
+/* Q4_K_R8 / Q5_K_R8 with VNNI: a sub-block's dots in int32 lanes straight
+ * from vpdpbusd, over NS chains per activation as in r8_group_vnni, times
+ * the scales; the mins' term by vpdpwssd on the 16-value sums. */
+TW_AVX512 TW_TILE void r8k_group_vnni(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
+                                      size_t y_stride, const int TB, size_t pf, const int K)
+{
+    const int NS = TB >= 5 ? 2 : (8 + TB - 1) / TB;
+    __m256 acc[8] = {0};
+    for (size_t i = 0; i < nb; i++, p += R8_BLOCK(K)) {
+        R8_PREFETCH(p, pf, K);
+        __m256i s1[8], mp[8];
+        uint8_t scb[64];
+        r8k_block_scales(p, scb, mp);
+#pragma GCC unroll 8
+        for (int t = 0; t < TB; t++)
+            s1[t] = _mm256_setzero_si256();
+        for (int j = 0; j < 8; j++) {
+            const __m256i sc = r8k_lanes(scb, j, false), h5 = k5_bits(p, j, K);
+            __m256i isum[8][8];
+#pragma GCC unroll 8
+            for (int t = 0; t < TB; t++)
+#pragma GCC unroll 8
+                for (int c = 0; c < NS; c++)
+                    isum[t][c] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) {
+                const __m256i q = nib_k(p, j / 2, j % 2, k, h5, K);
+#pragma GCC unroll 8
+                for (int t = 0; t < TB; t++)
+                    isum[t][k % NS] = _mm256_dpbusd_epi32(isum[t][k % NS], q,
+                                                          act4k(&acts[t], i, 32 * j + 4 * k));
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < TB; t++)
+                s1[t] = _mm256_add_epi32(s1[t], _mm256_mullo_epi32(chains_sum(isum[t], NS), sc));
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < TB; t++) {
+            __m256i s2 = _mm256_setzero_si256();
+            for (int j = 0; j < 8; j++)
+                s2 = _mm256_dpwssd_epi32(s2, mp[j], bsum_pair(&acts[t], i, j));
+            acc[t] = r8k_scale_into(p, s1[t], s2, acts[t].d[i], acc[t]);
+        }
+    }
+    r8_store(acc, y, y_stride, TB);
+}
+
+/* Q6_K_R8 with VNNI: a sub-block's four steps by vpdpbusd over NS chains
+ * per activation, times the scale. */
+TW_AVX512 TW_TILE void r8q6_group_vnni(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
+                                       size_t y_stride, const int TB, size_t pf, const int K)
+{
+    const int NS = TB >= 4 ? 1 : TB >= 2 ? 2 : 4;
+    __m256 acc[8] = {0};
+    for (size_t i = 0; i < nb; i++, p += TW_R8Q6_BLOCK) {
+        R8_PREFETCH(p, pf, K);
+        __m256i s[8];
+#pragma GCC unroll 8
+        for (int t = 0; t < TB; t++)
+            s[t] = _mm256_setzero_si256();
+#pragma GCC unroll 16
+        for (int sb = 0; sb < 16; sb++) {
+            const int h = sb / 8, g = sb % 8 / 2, k0 = 4 * (sb % 2);
+            const __m256i sc = q6_sub_scale(p, sb);
+            const int c0 = 128 * h + 32 * g + 4 * k0;
+            __m256i isum[8][4];
+#pragma GCC unroll 8
+            for (int t = 0; t < TB; t++)
+#pragma GCC unroll 4
+                for (int c = 0; c < NS; c++)
+                    isum[t][c] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+            for (int kk = 0; kk < 4; kk++) {
+                const __m256i q = q6_step(p, h, k0 + kk, g);
+#pragma GCC unroll 8
+                for (int t = 0; t < TB; t++)
+                    isum[t][kk % NS] =
+                        _mm256_dpbusd_epi32(isum[t][kk % NS], q, act4k(&acts[t], i, c0 + 4 * kk));
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < TB; t++)
+                s[t] = _mm256_add_epi32(s[t], _mm256_mullo_epi32(chains_sum(isum[t], NS), sc));
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < TB; t++) {
+            __m256i s2 = _mm256_setzero_si256();
+            for (int pair = 0; pair < 8; pair++)
+                s2 = _mm256_dpwssd_epi32(s2, q6_scale_pair(p, pair), bsum_pair(&acts[t], i, pair));
+            acc[t] = q6_scale_into(p, s[t], s2, acts[t].d[i], acc[t]);
+        }
+    }
+    r8_store(acc, y, y_stride, TB);
+}
+
+/* r16_group_vnni reaches its second group a group's bytes on. */
+#define R16_VNNI(p, nb, acts, y, y_stride, TB, pf, K)                                              \
+    r16_group_vnni(p, nb, acts, y, y_stride, TB, pf, K, TW_R8_ROWS * row_bytes)
+#define R16_DRIVER(name, K, r8)                                                                    \
+    ROWS_DRIVER(TW_AVX512, name, R16_VNNI, K, 8, 2 * TW_R8_ROWS, R8_REST(r8))
+
+// clang-format off
+R8_DRIVER(TW_AVX512, rows_q8_vnni, r8_group_vnni, R8_Q8, TW_TYPE_Q8_0_R8, 8)
+R8_DRIVER(TW_AVX512, rows_q4_vnni, r8_group_vnni, R8_Q4, TW_TYPE_Q4_0_R8, 8)
+R8_DRIVER(TW_AVX512, rows_q5_vnni, r8_group_vnni, R8_Q5, TW_TYPE_Q5_0_R8, 8)
+R8_DRIVER(TW_AVX512, rows_q51_vnni, r8_group_vnni, R8_Q51, TW_TYPE_Q5_1_R8, 8)
+R8_DRIVER(TW_AVX512, rows_q4k_vnni, r8k_group_vnni, R8_Q4K, TW_TYPE_Q4_K_R8, 8)
+R8_DRIVER(TW_AVX512, rows_q5k_vnni, r8k_group_vnni, R8_Q5K, TW_TYPE_Q5_K_R8, 8)
+R8_DRIVER(TW_AVX512, rows_q6k_vnni, r8q6_group_vnni, R8_Q6K, TW_TYPE_Q6_K_R8, 4)
+R16_DRIVER(rows_q8_zmm, R8_Q8, rows_q8_vnni)
+R16_DRIVER(rows_q4_zmm, R8_Q4, rows_q4_vnni)
+R16_DRIVER(rows_q5_zmm, R8_Q5, rows_q5_vnni)
+R16_DRIVER(rows_q51_zmm, R8_Q51, rows_q51_vnni)
+// clang-format on
+
+void tw_isa_fill_packed_avx512(tw_isa_table *t)
+{
+    /* the table starts as AVX2's, whose quad panels no VNNI kernel reads */
+    t->quad_types = 0;
+    t->rows[tw_ktype_index(TW_TYPE_Q8_0_R8)] = rows_q8_zmm;
+    t->rows[tw_ktype_index(TW_TYPE_Q4_0_R8)] = rows_q4_zmm;
+    t->rows[tw_ktype_index(TW_TYPE_Q5_0_R8)] = rows_q5_zmm;
+    t->rows[tw_ktype_index(TW_TYPE_Q5_1_R8)] = rows_q51_zmm;
+    t->rows[tw_ktype_index(TW_TYPE_Q4_K_R8)] = rows_q4k_vnni;
+    t->rows[tw_ktype_index(TW_TYPE_Q5_K_R8)] = rows_q5k_vnni;
+    t->rows[tw_ktype_index(TW_TYPE_Q6_K_R8)] = rows_q6k_vnni;
+}
+
+#else
+
+void tw_isa_fill_packed_avx512(tw_isa_table *t)
+{
+    (void)t;
+}
+
+#endif
