@@ -223,16 +223,18 @@ int main(int argc, char **argv)
     const size_t shapes[][2] = {{896, 896}, {4864, 896}, {896, 4864}, {151936, 896}};
     const size_t n_shapes = quick ? 3 : 4;
     const double min_time = quick ? 0.05 : 0.3;
-    size_t max_cols = 4864;
-    float *x = malloc(prefill_n * max_cols * sizeof *x);
-    float *y = malloc(prefill_n * 151936 * sizeof *y);
+    /* the packed section's K-type shapes reach 8192 columns and batches of
+     * 16 activations, whatever -n says */
+    size_t max_cols = 8192, max_n = prefill_n > 16 ? prefill_n : 16;
+    float *x = malloc(max_n * max_cols * sizeof *x);
+    float *y = malloc(max_n * 151936 * sizeof *y);
     if (!x || !y) {
         fprintf(stderr, "tw-bench-kernels: out of memory\n");
         return 1;
     }
-    for (size_t i = 0; i < prefill_n * max_cols; i++)
+    for (size_t i = 0; i < max_n * max_cols; i++)
         x[i] = frand();
-    if (tw_kernels_reserve(pool, max_cols, prefill_n, &err) != TW_OK) {
+    if (tw_kernels_reserve(pool, max_cols, max_n, &err) != TW_OK) {
         fprintf(stderr, "tw-bench-kernels: %s\n", err.msg);
         return 1;
     }
