@@ -235,11 +235,204 @@ TW_AVX512 TW_TILE void r8q6_group_vnni(const uint8_t *p, size_t nb, const tw_act
     r8_store(acc, y, y_stride, TB);
 }
 
+/* Two ymm halves, group a's in the low one. */
+TW_AVX512 TW_TILE __m512i pair_of(__m256i a, __m256i b)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+}
+
+/* The K types' activation values and 16-value sum pairs, in every lane. */
+TW_AVX512 TW_TILE __m512i act4k_z(const tw_act *a, size_t i, int c)
+{
+    int32_t v;
+    memcpy(&v, a->qs + i * TW_QK_K + c, 4);
+    return _mm512_set1_epi32(v);
+}
+
+TW_AVX512 TW_TILE __m512i bsum_pair_z(const tw_act *a, size_t i, int j)
+{
+    int32_t v;
+    memcpy(&v, a->bsums + i * (TW_QK_K / 16) + 2 * j, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* nib_k of both groups. */
+TW_AVX512 TW_TILE __m512i pair_nib_k(const uint8_t *a, const uint8_t *b, int g, int h, int k,
+                                     __m512i h5, const int K)
+{
+    const size_t at = (K == R8_Q5K ? TW_R8K5_G(g) + 64 : TW_R8K_QS + 256 * g) + 32 * k;
+    const __m512i v = pair_load(a + at, b + at);
+    const __m512i l = _mm512_and_si512(h ? _mm512_srli_epi16(v, 4) : v, _mm512_set1_epi8(0x0F));
+    if (K != R8_Q5K)
+        return l;
+    const __m512i at4 = k < 4 ? _mm512_slli_epi32(h5, 4 - k) : _mm512_srli_epi32(h5, k - 4);
+    return _mm512_or_si512(l, _mm512_and_si512(at4, _mm512_set1_epi8(0x10)));
+}
+
+/* r8k_scale_into for both groups. */
+TW_AVX512 TW_TILE __m512 pair_k_scale_into(const uint8_t *a, const uint8_t *b, __m512i s1,
+                                           __m512i s2, float da, __m512 acc)
+{
+    const __m512 d = pair_scales(a, b);
+    const __m512 dmin = pair_scales(a + TW_R8K_DMIN, b + TW_R8K_DMIN);
+    const __m512 u = _mm512_fmsub_ps(d, _mm512_cvtepi32_ps(s1),
+                                     _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(s2)));
+    return _mm512_fmadd_ps(_mm512_set1_ps(da), u, acc);
+}
+
+/* r8k_group_vnni over two neighbouring groups. */
+TW_AVX512 TW_TILE void r16k_group_vnni(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
+                                       size_t y_stride, const int TB, size_t pf, const int K,
+                                       size_t group_bytes)
+{
+    const int NS = TB >= 4 ? 2 : (8 + TB - 1) / TB;
+    __m512 acc[8];
+#pragma GCC unroll 4
+    for (int t = 0; t < TB; t++)
+        acc[t] = _mm512_setzero_ps();
+    for (size_t i = 0; i < nb; i++, p += R8_BLOCK(K)) {
+        const uint8_t *b = p + group_bytes;
+        if (pf) {
+            r8_prefetch(p + pf, K);
+            r8_prefetch(b + pf, K);
+        }
+        __m256i mpa[8], mpb[8];
+        uint8_t sca[64], scb[64];
+        r8k_block_scales(p, sca, mpa);
+        r8k_block_scales(b, scb, mpb);
+        __m512i s1[8], s2[8];
+#pragma GCC unroll 4
+        for (int t = 0; t < TB; t++)
+            s1[t] = s2[t] = _mm512_setzero_si512();
+        for (int j = 0; j < 8; j++) {
+            const __m512i sc = pair_of(r8k_lanes(sca, j, false), r8k_lanes(scb, j, false));
+            const __m512i h5 = pair_of(k5_bits(p, j, K), k5_bits(b, j, K));
+            const __m512i mp = pair_of(mpa[j], mpb[j]);
+            __m512i isum[8][8];
+#pragma GCC unroll 4
+            for (int t = 0; t < TB; t++)
+#pragma GCC unroll 8
+                for (int c = 0; c < NS; c++)
+                    isum[t][c] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) {
+                const __m512i q = pair_nib_k(p, b, j / 2, j % 2, k, h5, K);
+#pragma GCC unroll 4
+                for (int t = 0; t < TB; t++)
+                    isum[t][k % NS] = _mm512_dpbusd_epi32(isum[t][k % NS], q,
+                                                          act4k_z(&acts[t], i, 32 * j + 4 * k));
+            }
+#pragma GCC unroll 4
+            for (int t = 0; t < TB; t++) {
+                __m512i sum = isum[t][0];
+#pragma GCC unroll 8
+                for (int c = 1; c < NS; c++)
+                    sum = _mm512_add_epi32(sum, isum[t][c]);
+                s1[t] = _mm512_add_epi32(s1[t], _mm512_mullo_epi32(sum, sc));
+                s2[t] = _mm512_dpwssd_epi32(s2[t], mp, bsum_pair_z(&acts[t], i, j));
+            }
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < TB; t++)
+            acc[t] = pair_k_scale_into(p, b, s1[t], s2[t], acts[t].d[i], acc[t]);
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < TB; t++)
+        _mm512_storeu_ps(y + (size_t)t * y_stride, acc[t]);
+}
+
+/* q6_step of both groups. */
+TW_AVX512 TW_TILE __m512i pair_q6_step(const uint8_t *a, const uint8_t *b, int h, int k, int g)
+{
+    const size_t at = TW_R8Q6_Q + 768 * h + 96 * k;
+    const __m512i l = pair_load(a + at + 32 * (g % 2), b + at + 32 * (g % 2));
+    const __m512i qh = pair_load(a + at + 64, b + at + 64);
+    const __m512i nib =
+        _mm512_and_si512(g < 2 ? l : _mm512_srli_epi16(l, 4), _mm512_set1_epi8(0x0F));
+    const __m512i hi = g == 0   ? _mm512_slli_epi16(qh, 4)
+                       : g == 1 ? _mm512_slli_epi16(qh, 2)
+                       : g == 2 ? qh
+                                : _mm512_srli_epi16(qh, 2);
+    return _mm512_or_si512(nib, _mm512_and_si512(hi, _mm512_set1_epi8(0x30)));
+}
+
+/* r8q6_group_vnni over two neighbouring groups. */
+TW_AVX512 TW_TILE void r16q6_group_vnni(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
+                                        size_t y_stride, const int TB, size_t pf, const int K,
+                                        size_t group_bytes)
+{
+    const int NS = TB >= 4 ? 1 : TB >= 2 ? 2 : 4;
+    __m512 acc[8];
+#pragma GCC unroll 4
+    for (int t = 0; t < TB; t++)
+        acc[t] = _mm512_setzero_ps();
+    for (size_t i = 0; i < nb; i++, p += TW_R8Q6_BLOCK) {
+        const uint8_t *b = p + group_bytes;
+        if (pf) {
+            r8_prefetch(p + pf, K);
+            r8_prefetch(b + pf, K);
+        }
+        __m512i s[8];
+#pragma GCC unroll 4
+        for (int t = 0; t < TB; t++)
+            s[t] = _mm512_setzero_si512();
+#pragma GCC unroll 16
+        for (int sb = 0; sb < 16; sb++) {
+            const int h = sb / 8, g = sb % 8 / 2, k0 = 4 * (sb % 2);
+            const __m512i sc = pair_of(q6_sub_scale(p, sb), q6_sub_scale(b, sb));
+            const int c0 = 128 * h + 32 * g + 4 * k0;
+            __m512i isum[8][4];
+#pragma GCC unroll 4
+            for (int t = 0; t < TB; t++)
+#pragma GCC unroll 4
+                for (int c = 0; c < NS; c++)
+                    isum[t][c] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int kk = 0; kk < 4; kk++) {
+                const __m512i q = pair_q6_step(p, b, h, k0 + kk, g);
+#pragma GCC unroll 4
+                for (int t = 0; t < TB; t++)
+                    isum[t][kk % NS] = _mm512_dpbusd_epi32(isum[t][kk % NS], q,
+                                                           act4k_z(&acts[t], i, c0 + 4 * kk));
+            }
+#pragma GCC unroll 4
+            for (int t = 0; t < TB; t++) {
+                __m512i sum = isum[t][0];
+#pragma GCC unroll 4
+                for (int c = 1; c < NS; c++)
+                    sum = _mm512_add_epi32(sum, isum[t][c]);
+                s[t] = _mm512_add_epi32(s[t], _mm512_mullo_epi32(sum, sc));
+            }
+        }
+        const __m512 d = pair_scales(p, b);
+#pragma GCC unroll 4
+        for (int t = 0; t < TB; t++) {
+            __m512i s2 = _mm512_setzero_si512();
+            for (int pair = 0; pair < 8; pair++)
+                s2 = _mm512_dpwssd_epi32(
+                    s2, pair_of(q6_scale_pair(p, pair), q6_scale_pair(b, pair)),
+                    bsum_pair_z(&acts[t], i, pair));
+            const __m512i v = _mm512_sub_epi32(s[t], _mm512_slli_epi32(s2, 5));
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(acts[t].d[i])),
+                                     _mm512_cvtepi32_ps(v), acc[t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < TB; t++)
+        _mm512_storeu_ps(y + (size_t)t * y_stride, acc[t]);
+}
+
 /* r16_group_vnni reaches its second group a group's bytes on. */
 #define R16_VNNI(p, nb, acts, y, y_stride, TB, pf, K)                                              \
     r16_group_vnni(p, nb, acts, y, y_stride, TB, pf, K, TW_R8_ROWS * row_bytes)
-#define R16_DRIVER(name, K, r8)                                                                    \
-    ROWS_DRIVER(TW_AVX512, name, R16_VNNI, K, 8, 2 * TW_R8_ROWS, R8_REST(r8))
+#define R16K_VNNI(p, nb, acts, y, y_stride, TB, pf, K)                                             \
+    r16k_group_vnni(p, nb, acts, y, y_stride, TB, pf, K, TW_R8_ROWS * row_bytes)
+#define R16Q6_VNNI(p, nb, acts, y, y_stride, TB, pf, K)                                            \
+    r16q6_group_vnni(p, nb, acts, y, y_stride, TB, pf, K, TW_R8_ROWS * row_bytes)
+/* The K types' 16-row kernels take at most four activations at a time,
+ * where their sums, products and accumulators fit the 32 registers. */
+#define R16_DRIVER(name, GROUP, K, CAP, r8)                                                        \
+    ROWS_DRIVER(TW_AVX512, name, GROUP, K, CAP, 2 * TW_R8_ROWS, R8_REST(r8))
 
 // clang-format off
 R8_DRIVER(TW_AVX512, rows_q8_vnni, r8_group_vnni, R8_Q8, TW_TYPE_Q8_0_R8, 8)
@@ -249,10 +442,13 @@ R8_DRIVER(TW_AVX512, rows_q51_vnni, r8_group_vnni, R8_Q51, TW_TYPE_Q5_1_R8, 8)
 R8_DRIVER(TW_AVX512, rows_q4k_vnni, r8k_group_vnni, R8_Q4K, TW_TYPE_Q4_K_R8, 8)
 R8_DRIVER(TW_AVX512, rows_q5k_vnni, r8k_group_vnni, R8_Q5K, TW_TYPE_Q5_K_R8, 8)
 R8_DRIVER(TW_AVX512, rows_q6k_vnni, r8q6_group_vnni, R8_Q6K, TW_TYPE_Q6_K_R8, 4)
-R16_DRIVER(rows_q8_zmm, R8_Q8, rows_q8_vnni)
-R16_DRIVER(rows_q4_zmm, R8_Q4, rows_q4_vnni)
-R16_DRIVER(rows_q5_zmm, R8_Q5, rows_q5_vnni)
-R16_DRIVER(rows_q51_zmm, R8_Q51, rows_q51_vnni)
+R16_DRIVER(rows_q8_zmm, R16_VNNI, R8_Q8, 8, rows_q8_vnni)
+R16_DRIVER(rows_q4_zmm, R16_VNNI, R8_Q4, 8, rows_q4_vnni)
+R16_DRIVER(rows_q5_zmm, R16_VNNI, R8_Q5, 8, rows_q5_vnni)
+R16_DRIVER(rows_q51_zmm, R16_VNNI, R8_Q51, 8, rows_q51_vnni)
+R16_DRIVER(rows_q4k_zmm, R16K_VNNI, R8_Q4K, 4, rows_q4k_vnni)
+R16_DRIVER(rows_q5k_zmm, R16K_VNNI, R8_Q5K, 4, rows_q5k_vnni)
+R16_DRIVER(rows_q6k_zmm, R16Q6_VNNI, R8_Q6K, 4, rows_q6k_vnni)
 // clang-format on
 
 void tw_isa_fill_packed_avx512(tw_isa_table *t)
@@ -263,9 +459,9 @@ void tw_isa_fill_packed_avx512(tw_isa_table *t)
     t->rows[tw_ktype_index(TW_TYPE_Q4_0_R8)] = rows_q4_zmm;
     t->rows[tw_ktype_index(TW_TYPE_Q5_0_R8)] = rows_q5_zmm;
     t->rows[tw_ktype_index(TW_TYPE_Q5_1_R8)] = rows_q51_zmm;
-    t->rows[tw_ktype_index(TW_TYPE_Q4_K_R8)] = rows_q4k_vnni;
-    t->rows[tw_ktype_index(TW_TYPE_Q5_K_R8)] = rows_q5k_vnni;
-    t->rows[tw_ktype_index(TW_TYPE_Q6_K_R8)] = rows_q6k_vnni;
+    t->rows[tw_ktype_index(TW_TYPE_Q4_K_R8)] = rows_q4k_zmm;
+    t->rows[tw_ktype_index(TW_TYPE_Q5_K_R8)] = rows_q5k_zmm;
+    t->rows[tw_ktype_index(TW_TYPE_Q6_K_R8)] = rows_q6k_zmm;
 }
 
 #else
