@@ -83,6 +83,42 @@ TW_AVX512 TW_TILE __m512i pair_step(const uint8_t *a, const uint8_t *b, int k, c
     return _mm512_or_si512(l, _mm512_and_si512(at4, _mm512_set1_epi8(0x10)));
 }
 
+/* Four bytes at p (four activation values, or two int16 sums) in every
+ * lane. */
+TW_AVX512 TW_TILE __m512i bcast4(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+TW_AVX512 TW_TILE __m512i chains_sum_z(const __m512i *chain, int n)
+{
+    __m512i s = chain[0];
+#pragma GCC unroll 8
+    for (int c = 1; c < n; c++)
+        s = _mm512_add_epi32(s, chain[c]);
+    return s;
+}
+
+/* With pf, a block of both groups first fetches the block pf bytes on. */
+TW_AVX512 TW_TILE void pair_prefetch(const uint8_t *a, const uint8_t *b, size_t pf, const int K)
+{
+    if (pf) {
+        r8_prefetch(a + pf, K);
+        r8_prefetch(b + pf, K);
+    }
+}
+
+/* Each activation's accumulator (one lane per row of both groups) into
+ * its output row. */
+TW_AVX512 TW_TILE void r16_store(const __m512 *acc, float *y, size_t y_stride, const int TB)
+{
+#pragma GCC unroll 8
+    for (int t = 0; t < TB; t++)
+        _mm512_storeu_ps(y + (size_t)t * y_stride, acc[t]);
+}
+
 TW_AVX512 TW_TILE void r16_group_vnni(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
                                       size_t y_stride, const int TB, size_t pf, const int K,
                                       size_t group_bytes)
@@ -94,10 +130,7 @@ TW_AVX512 TW_TILE void r16_group_vnni(const uint8_t *p, size_t nb, const tw_act 
         acc[t] = _mm512_setzero_ps();
     for (size_t i = 0; i < nb; i++, p += R8_BLOCK(K)) {
         const uint8_t *b = p + group_bytes;
-        if (pf) {
-            r8_prefetch(p + pf, K);
-            r8_prefetch(b + pf, K);
-        }
+        pair_prefetch(p, b, pf, K);
         const __m512 dw = pair_scales(p, b);
         __m512i isum[8][8];
 #pragma GCC unroll 8
@@ -116,17 +149,13 @@ TW_AVX512 TW_TILE void r16_group_vnni(const uint8_t *p, size_t nb, const tw_act 
             const __m512i qu = pair_step(p, b, k, K);
 #pragma GCC unroll 8
             for (int t = 0; t < TB; t++) {
-                int32_t v;
-                memcpy(&v, acts[t].qs + i * TW_QK8_0 + 4 * k, 4);
-                isum[t][k % NS] = _mm512_dpbusd_epi32(isum[t][k % NS], qu, _mm512_set1_epi32(v));
+                isum[t][k % NS] = _mm512_dpbusd_epi32(isum[t][k % NS], qu,
+                                                      bcast4(acts[t].qs + i * TW_QK8_0 + 4 * k));
             }
         }
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++) {
-            __m512i s = isum[t][0];
-#pragma GCC unroll 8
-            for (int c = 1; c < NS; c++)
-                s = _mm512_add_epi32(s, isum[t][c]);
+            const __m512i s = chains_sum_z(isum[t], NS);
             const __m512 da = _mm512_set1_ps(acts[t].d[i]);
             acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(s), acc[t]);
             if (K == R8_Q51) {
@@ -136,9 +165,7 @@ TW_AVX512 TW_TILE void r16_group_vnni(const uint8_t *p, size_t nb, const tw_act 
             }
         }
     }
-#pragma GCC unroll 8
-    for (int t = 0; t < TB; t++)
-        _mm512_storeu_ps(y + (size_t)t * y_stride, acc[t]);
+    r16_store(acc, y, y_stride, TB);
 }
 
 /* Q4_K_R8 / Q5_K_R8 with VNNI: a sub-block's dots in int32 lanes straight
@@ -241,21 +268,6 @@ TW_AVX512 TW_TILE __m512i pair_of(__m256i a, __m256i b)
     return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
 }
 
-/* The K types' activation values and 16-value sum pairs, in every lane. */
-TW_AVX512 TW_TILE __m512i act4k_z(const tw_act *a, size_t i, int c)
-{
-    int32_t v;
-    memcpy(&v, a->qs + i * TW_QK_K + c, 4);
-    return _mm512_set1_epi32(v);
-}
-
-TW_AVX512 TW_TILE __m512i bsum_pair_z(const tw_act *a, size_t i, int j)
-{
-    int32_t v;
-    memcpy(&v, a->bsums + i * (TW_QK_K / 16) + 2 * j, 4);
-    return _mm512_set1_epi32(v);
-}
-
 /* nib_k of both groups. */
 TW_AVX512 TW_TILE __m512i pair_nib_k(const uint8_t *a, const uint8_t *b, int g, int h, int k,
                                      __m512i h5, const int K)
@@ -292,10 +304,7 @@ TW_AVX512 TW_TILE void r16k_group_vnni(const uint8_t *p, size_t nb, const tw_act
         acc[t] = _mm512_setzero_ps();
     for (size_t i = 0; i < nb; i++, p += R8_BLOCK(K)) {
         const uint8_t *b = p + group_bytes;
-        if (pf) {
-            r8_prefetch(p + pf, K);
-            r8_prefetch(b + pf, K);
-        }
+        pair_prefetch(p, b, pf, K);
         __m256i mpa[8], mpb[8];
         uint8_t sca[64], scb[64];
         r8k_block_scales(p, sca, mpa);
@@ -319,26 +328,22 @@ TW_AVX512 TW_TILE void r16k_group_vnni(const uint8_t *p, size_t nb, const tw_act
                 const __m512i q = pair_nib_k(p, b, j / 2, j % 2, k, h5, K);
 #pragma GCC unroll 4
                 for (int t = 0; t < TB; t++)
-                    isum[t][k % NS] = _mm512_dpbusd_epi32(isum[t][k % NS], q,
-                                                          act4k_z(&acts[t], i, 32 * j + 4 * k));
+                    isum[t][k % NS] = _mm512_dpbusd_epi32(
+                        isum[t][k % NS], q, bcast4(acts[t].qs + i * TW_QK_K + 32 * j + 4 * k));
             }
 #pragma GCC unroll 4
             for (int t = 0; t < TB; t++) {
-                __m512i sum = isum[t][0];
-#pragma GCC unroll 8
-                for (int c = 1; c < NS; c++)
-                    sum = _mm512_add_epi32(sum, isum[t][c]);
+                const __m512i sum = chains_sum_z(isum[t], NS);
                 s1[t] = _mm512_add_epi32(s1[t], _mm512_mullo_epi32(sum, sc));
-                s2[t] = _mm512_dpwssd_epi32(s2[t], mp, bsum_pair_z(&acts[t], i, j));
+                s2[t] = _mm512_dpwssd_epi32(s2[t], mp,
+                                            bcast4(acts[t].bsums + i * (TW_QK_K / 16) + 2 * j));
             }
         }
 #pragma GCC unroll 4
         for (int t = 0; t < TB; t++)
             acc[t] = pair_k_scale_into(p, b, s1[t], s2[t], acts[t].d[i], acc[t]);
     }
-#pragma GCC unroll 4
-    for (int t = 0; t < TB; t++)
-        _mm512_storeu_ps(y + (size_t)t * y_stride, acc[t]);
+    r16_store(acc, y, y_stride, TB);
 }
 
 /* q6_step of both groups. */
@@ -368,10 +373,7 @@ TW_AVX512 TW_TILE void r16q6_group_vnni(const uint8_t *p, size_t nb, const tw_ac
         acc[t] = _mm512_setzero_ps();
     for (size_t i = 0; i < nb; i++, p += TW_R8Q6_BLOCK) {
         const uint8_t *b = p + group_bytes;
-        if (pf) {
-            r8_prefetch(p + pf, K);
-            r8_prefetch(b + pf, K);
-        }
+        pair_prefetch(p, b, pf, K);
         __m512i s[8];
 #pragma GCC unroll 4
         for (int t = 0; t < TB; t++)
@@ -392,15 +394,12 @@ TW_AVX512 TW_TILE void r16q6_group_vnni(const uint8_t *p, size_t nb, const tw_ac
                 const __m512i q = pair_q6_step(p, b, h, k0 + kk, g);
 #pragma GCC unroll 4
                 for (int t = 0; t < TB; t++)
-                    isum[t][kk % NS] = _mm512_dpbusd_epi32(isum[t][kk % NS], q,
-                                                           act4k_z(&acts[t], i, c0 + 4 * kk));
+                    isum[t][kk % NS] = _mm512_dpbusd_epi32(
+                        isum[t][kk % NS], q, bcast4(acts[t].qs + i * TW_QK_K + c0 + 4 * kk));
             }
 #pragma GCC unroll 4
             for (int t = 0; t < TB; t++) {
-                __m512i sum = isum[t][0];
-#pragma GCC unroll 4
-                for (int c = 1; c < NS; c++)
-                    sum = _mm512_add_epi32(sum, isum[t][c]);
+                const __m512i sum = chains_sum_z(isum[t], NS);
                 s[t] = _mm512_add_epi32(s[t], _mm512_mullo_epi32(sum, sc));
             }
         }
@@ -411,15 +410,13 @@ TW_AVX512 TW_TILE void r16q6_group_vnni(const uint8_t *p, size_t nb, const tw_ac
             for (int pair = 0; pair < 8; pair++)
                 s2 = _mm512_dpwssd_epi32(
                     s2, pair_of(q6_scale_pair(p, pair), q6_scale_pair(b, pair)),
-                    bsum_pair_z(&acts[t], i, pair));
+                    bcast4(acts[t].bsums + i * (TW_QK_K / 16) + 2 * pair));
             const __m512i v = _mm512_sub_epi32(s[t], _mm512_slli_epi32(s2, 5));
             acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(acts[t].d[i])),
                                      _mm512_cvtepi32_ps(v), acc[t]);
         }
     }
-#pragma GCC unroll 4
-    for (int t = 0; t < TB; t++)
-        _mm512_storeu_ps(y + (size_t)t * y_stride, acc[t]);
+    r16_store(acc, y, y_stride, TB);
 }
 
 /* r16_group_vnni reaches its second group a group's bytes on. */
