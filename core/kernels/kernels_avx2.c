@@ -696,7 +696,7 @@ void tw_isa_fill_avx2(tw_isa_table *t)
      * 256-value blocks; the 32-value types need a float multiply-add per
      * block and activation and only tie with (or trail) sgemm, which is
      * then preferred for being exact in f32. */
-    t->prefill_int8 |= 1u << tw_ktype_index(TW_TYPE_Q4_K) | 1u << tw_ktype_index(TW_TYPE_Q5_K) |
+    t->prefill_tiles |= 1u << tw_ktype_index(TW_TYPE_Q4_K) | 1u << tw_ktype_index(TW_TYPE_Q5_K) |
                       1u << tw_ktype_index(TW_TYPE_Q6_K);
 }
 

@@ -322,8 +322,8 @@ typedef struct tw_isa_table {
                            const float *v, float decay, float beta, size_t dk, size_t dv,
                            float *mem, float *out);
     /* Bit tw_ktype_index(type) set: large batches of this type run faster on
-     * the integer tile kernels than on dequantized tiles + sgemm. */
-    unsigned prefill_int8;
+     * the ISA's own batch kernels than on dequantized tiles + sgemm. */
+    unsigned prefill_tiles;
     /* Fills a Q8 row's batch copy (tw_act.qu or .qw) into buf, which holds
      * batch_copy_bytes per column; NULL when the ISA's tiles use none.
      * Bit tw_ktype_index(type) of batch_copy_types set: that type's batch

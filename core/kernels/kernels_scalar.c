@@ -580,7 +580,7 @@ void tw_isa_fill_scalar(tw_isa_table *t)
                             1u << tw_ktype_index(TW_TYPE_Q4_K_R8) |
                             1u << tw_ktype_index(TW_TYPE_Q5_K_R8) |
                             1u << tw_ktype_index(TW_TYPE_Q6_K_R8);
-    t->prefill_int8 |= packed;
+    t->prefill_tiles |= packed;
     t->self_blocked_types |= packed;
     tw_isa_fill_dequant_scalar(t->dequant);
     t->quant_act[TW_ACT_Q8] = tw_quant_act_q8_scalar;

@@ -22,7 +22,7 @@
 #define ROW_ALIGN 16
 /* Below this many activation rows, matmul uses the integer kernels with
  * each weight chunk reused across the batch; from here on, types for which
- * prefill_int8() says no switch to dequantized tiles and sgemm. 17, so a
+ * prefill_tiles() says no switch to dequantized tiles and sgemm. 17, so a
  * full decode batch or speculative verify of 16 rows stays on the integer
  * kernels and bit-identical to single decode on every ISA. */
 #define BLAS_MIN_N (TW_MATMUL_EXACT_ROWS + 1)
@@ -301,7 +301,7 @@ static void multi_task(void *ctx, int task, int n_tasks, int thread)
     mv_task((void *)&j->parts[k], task - j->first_task[k], n_tasks, thread);
 }
 
-static bool prefill_int8(const tw_isa_table *t, tw_type type);
+static bool prefill_tiles(const tw_isa_table *t, tw_type type);
 
 /* The parts' kernel jobs over activations quantized once, for one pool
  * run; false when the parts cannot share one (then each goes through
@@ -319,7 +319,7 @@ static bool share_acts(tw_pool *pool, const tw_matmul_part *parts, size_t n_part
         if (!valid_shape(p->type, p->row_bytes, p->rows, cols) || tw_act_kind_for(p->type) != kind)
             return false;
         types |= 1u << tw_ktype_index(p->type);
-        if (n >= BLAS_MIN_N && !prefill_int8(t, p->type))
+        if (n >= BLAS_MIN_N && !prefill_tiles(t, p->type))
             return false;
     }
     tw_act *acts = prepare_acts(pool, t, kind, types, x, cols, n);
@@ -508,10 +508,10 @@ static bool prepare_tiles(tw_pool *pool, tw_type type, size_t cols, float **tile
 /* Whether large batches of this type run on the integer tile kernels
  * rather than dequantized tiles + sgemm; each ISA table says, from
  * tw-bench-kernels measurements. */
-static bool prefill_int8(const tw_isa_table *t, tw_type type)
+static bool prefill_tiles(const tw_isa_table *t, tw_type type)
 {
     int k = tw_ktype_index(type);
-    return k >= 0 && (t->prefill_int8 >> k) & 1u;
+    return k >= 0 && (t->prefill_tiles >> k) & 1u;
 }
 
 static bool blas_dims_ok(size_t rows, size_t cols, size_t n, size_t row_bytes)
@@ -531,8 +531,8 @@ void tw_matmul(tw_pool *pool, tw_type type, const void *w, size_t row_bytes, siz
         return;
     }
     const tw_isa_table *t = tw_isa_current();
-    bool int8 = prefill_int8(t, type);
-    if (pool && (n < BLAS_MIN_N || int8) &&
+    bool own_tiles = prefill_tiles(t, type);
+    if (pool && (n < BLAS_MIN_N || own_tiles) &&
         matmul_rows(pool, t, type, w, row_bytes, rows, cols, x, n, y))
         return;
     float *tiles[256];
