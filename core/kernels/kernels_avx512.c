@@ -370,8 +370,8 @@ void tw_isa_fill_avx512(tw_isa_table *t)
     /* The f16 and bf16 batch tiles (4 rows against 3 activations in zmm)
      * ran 128-512-token prompts' products at 207-258 GFLOP/s on a 2-core
      * Zen 5, against 153-170 for the dequantized tiles through OpenBLAS's
-     * AVX2 (Haswell) sgemm and 226-259 through its AVX-512 (Cooperlake)
-     * one; and a prompt then keeps decode's bits. */
+     * AVX2 (Haswell) sgemm and 225-251 through its AVX-512 (SkylakeX) one;
+     * and a prompt then keeps decode's bits. */
     t->prefill_tiles |= 1u << tw_ktype_index(TW_TYPE_F16) | 1u << tw_ktype_index(TW_TYPE_BF16);
     t->self_blocked_types |= 1u << tw_ktype_index(TW_TYPE_F16) | 1u << tw_ktype_index(TW_TYPE_BF16);
     t->batch_copy = batch_copy_qu;
