@@ -124,10 +124,7 @@ TW_AVX512 TW_TILE void r16_group_vnni(const uint8_t *p, size_t nb, const tw_act 
                                       size_t group_bytes)
 {
     const int NS = TB >= 5 ? 2 : (8 + TB - 1) / TB;
-    __m512 acc[8];
-#pragma GCC unroll 8
-    for (int t = 0; t < TB; t++)
-        acc[t] = _mm512_setzero_ps();
+    __m512 acc[8] = {0};
     for (size_t i = 0; i < nb; i++, p += R8_BLOCK(K)) {
         const uint8_t *b = p + group_bytes;
         pair_prefetch(p, b, pf, K);
@@ -298,10 +295,7 @@ TW_AVX512 TW_TILE void r16k_group_vnni(const uint8_t *p, size_t nb, const tw_act
                                        size_t group_bytes)
 {
     const int NS = TB >= 4 ? 2 : (8 + TB - 1) / TB;
-    __m512 acc[8];
-#pragma GCC unroll 4
-    for (int t = 0; t < TB; t++)
-        acc[t] = _mm512_setzero_ps();
+    __m512 acc[8] = {0};
     for (size_t i = 0; i < nb; i++, p += R8_BLOCK(K)) {
         const uint8_t *b = p + group_bytes;
         pair_prefetch(p, b, pf, K);
@@ -367,10 +361,7 @@ TW_AVX512 TW_TILE void r16q6_group_vnni(const uint8_t *p, size_t nb, const tw_ac
                                         size_t group_bytes)
 {
     const int NS = TB >= 4 ? 1 : TB >= 2 ? 2 : 4;
-    __m512 acc[8];
-#pragma GCC unroll 4
-    for (int t = 0; t < TB; t++)
-        acc[t] = _mm512_setzero_ps();
+    __m512 acc[8] = {0};
     for (size_t i = 0; i < nb; i++, p += TW_R8Q6_BLOCK) {
         const uint8_t *b = p + group_bytes;
         pair_prefetch(p, b, pf, K);
