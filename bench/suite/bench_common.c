@@ -159,10 +159,13 @@ double bench_machine_row(uint32_t threads, double seconds)
     if (bw1 > bw)
         bw = bw1;
     bench_row("machine", "read_bandwidth", "", bw, "B/s", bw1 > 0 ? bw1 : 0, "1 thread", extra);
-    bench_progress("machine: %s, %u CPUs (%u cores), ISA %s, L3 %llu MiB, read bandwidth %.1f "
+    char l3[32] = "unknown";
+    if (hw.l3_bytes)
+        snprintf(l3, sizeof l3, "%llu MiB", (unsigned long long)(hw.l3_bytes >> 20));
+    bench_progress("machine: %s, %u CPUs (%u cores), ISA %s, L3 %s, read bandwidth %.1f "
                    "GB/s (%u threads), %.1f GB/s (1 thread)",
-                   hw.cpu_model, hw.cpus_online, hw.cores_physical, hw.isa,
-                   (unsigned long long)(hw.l3_bytes >> 20), bw / 1e9, threads, bw1 / 1e9);
+                   hw.cpu_model, hw.cpus_online, hw.cores_physical, hw.isa, l3, bw / 1e9, threads,
+                   bw1 / 1e9);
     return bw;
 }
 

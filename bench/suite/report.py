@@ -25,6 +25,13 @@ def fmt(v, unit=""):
     return f"{v:.1f}{unit}"
 
 
+def cache_size(b):
+    """A cache's bytes as the machine line gives them; 0 means not detected."""
+    if not b:
+        return "unknown"
+    return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
+
+
 def table(head, align, body):
     """A Markdown table: head and align give the columns, body the rows."""
     return ["| " + " | ".join(cells) + " |" for cells in [head, align, *body]] + [""]
@@ -49,8 +56,8 @@ def main():
         m = machine["extra"]
         md += [
             f"Machine: **{m['cpu']}**, {m['cpus_online']} CPUs / {m['cores_physical']} physical "
-            f"cores, ISA {m['isa']}, L1d {m['l1d'] >> 10} KiB, L2 {m['l2'] >> 10} KiB, "
-            f"L3 {m['l3'] >> 20} MiB, memory {m['mem_total'] / 2**30:.1f} GiB, "
+            f"cores, ISA {m['isa']}, L1d {cache_size(m['l1d'])}, L2 {cache_size(m['l2'])}, "
+            f"L3 {cache_size(m['l3'])}, memory {m['mem_total'] / 2**30:.1f} GiB, "
             f"read bandwidth {machine['value'] / 1e9:.1f} GB/s "
             f"(auto-tune: {m['auto_threads']} threads, batch {m['auto_max_batch']}, "
             f"prefill chunk {m['auto_prefill_chunk']}).",

@@ -217,6 +217,7 @@ tw_status tw_hw_detect(tw_hw_info *out, tw_err *err)
     detect_cpu_model(out);
     detect_cores(out);
     detect_caches(out);
+    tw_hw_cpuid_caches(out);
     detect_memory(out);
     tw_hw_thp_mode(out->thp, sizeof out->thp);
     snprintf(out->isa, sizeof out->isa, "%s", tw_kernels_isa());
@@ -247,7 +248,9 @@ void tw_hw_choose(const tw_hw_info *hw, tw_hw_choice *out)
 
 static void fmt_bytes(uint64_t b, char *buf, size_t cap)
 {
-    if (b >= (1ull << 30))
+    if (b == 0)
+        snprintf(buf, cap, "unknown");
+    else if (b >= (1ull << 30))
         snprintf(buf, cap, "%.1f GiB", (double)b / (double)(1ull << 30));
     else if (b >= (1ull << 20))
         snprintf(buf, cap, "%llu MiB", (unsigned long long)(b >> 20));

@@ -1,10 +1,11 @@
 /* The machine tokenwire runs on, and the settings chosen from it.
  *
  * tw_hw_detect() reads what Linux exposes (sysfs topology and caches,
- * /proc/cpuinfo, /proc/meminfo, getrlimit) and the ISA the kernels dispatch
- * to. tw_hw_choose() turns that into thread, batch and prefill-chunk
- * settings; a caller applies its own overrides on top and logs the result
- * with tw_hw_log_choices(). Nothing here is on a hot path.
+ * /proc/cpuinfo, /proc/meminfo, getrlimit), the caches CPUID describes where
+ * sysfs does not, and the ISA the kernels dispatch to. tw_hw_choose() turns
+ * that into thread, batch and prefill-chunk settings; a caller applies its
+ * own overrides on top and logs the result with tw_hw_log_choices().
+ * Nothing here is on a hot path.
  *
  * Thread-safety: every function is safe to call from any thread; none keeps
  * state between calls.
@@ -36,8 +37,24 @@ typedef struct tw_hw_info {
 } tw_hw_info;
 
 /* Fills *out. Never fails on a machine that hides some of the files (those
- * fields stay 0); returns INVALID_ARGUMENT only for a NULL out. */
+ * fields stay 0); returns INVALID_ARGUMENT only for a NULL out. Cache sizes
+ * that sysfs does not give come from CPUID where the CPU has it
+ * (tw_hw_cpuid_caches). */
 tw_status tw_hw_detect(tw_hw_info *out, tw_err *err);
+
+/* Fills the cache sizes of hw that are still 0 from CPUID on x86 (nothing
+ * elsewhere): the deterministic cache leaf (4, or 0x8000001D on AMD), one
+ * instance per level; on AMD then L1d and L2 from leaves 0x80000005/6. An
+ * L3 that only AMD's older leaf describes stays 0: that leaf gives the L3s
+ * of every core complex of the part together. */
+void tw_hw_cpuid_caches(tw_hw_info *hw);
+
+/* Decodes one subleaf of a deterministic cache leaf (the layout leaves 4
+ * and 0x8000001D share): the cache's level into *level and its size into
+ * *bytes. Returns its type: 1 data, 2 instruction, 3 unified, 0 none (the
+ * end of the list, or a reserved type). Pure function. */
+int tw_hw_cache_from_cpuid(uint32_t eax, uint32_t ebx, uint32_t ecx, unsigned *level,
+                           uint64_t *bytes);
 
 /* Engine settings derived from the hardware. */
 typedef struct tw_hw_choice {

@@ -1,0 +1,99 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "tw/hw.h"
+
+/* Register values as the deterministic cache leaves lay them out: type in
+ * eax 4:0, level in 7:5 (bit 8, self-initialising, as real CPUs set it);
+ * ebx ways-1 << 22 | partitions-1 << 12 | line-1; ecx sets-1. */
+static uint32_t leaf_eax(unsigned type, unsigned level)
+{
+    return type | level << 5 | 1u << 8;
+}
+
+static uint32_t leaf_ebx(unsigned ways, unsigned partitions, unsigned line)
+{
+    return (ways - 1) << 22 | (partitions - 1) << 12 | (line - 1);
+}
+
+static void test_cpuid_leaf_decodes_level_type_and_size(void **state)
+{
+    (void)state;
+    unsigned level = 9;
+    uint64_t bytes = 1;
+    /* a 48 KiB 12-way L1d of 64 sets */
+    assert_int_equal(tw_hw_cache_from_cpuid(leaf_eax(1, 1), leaf_ebx(12, 1, 64), 63, &level,
+                                            &bytes),
+                     1);
+    assert_int_equal(level, 1);
+    assert_int_equal(bytes, 48u << 10);
+    /* a 32 MiB 16-way unified L3 of 32768 sets */
+    assert_int_equal(tw_hw_cache_from_cpuid(leaf_eax(3, 3), leaf_ebx(16, 1, 64), 32767, &level,
+                                            &bytes),
+                     3);
+    assert_int_equal(level, 3);
+    assert_int_equal(bytes, 32u << 20);
+    /* partitions multiply in: 8 ways x 2 partitions x 64 B x 1024 sets */
+    assert_int_equal(tw_hw_cache_from_cpuid(leaf_eax(3, 2), leaf_ebx(8, 2, 64), 1023, &level,
+                                            &bytes),
+                     3);
+    assert_int_equal(bytes, 1u << 20);
+    /* an instruction cache is reported as such, the end of the list and
+     * reserved types as none */
+    assert_int_equal(tw_hw_cache_from_cpuid(leaf_eax(2, 1), leaf_ebx(8, 1, 64), 63, &level,
+                                            &bytes),
+                     2);
+    assert_int_equal(tw_hw_cache_from_cpuid(0, 0, 0, &level, &bytes), 0);
+    assert_int_equal(tw_hw_cache_from_cpuid(leaf_eax(7, 1), leaf_ebx(8, 1, 64), 63, &level,
+                                            &bytes),
+                     0);
+}
+
+static void test_cpuid_fills_only_what_is_missing(void **state)
+{
+    (void)state;
+    tw_hw_info hw;
+    memset(&hw, 0, sizeof hw);
+    hw.l1d_bytes = 111;
+    hw.l2_bytes = 222;
+    hw.l3_bytes = 333;
+    tw_hw_cpuid_caches(&hw);
+    assert_int_equal(hw.l1d_bytes, 111);
+    assert_int_equal(hw.l2_bytes, 222);
+    assert_int_equal(hw.l3_bytes, 333);
+}
+
+/* Every x86-64 CPU describes its L1d and L2 to CPUID, so detection must
+ * find them whether or not sysfs lists the caches. */
+static void test_detect_finds_the_private_caches(void **state)
+{
+    (void)state;
+#if defined(__x86_64__)
+    tw_hw_info hw;
+    tw_err err;
+    assert_int_equal(tw_hw_detect(&hw, &err), TW_OK);
+    assert_true(hw.l1d_bytes >= (8u << 10) && hw.l1d_bytes <= (1u << 20));
+    assert_true(hw.l2_bytes >= (64u << 10) && hw.l2_bytes <= (64u << 20));
+    assert_true(hw.l3_bytes == 0 || hw.l3_bytes >= hw.l2_bytes);
+    tw_hw_info cpu;
+    memset(&cpu, 0, sizeof cpu);
+    tw_hw_cpuid_caches(&cpu);
+    assert_true(cpu.l1d_bytes > 0 && cpu.l2_bytes > 0);
+#else
+    skip();
+#endif
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cpuid_leaf_decodes_level_type_and_size),
+        cmocka_unit_test(test_cpuid_fills_only_what_is_missing),
+        cmocka_unit_test(test_detect_finds_the_private_caches),
+    };
+    return cmocka_run_group_tests_name("core/util/hw", tests, NULL, NULL);
+}
