@@ -145,11 +145,12 @@ double bench_machine_row(uint32_t threads, double seconds)
             model[j++] = hw.cpu_model[i];
     model[j] = '\0';
     snprintf(extra, sizeof extra,
-             "\"cpu\":\"%s\",\"cpus_online\":%u,\"cores_physical\":%u,\"threads_per_core\":%u,"
+             "\"cpu\":\"%s\",\"cpu_family\":%u,\"cpu_model_number\":%u,"
+             "\"cpus_online\":%u,\"cores_physical\":%u,\"threads_per_core\":%u,"
              "\"isa\":\"%s\",\"l1d\":%llu,\"l2\":%llu,\"l3\":%llu,\"mem_total\":%llu,"
              "\"mem_available\":%llu,\"bw_threads\":%u,\"bw_1thread\":%.4g,"
              "\"auto_threads\":%u,\"auto_max_batch\":%u,\"auto_prefill_chunk\":%u",
-             model, hw.cpus_online, hw.cores_physical, hw.threads_per_core, hw.isa,
+             model, hw.cpu_family, hw.cpu_model_number, hw.cpus_online, hw.cores_physical, hw.threads_per_core, hw.isa,
              (unsigned long long)hw.l1d_bytes, (unsigned long long)hw.l2_bytes,
              (unsigned long long)hw.l3_bytes, (unsigned long long)hw.mem_total_bytes,
              (unsigned long long)hw.mem_available_bytes, threads, bw1, ch.threads, ch.max_batch,
@@ -162,10 +163,10 @@ double bench_machine_row(uint32_t threads, double seconds)
     char l3[32] = "unknown";
     if (hw.l3_bytes)
         snprintf(l3, sizeof l3, "%llu MiB", (unsigned long long)(hw.l3_bytes >> 20));
-    bench_progress("machine: %s, %u CPUs (%u cores), ISA %s, L3 %s, read bandwidth %.1f "
-                   "GB/s (%u threads), %.1f GB/s (1 thread)",
-                   hw.cpu_model, hw.cpus_online, hw.cores_physical, hw.isa, l3, bw / 1e9, threads,
-                   bw1 / 1e9);
+    bench_progress("machine: %s (family %u, model %u), %u CPUs (%u cores), ISA %s, L3 %s, read "
+                   "bandwidth %.1f GB/s (%u threads), %.1f GB/s (1 thread)",
+                   hw.cpu_model, hw.cpu_family, hw.cpu_model_number, hw.cpus_online,
+                   hw.cores_physical, hw.isa, l3, bw / 1e9, threads, bw1 / 1e9);
     return bw;
 }
 

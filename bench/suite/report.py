@@ -25,6 +25,14 @@ def fmt(v, unit=""):
     return f"{v:.1f}{unit}"
 
 
+def cpu_ids(m):
+    """ (family F, model M) where the run recorded them: a hypervisor's
+    generic model name ("AMD EPYC") hides the generation they tell."""
+    if not m.get("cpu_family"):
+        return ""
+    return f" (family {m['cpu_family']}, model {m.get('cpu_model_number', 0)})"
+
+
 def cache_size(b):
     """A cache's bytes as the machine line gives them; 0 means not detected."""
     if not b:
@@ -55,7 +63,8 @@ def main():
     if machine:
         m = machine["extra"]
         md += [
-            f"Machine: **{m['cpu']}**, {m['cpus_online']} CPUs / {m['cores_physical']} physical "
+            f"Machine: **{m['cpu']}**{cpu_ids(m)}, {m['cpus_online']} CPUs / "
+            f"{m['cores_physical']} physical "
             f"cores, ISA {m['isa']}, L1d {cache_size(m['l1d'])}, L2 {cache_size(m['l2'])}, "
             f"L3 {cache_size(m['l3'])}, memory {m['mem_total'] / 2**30:.1f} GiB, "
             f"read bandwidth {machine['value'] / 1e9:.1f} GB/s "

@@ -137,24 +137,53 @@ static void detect_cores(tw_hw_info *hw)
         hw->cores_physical ? (hw->cpus_online + hw->cores_physical - 1) / hw->cores_physical : 0;
 }
 
+/* The value after "key<tabs/spaces>:" on a /proc/cpuinfo line, or NULL
+ * when the line holds another key. */
+static const char *cpuinfo_value(const char *line, const char *key)
+{
+    size_t n = strlen(key);
+    if (strncmp(line, key, n) != 0)
+        return NULL;
+    const char *colon = line + n;
+    while (*colon == ' ' || *colon == '\t')
+        colon++;
+    if (*colon != ':') /* "model" must not take "model name"'s line */
+        return NULL;
+    colon++;
+    while (*colon == ' ' || *colon == '\t')
+        colon++;
+    return colon;
+}
+
+/* The first CPU's name, family and model number (its block ends at the
+ * first blank line). */
 static void detect_cpu_model(tw_hw_info *hw)
 {
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f)
         return;
     char line[512];
+    bool family = false, model = false, line_start = true;
     while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) != 0)
+        /* a line longer than the buffer (flags) arrives in pieces; only a
+         * piece that starts a line holds a key */
+        const bool starts = line_start;
+        line_start = strchr(line, '\n') != NULL;
+        if (!starts)
             continue;
-        const char *colon = strchr(line, ':');
-        if (!colon)
-            continue;
-        colon++;
-        while (*colon == ' ' || *colon == '\t')
-            colon++;
-        snprintf(hw->cpu_model, sizeof hw->cpu_model, "%s", colon);
-        hw->cpu_model[strcspn(hw->cpu_model, "\n")] = '\0';
-        break;
+        if (line[0] == '\n')
+            break;
+        const char *v;
+        if (!hw->cpu_model[0] && (v = cpuinfo_value(line, "model name"))) {
+            snprintf(hw->cpu_model, sizeof hw->cpu_model, "%s", v);
+            hw->cpu_model[strcspn(hw->cpu_model, "\n")] = '\0';
+        } else if (!family && (v = cpuinfo_value(line, "cpu family"))) {
+            hw->cpu_family = (uint32_t)strtoul(v, NULL, 10);
+            family = true;
+        } else if (!model && (v = cpuinfo_value(line, "model"))) {
+            hw->cpu_model_number = (uint32_t)strtoul(v, NULL, 10);
+            model = true;
+        }
     }
     fclose(f);
 }
@@ -267,9 +296,11 @@ void tw_hw_log_choices(const tw_hw_info *hw, const tw_hw_choice *c, bool overrid
     fmt_bytes(hw->l3_bytes, l3, sizeof l3);
     fmt_bytes(hw->mem_total_bytes, mt, sizeof mt);
     fmt_bytes(hw->mem_available_bytes, ma, sizeof ma);
-    tw_info("hardware: %s, %u CPUs online, %u physical cores (%u per core), ISA %s, "
-            "L1d %s L2 %s L3 %s, memory %s (%s available), transparent huge pages %s",
-            hw->cpu_model[0] ? hw->cpu_model : "unknown CPU", hw->cpus_online,
+    tw_info("hardware: %s (family %u, model %u), %u CPUs online, %u physical cores (%u per "
+            "core), ISA %s, L1d %s L2 %s L3 %s, memory %s (%s available), transparent huge "
+            "pages %s",
+            hw->cpu_model[0] ? hw->cpu_model : "unknown CPU", hw->cpu_family,
+            hw->cpu_model_number, hw->cpus_online,
             hw->cores_physical, hw->threads_per_core, hw->isa, l1, l2, l3, mt, ma,
             hw->thp[0] ? hw->thp : "unavailable");
     tw_info("threads %u (%s)", c->threads,

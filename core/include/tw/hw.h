@@ -23,6 +23,8 @@
 /* What tw_hw_detect() found. A field it could not read is 0 (strings: ""). */
 typedef struct tw_hw_info {
     char cpu_model[128];
+    uint32_t cpu_family;       /* /proc/cpuinfo's "cpu family" and "model" (x86: */
+    uint32_t cpu_model_number; /* 23/49 is a Zen 2 EPYC, 26/2 a Zen 5 one) */
     uint32_t cpus_online;      /* logical CPUs this process may run on */
     uint32_t cores_physical;   /* distinct (package, core) pairs among them */
     uint32_t threads_per_core; /* SMT width: cpus_online / cores_physical */

@@ -7,6 +7,10 @@
 
 #include "tw/hw.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 /* Register values as the deterministic cache leaves lay them out: type in
  * eax 4:0, level in 7:5 (bit 8, self-initialising, as real CPUs set it);
  * ebx ways-1 << 22 | partitions-1 << 12 | line-1; ecx sets-1. */
@@ -88,12 +92,40 @@ static void test_detect_finds_the_private_caches(void **state)
 #endif
 }
 
+/* /proc/cpuinfo names the family of every x86-64 CPU (6 and up: Intel's
+ * 6, 15 and 19, AMD's 15 to 26), and its "model" line is not confused with
+ * "model name". */
+static void test_detect_reads_the_cpu_family(void **state)
+{
+    (void)state;
+#if defined(__x86_64__) && defined(__linux__)
+    tw_hw_info hw;
+    tw_err err;
+    assert_int_equal(tw_hw_detect(&hw, &err), TW_OK);
+    assert_true(hw.cpu_family >= 6 && hw.cpu_family <= 255);
+    assert_true(hw.cpu_model[0] != '\0');
+    /* the kernel derives both from CPUID leaf 1, as here */
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    assert_true(__get_cpuid(1, &a, &b, &c, &d));
+    unsigned family = (a >> 8) & 0xF, model = (a >> 4) & 0xF;
+    if (family == 0xF)
+        family += (a >> 20) & 0xFF;
+    if (family >= 6)
+        model |= ((a >> 16) & 0xF) << 4;
+    assert_int_equal(hw.cpu_family, family);
+    assert_int_equal(hw.cpu_model_number, model);
+#else
+    skip();
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cpuid_leaf_decodes_level_type_and_size),
         cmocka_unit_test(test_cpuid_fills_only_what_is_missing),
         cmocka_unit_test(test_detect_finds_the_private_caches),
+        cmocka_unit_test(test_detect_reads_the_cpu_family),
     };
     return cmocka_run_group_tests_name("core/util/hw", tests, NULL, NULL);
 }
