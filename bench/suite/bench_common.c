@@ -104,20 +104,19 @@ void bench_row(const char *suite, const char *name, const char *model, double va
     fflush(stdout);
 }
 
-static size_t probe_bytes(void)
+static size_t probe_bytes(uint32_t threads)
 {
     tw_hw_info hw;
     tw_err err;
     tw_hw_detect(&hw, &err);
-    size_t bytes = (size_t)hw.l3_bytes * 4;
-    return bytes < (256u << 20) ? 256u << 20 : bytes;
+    return tw_hw_probe_bytes(&hw, threads);
 }
 
 double bench_probe_bandwidth(uint32_t threads, double seconds)
 {
     double bw = 0;
     tw_err err;
-    if (tw_hw_read_bandwidth(probe_bytes(), threads, seconds, &bw, &err) != TW_OK)
+    if (tw_hw_read_bandwidth(probe_bytes(threads), threads, seconds, &bw, &err) != TW_OK)
         return 0;
     return bw;
 }
@@ -129,7 +128,7 @@ double bench_machine_row(uint32_t threads, double seconds)
     tw_hw_detect(&hw, &err);
     tw_hw_choice ch;
     tw_hw_choose(&hw, &ch);
-    size_t bytes = probe_bytes();
+    size_t bytes = probe_bytes(threads);
     double bw = 0, bw1 = 0;
     if (tw_hw_read_bandwidth(bytes, threads, seconds, &bw, &err) != TW_OK)
         bench_progress("bandwidth probe failed: %s", err.msg);
@@ -148,12 +147,12 @@ double bench_machine_row(uint32_t threads, double seconds)
              "\"cpu\":\"%s\",\"cpu_family\":%u,\"cpu_model_number\":%u,"
              "\"cpus_online\":%u,\"cores_physical\":%u,\"threads_per_core\":%u,"
              "\"isa\":\"%s\",\"l1d\":%llu,\"l2\":%llu,\"l3\":%llu,\"mem_total\":%llu,"
-             "\"mem_available\":%llu,\"bw_threads\":%u,\"bw_1thread\":%.4g,"
+             "\"mem_available\":%llu,\"bw_threads\":%u,\"bw_1thread\":%.4g,\"bw_bytes\":%zu,"
              "\"auto_threads\":%u,\"auto_max_batch\":%u,\"auto_prefill_chunk\":%u",
              model, hw.cpu_family, hw.cpu_model_number, hw.cpus_online, hw.cores_physical, hw.threads_per_core, hw.isa,
              (unsigned long long)hw.l1d_bytes, (unsigned long long)hw.l2_bytes,
              (unsigned long long)hw.l3_bytes, (unsigned long long)hw.mem_total_bytes,
-             (unsigned long long)hw.mem_available_bytes, threads, bw1, ch.threads, ch.max_batch,
+             (unsigned long long)hw.mem_available_bytes, threads, bw1, bytes, ch.threads, ch.max_batch,
              ch.prefill_chunk);
     /* on a shared machine one probe can lose to a neighbour: the best of
      * the two is the machine's bandwidth */
@@ -164,9 +163,9 @@ double bench_machine_row(uint32_t threads, double seconds)
     if (hw.l3_bytes)
         snprintf(l3, sizeof l3, "%llu MiB", (unsigned long long)(hw.l3_bytes >> 20));
     bench_progress("machine: %s (family %u, model %u), %u CPUs (%u cores), ISA %s, L3 %s, read "
-                   "bandwidth %.1f GB/s (%u threads), %.1f GB/s (1 thread)",
+                   "bandwidth %.1f GB/s (%u threads), %.1f GB/s (1 thread) over %zu MiB",
                    hw.cpu_model, hw.cpu_family, hw.cpu_model_number, hw.cpus_online,
-                   hw.cores_physical, hw.isa, l3, bw / 1e9, threads, bw1 / 1e9);
+                   hw.cores_physical, hw.isa, l3, bw / 1e9, threads, bw1 / 1e9, bytes >> 20);
     return bw;
 }
 

@@ -81,12 +81,20 @@ void tw_hw_log_choices(const tw_hw_info *hw, const tw_hw_choice *c, bool overrid
 
 /* Measures sequential read bandwidth in bytes per second with a STREAM-like
  * probe: `threads` threads (1..64) each sum their slice of a `bytes` buffer
- * (at least 4 MiB; use several times the L3 size to measure DRAM), repeated
- * for about `seconds` (0.05..30), every other pass also fetching ahead in
- * software, and the best pass is reported in *out.
- * Allocates and frees the buffer; blocks for the duration. */
+ * (at least 4 MiB; tw_hw_probe_bytes says how large to measure DRAM),
+ * repeated for about `seconds` (0.05..30), every other pass also fetching
+ * ahead in software, and the best pass is reported in *out. The buffer is
+ * asked for in huge pages, as the loaded weights are.
+ * Maps and unmaps the buffer; blocks for the duration. */
 tw_status tw_hw_read_bandwidth(size_t bytes, uint32_t threads, double seconds, double *out,
                                tw_err *err);
+
+/* How large a buffer tw_hw_read_bandwidth needs on `threads` threads to
+ * read memory rather than cache: eight times hw's L3 per thread (each
+ * thread may sit beside an L3 of its own) and at least 1 GiB, since a
+ * sweep of a few L3s is still partly served from them; at most a quarter
+ * of the available memory, and never under 64 MiB. */
+size_t tw_hw_probe_bytes(const tw_hw_info *hw, uint32_t threads);
 
 /* Chooses decode prefetch (tw_kernels_set_decode_prefetch) for this
  * machine: tw_kernels_tune_decode_prefetch on `threads` threads (1..256)

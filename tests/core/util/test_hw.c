@@ -119,6 +119,49 @@ static void test_detect_reads_the_cpu_family(void **state)
 #endif
 }
 
+/* The probe's buffer: 1 GiB at least, eight L3s a thread where that is
+ * more, a quarter of the available memory at most, and never under 64
+ * MiB. */
+static void test_probe_bytes_outgrow_the_caches(void **state)
+{
+    (void)state;
+    tw_hw_info hw = {0};
+    const uint64_t gib = 1ull << 30, mib = 1ull << 20;
+    hw.mem_available_bytes = 64 * gib;
+    /* unknown L3: the 1 GiB floor */
+    assert_int_equal(tw_hw_probe_bytes(&hw, 2), gib);
+    hw.l3_bytes = 32 * mib;
+    assert_int_equal(tw_hw_probe_bytes(&hw, 2), gib);
+    /* 16 threads beside 32 MiB L3s: 4 GiB */
+    assert_int_equal(tw_hw_probe_bytes(&hw, 16), 4 * gib);
+    /* a small machine keeps three quarters of its memory */
+    hw.mem_available_bytes = 2 * gib;
+    assert_int_equal(tw_hw_probe_bytes(&hw, 16), gib / 2);
+    hw.mem_available_bytes = 100 * mib;
+    assert_int_equal(tw_hw_probe_bytes(&hw, 2), 64 * mib);
+    /* an absurd L3 does not overflow into a small buffer */
+    hw.mem_available_bytes = 0;
+    hw.l3_bytes = UINT64_MAX / 4;
+    assert_true(tw_hw_probe_bytes(&hw, 64) >= gib);
+    assert_int_equal(tw_hw_probe_bytes(NULL, 2), gib);
+}
+
+/* The probe reads a real buffer and says how fast; nonsense is refused. */
+static void test_read_bandwidth_measures_and_checks_arguments(void **state)
+{
+    (void)state;
+    tw_err err;
+    double bw = -1;
+    assert_int_equal(tw_hw_read_bandwidth(8u << 20, 2, 0.05, &bw, &err), TW_OK);
+    /* any machine this runs on reads 8 MiB faster than 100 MB/s and slower
+     * than 100 TB/s */
+    assert_true(bw > 1e8 && bw < 1e14);
+    assert_int_equal(tw_hw_read_bandwidth(1u << 20, 1, 0.05, &bw, &err), TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_hw_read_bandwidth(8u << 20, 0, 0.05, &bw, &err), TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_hw_read_bandwidth(8u << 20, 1, 0.0, &bw, &err), TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_hw_read_bandwidth(8u << 20, 1, 0.05, NULL, &err), TW_INVALID_ARGUMENT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -126,6 +169,8 @@ int main(void)
         cmocka_unit_test(test_cpuid_fills_only_what_is_missing),
         cmocka_unit_test(test_detect_finds_the_private_caches),
         cmocka_unit_test(test_detect_reads_the_cpu_family),
+        cmocka_unit_test(test_probe_bytes_outgrow_the_caches),
+        cmocka_unit_test(test_read_bandwidth_measures_and_checks_arguments),
     };
     return cmocka_run_group_tests_name("core/util/hw", tests, NULL, NULL);
 }
