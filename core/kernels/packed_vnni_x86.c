@@ -1,8 +1,10 @@
 /* The packed types' kernels for x86 CPUs with AVX512-VNNI: vpdpbusd
  * multiplies a step's unsigned levels by four signed activation values and
- * adds the products into int32 lanes in one instruction. The 32-column
- * kinds (Q8_0, Q4_0, Q5_0, Q5_1) take two neighbouring groups of eight rows
- * at a time in the sixteen lanes of a zmm; the K types one group in a ymm.
+ * adds the products into int32 lanes in one instruction. In a batch the
+ * 32-column kinds (Q8_0, Q4_0, Q5_0, Q5_1) take two neighbouring groups of
+ * eight rows at a time in the sixteen lanes of a zmm; a single activation
+ * takes Q8_0 and Q4_0 one group at a time, two steps to a zmm; the K types
+ * one group in a ymm.
  * Every lane repeats tw_r8_dot's operations for its row, so the bits are
  * those of every other ISA (packed_x86.c says how). */
 #include "kernels/packed_x86.h"
@@ -164,6 +166,70 @@ TW_AVX512 TW_TILE void r16_group_vnni(const uint8_t *p, size_t nb, const tw_act 
     }
     r16_store(acc, y, y_stride, TB);
 }
+
+/* A single activation against one group of eight rows, two steps of a
+ * block in the sixteen lanes of a zmm: rows 0-7 of step k in the low half
+ * and of a second step in the high half. One group is one stream, as the
+ * hardware prefetchers like it, and each vpdpbusd still feeds 64
+ * products. Q4_0's nibble run k holds step k in its low nibbles and step
+ * k + 4 in its high ones, so one run loaded into both halves and shifted
+ * by 0 and 4 gives both; Q8_0's steps 2j and 2j + 1 are 64 bytes in a
+ * row. The halves are added as integers before the block's scaling, so
+ * every row's sum, and with it every bit, is r8_group_vnni's. */
+TW_AVX512 TW_TILE void r8_one_vnni(const uint8_t *p, size_t nb, const tw_act *a, float *y,
+                                   size_t pf, const int K)
+{
+    /* per-half word shifts (Q4_0) and activation dword indices of the
+     * four step pairs */
+    const __m512i by4 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+    const __m512i nib = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x80);
+    __m512i idx[4];
+    for (int j = 0; j < 4; j++) {
+        const int lo = K == R8_Q8 ? 2 * j : j, hi = K == R8_Q8 ? 2 * j + 1 : j + 4;
+        idx[j] = _mm512_inserti64x4(_mm512_set1_epi32(lo), _mm256_set1_epi32(hi), 1);
+    }
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t i = 0; i < nb; i++, p += R8_BLOCK(K)) {
+        R8_PREFETCH(p, pf, K);
+        const __m512i av = _mm512_castsi256_si512(tw_load256(a->qs + i * TW_QK8_0));
+        __m512i c[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            __m512i qu;
+            if (K == R8_Q8) {
+                qu = _mm512_xor_si512(_mm512_loadu_si512(p + R8_HEAD(K) + 64 * j), flip);
+            } else {
+                const __m512i v = _mm512_broadcast_i64x4(tw_load256(p + R8_HEAD(K) + 32 * j));
+                qu = _mm512_and_si512(_mm512_srlv_epi16(v, by4), nib);
+            }
+            const __m512i act = _mm512_permutexvar_epi32(idx[j], av);
+            c[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qu, act);
+        }
+        const __m512i cs =
+            _mm512_add_epi32(_mm512_add_epi32(c[0], c[1]), _mm512_add_epi32(c[2], c[3]));
+        const __m256i halves =
+            _mm256_add_epi32(_mm512_castsi512_si256(cs), _mm512_extracti64x4_epi64(cs, 1));
+        const __m256i isum = _mm256_add_epi32(lane_start(a, i, K), halves);
+        acc = r8_scale_into(p, r8_scales(p), isum, a, i, acc, K);
+    }
+    _mm256_storeu_ps(y, acc);
+}
+
+/* The single-activation drivers of Q8_0 and Q4_0: r8_one_vnni group after
+ * group, the next group fetched ahead where decode prefetch is on, the
+ * rows past the last whole group in scalar arithmetic. */
+#define ONE_DRIVER(name, K, type)                                                                  \
+    TW_AVX512 static void name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,       \
+                               const tw_act *acts, size_t n_act, float *y, size_t y_stride)        \
+    {                                                                                              \
+        const size_t nb = cols / TW_QK8_0, groups = rows / TW_R8_ROWS;                             \
+        const bool fetch = tw_decode_prefetch_for(rows * row_bytes);                               \
+        for (size_t g = 0; g < groups; g++)                                                        \
+            r8_one_vnni(w + g * TW_R8_ROWS * row_bytes, nb, acts, y + g * TW_R8_ROWS,              \
+                        fetch && g + 1 < groups ? TW_R8_ROWS * row_bytes : 0, K);                  \
+        const size_t done = groups * TW_R8_ROWS;                                                   \
+        SCALAR_TAIL(type);                                                                         \
+    }
 
 /* Q4_K_R8 / Q5_K_R8 with VNNI: a sub-block's dots in int32 lanes straight
  * from vpdpbusd, over NS chains per activation as in r8_group_vnni, times
@@ -420,16 +486,17 @@ TW_AVX512 TW_TILE void r16q6_group_vnni(const uint8_t *p, size_t nb, const tw_ac
 /* A batch takes two groups at a time; the K types' 16-row kernels at most
  * four activations at a time, where their sums, products and accumulators
  * fit the 32 registers. A single activation streams its rows one group at
- * a time through the 8-row kernel: two groups' blocks read side by side
- * make two streams per thread, and decode kept a smaller share of a plain
- * read of the same matrices (Zen 5, 2 threads, tw-bench-stream: Q4_0
- * 74-76% against 82-87%, Q6_K 74-75% against 82-91%). */
-#define R16_DRIVER(name, GROUP, K, CAP, r8)                                                        \
+ * a time (r8_one_vnni for Q8_0 and Q4_0, the 8-row kernel for the rest):
+ * two groups' blocks read side by side make two streams per thread, and
+ * decode kept a smaller share of a plain read of the same matrices (Zen 5,
+ * 2 threads, tw-bench-stream: Q4_0 74-76% against 82-87%, Q6_K 74-75%
+ * against 82-91%). */
+#define R16_DRIVER(name, GROUP, K, CAP, r8, one)                                                   \
     ROWS_DRIVER(TW_AVX512, name##_pairs, GROUP, K, CAP, 2 * TW_R8_ROWS, R8_REST(r8))               \
     TW_AVX512 static void name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,       \
                                const tw_act *acts, size_t n_act, float *y, size_t y_stride)        \
     {                                                                                              \
-        (n_act == 1 ? r8 : name##_pairs)(w, row_bytes, rows, cols, acts, n_act, y, y_stride);     \
+        (n_act == 1 ? one : name##_pairs)(w, row_bytes, rows, cols, acts, n_act, y, y_stride);    \
     }
 
 // clang-format off
@@ -440,13 +507,15 @@ R8_DRIVER(TW_AVX512, rows_q51_vnni, r8_group_vnni, R8_Q51, TW_TYPE_Q5_1_R8, 8)
 R8_DRIVER(TW_AVX512, rows_q4k_vnni, r8k_group_vnni, R8_Q4K, TW_TYPE_Q4_K_R8, 8)
 R8_DRIVER(TW_AVX512, rows_q5k_vnni, r8k_group_vnni, R8_Q5K, TW_TYPE_Q5_K_R8, 8)
 R8_DRIVER(TW_AVX512, rows_q6k_vnni, r8q6_group_vnni, R8_Q6K, TW_TYPE_Q6_K_R8, 4)
-R16_DRIVER(rows_q8_zmm, R16_VNNI, R8_Q8, 8, rows_q8_vnni)
-R16_DRIVER(rows_q4_zmm, R16_VNNI, R8_Q4, 8, rows_q4_vnni)
-R16_DRIVER(rows_q5_zmm, R16_VNNI, R8_Q5, 8, rows_q5_vnni)
-R16_DRIVER(rows_q51_zmm, R16_VNNI, R8_Q51, 8, rows_q51_vnni)
-R16_DRIVER(rows_q4k_zmm, R16K_VNNI, R8_Q4K, 4, rows_q4k_vnni)
-R16_DRIVER(rows_q5k_zmm, R16K_VNNI, R8_Q5K, 4, rows_q5k_vnni)
-R16_DRIVER(rows_q6k_zmm, R16Q6_VNNI, R8_Q6K, 4, rows_q6k_vnni)
+ONE_DRIVER(rows_q8_one, R8_Q8, TW_TYPE_Q8_0_R8)
+ONE_DRIVER(rows_q4_one, R8_Q4, TW_TYPE_Q4_0_R8)
+R16_DRIVER(rows_q8_zmm, R16_VNNI, R8_Q8, 8, rows_q8_vnni, rows_q8_one)
+R16_DRIVER(rows_q4_zmm, R16_VNNI, R8_Q4, 8, rows_q4_vnni, rows_q4_one)
+R16_DRIVER(rows_q5_zmm, R16_VNNI, R8_Q5, 8, rows_q5_vnni, rows_q5_vnni)
+R16_DRIVER(rows_q51_zmm, R16_VNNI, R8_Q51, 8, rows_q51_vnni, rows_q51_vnni)
+R16_DRIVER(rows_q4k_zmm, R16K_VNNI, R8_Q4K, 4, rows_q4k_vnni, rows_q4k_vnni)
+R16_DRIVER(rows_q5k_zmm, R16K_VNNI, R8_Q5K, 4, rows_q5k_vnni, rows_q5k_vnni)
+R16_DRIVER(rows_q6k_zmm, R16Q6_VNNI, R8_Q6K, 4, rows_q6k_vnni, rows_q6k_vnni)
 // clang-format on
 
 void tw_isa_fill_packed_avx512(tw_isa_table *t)
