@@ -104,19 +104,21 @@ void bench_row(const char *suite, const char *name, const char *model, double va
     fflush(stdout);
 }
 
-static size_t probe_bytes(uint32_t threads)
-{
-    tw_hw_info hw;
-    tw_err err;
-    tw_hw_detect(&hw, &err);
-    return tw_hw_probe_bytes(&hw, threads);
-}
-
 double bench_probe_bandwidth(uint32_t threads, double seconds)
 {
-    double bw = 0;
+    /* a decode row probes between every burst: the machine is detected
+     * once for all of them */
+    static size_t bytes;
+    static uint32_t bytes_threads;
     tw_err err;
-    if (tw_hw_read_bandwidth(probe_bytes(threads), threads, seconds, &bw, &err) != TW_OK)
+    if (!bytes || bytes_threads != threads) {
+        tw_hw_info hw;
+        tw_hw_detect(&hw, &err);
+        bytes = tw_hw_probe_bytes(&hw, threads);
+        bytes_threads = threads;
+    }
+    double bw = 0;
+    if (tw_hw_read_bandwidth(bytes, threads, seconds, &bw, &err) != TW_OK)
         return 0;
     return bw;
 }
@@ -128,7 +130,7 @@ double bench_machine_row(uint32_t threads, double seconds)
     tw_hw_detect(&hw, &err);
     tw_hw_choice ch;
     tw_hw_choose(&hw, &ch);
-    size_t bytes = probe_bytes(threads);
+    size_t bytes = tw_hw_probe_bytes(&hw, threads);
     double bw = 0, bw1 = 0;
     if (tw_hw_read_bandwidth(bytes, threads, seconds, &bw, &err) != TW_OK)
         bench_progress("bandwidth probe failed: %s", err.msg);
