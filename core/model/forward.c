@@ -17,6 +17,11 @@ static void step(tw_model *m, tw_pool *pool, const tw_batch *b, const uint32_t *
     tw_scratch *s = &m->s;
     size_t n = b->n, H = c->hidden;
 
+    /* a sequence's rows are consecutive: its last row reaches furthest */
+    for (size_t r = 0; r < n; r++)
+        if (r + 1 == n || b->seq[r + 1] != b->seq[r])
+            tw_seq_kv_prepare(b->seq[r], (size_t)b->pos[r] + 1);
+
     for (size_t r = 0; r < n; r++) {
         float *x = s->x + r * H;
         tw_dequant_row(m->embed.type, m->embed.w + (size_t)tokens[r] * m->embed.row_bytes, x, H);

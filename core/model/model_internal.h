@@ -150,8 +150,11 @@ struct tw_seq {
     size_t cap;
     size_t len;
     unsigned char *kv; /* [n_attn][2][n_kv_heads][cap][head_dim] of info.kv_type */
-    float *state;    /* [n_dn][dn_state + dn_conv] */
-    uint64_t *stamp; /* [cap]: clock value when the position was written */
+    size_t kv_bytes;   /* of the kv mapping */
+    size_t kv_ready;   /* positions whose pages are populated in every K/V run */
+    bool kv_lazy;      /* populating ahead is not supported: pages fault in as written */
+    float *state;      /* [n_dn][dn_state + dn_conv] */
+    uint64_t *stamp;   /* [cap]: clock value when the position was written */
     uint64_t clock;
 };
 
@@ -183,6 +186,17 @@ void tw_seq_kv_load(const tw_seq *s, uint32_t attn_index, int which, uint32_t he
  * type (exact for values tw_seq_kv_load() gave). */
 void tw_seq_kv_store(tw_seq *s, uint32_t attn_index, int which, uint32_t head, size_t v,
                      size_t n, const float *src);
+
+/* Makes sure the K/V pages of positions [0, end) are populated, and those
+ * of the next stretch too, so the steps that write them do not fault page
+ * by page. Never fails: where the kernel cannot populate, pages fault in as
+ * they are first written, as they would anyway. */
+void tw_seq_kv_prepare(tw_seq *s, size_t end);
+
+/* An anonymous mapping of at least `bytes` zeroed bytes for a K/V, its
+ * length in *mapped; NULL (and 0) when it cannot be had. */
+unsigned char *tw_seq_kv_map(size_t bytes, size_t *mapped);
+void tw_seq_kv_unmap(unsigned char *kv, size_t mapped);
 
 /* Floats of a DeltaNet layer's q|k|v row (the conv's channels). */
 static inline size_t tw_dn_conv_dim(const tw_mconfig *c)

@@ -43,7 +43,7 @@ tw_status tw_seq_create(tw_model *model, size_t max_tokens, tw_seq **out, tw_err
     s->model = model;
     s->id = atomic_fetch_add(&next_seq_id, 1);
     s->cap = cap;
-    s->kv = kv ? calloc(kv, tw_kv_elem(model)) : NULL;
+    s->kv = kv ? tw_seq_kv_map(kv * tw_kv_elem(model), &s->kv_bytes) : NULL;
     s->state = st ? calloc(st, sizeof(float)) : NULL;
     s->stamp = calloc(cap ? cap : 1, sizeof(uint64_t));
     if ((kv && !s->kv) || (st && !s->state) || !s->stamp) {
@@ -59,7 +59,7 @@ void tw_seq_free(tw_seq *seq)
 {
     if (!seq)
         return;
-    free(seq->kv);
+    tw_seq_kv_unmap(seq->kv, seq->kv_bytes);
     free(seq->state);
     free(seq->stamp);
     free(seq);

@@ -300,6 +300,7 @@ tw_status tw_seq_state_import(tw_seq *seq, const void *blob, size_t len, size_t 
     const uint8_t *p = (const uint8_t *)blob + HDR_BYTES;
     size_t run = 0;
     run_bytes(&g, n, fmt, &run);
+    tw_seq_kv_prepare(seq, n);
     for (uint32_t l = 0; l < g.n_attn; l++)
         for (int which = 0; which < 2; which++)
             for (uint32_t h = 0; h < g.n_kv; h++) {
@@ -371,6 +372,7 @@ tw_status tw_seq_kv_write(tw_seq *seq, size_t pos, size_t n, const void *src, tw
     const tw_model *m = seq->model;
     size_t row = (size_t)m->cfg.head_dim * tw_kv_elem(m);
     const unsigned char *in = src;
+    tw_seq_kv_prepare(seq, pos + n);
     for (uint32_t l = 0; l < m->n_attn_layers; l++)
         for (int which = 0; which < 2; which++)
             for (uint32_t h = 0; h < m->cfg.n_kv_heads; h++) {

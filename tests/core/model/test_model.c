@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "test_support.h"
 #include "tw/model.h"
@@ -25,9 +27,9 @@ typedef struct fixture {
     uint32_t V;
 } fixture;
 
-/* Loads golden/<name> and its long_ids; false (after skip output) when the
- * reference data is absent. */
-static bool open_golden(const char *name, fixture *f)
+/* Loads golden/<name> for contexts up to max_context, and its long_ids;
+ * false (after skip output) when the reference data is absent. */
+static bool open_golden_ctx(const char *name, size_t max_context, fixture *f)
 {
     memset(f, 0, sizeof *f);
     const char *dir = tw_test_shared_dir();
@@ -38,7 +40,7 @@ static bool open_golden(const char *name, fixture *f)
     char path[4096];
     tw_err err = {{0}};
     snprintf(path, sizeof path, "%s/golden/%s", dir, name);
-    tw_model_opts opts = {.max_context = 512, .max_batch = 4, .max_chunk = 256};
+    tw_model_opts opts = {.max_context = max_context, .max_batch = 4, .max_chunk = 256};
     if (tw_model_load(path, &opts, &f->m, &err))
         fail_msg("load %s: %s", path, err.msg);
     assert_int_equal(tw_pool_create(2, &f->pool, &err), TW_OK);
@@ -53,6 +55,11 @@ static bool open_golden(const char *name, fixture *f)
     memcpy(f->ids, t->data, f->n_ids * sizeof(uint32_t)); /* int32, all >= 0 */
     tw_st_close(g);
     return true;
+}
+
+static bool open_golden(const char *name, fixture *f)
+{
+    return open_golden_ctx(name, 512, f);
 }
 
 static void close_golden(fixture *f)
@@ -237,6 +244,84 @@ static void test_truncate(void **state)
     assert_int_equal(tw_seq_len(s), 10);
     assert_int_equal(tw_seq_truncate(s, 0, &err), TW_OK);
     assert_int_equal(tw_seq_len(s), 0);
+    tw_seq_free(s);
+    close_golden(&f);
+}
+
+/* Whether every page of [p, p + bytes) is resident. */
+static bool resident(const unsigned char *p, size_t bytes)
+{
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)p / page * page, hi = ((uintptr_t)p + bytes + page - 1) / page * page;
+    unsigned char vec[256];
+    assert_true((hi - lo) / page <= sizeof vec);
+    assert_int_equal(mincore((void *)lo, hi - lo, vec), 0);
+    for (size_t i = 0; i < (hi - lo) / page; i++)
+        if (!(vec[i] & 1))
+            return false;
+    return true;
+}
+
+/* Each K/V run of a sequence is populated a stretch past the positions a
+ * step writes, and no further. */
+static void assert_kv_ready(const tw_seq *s, size_t ready, size_t untouched)
+{
+    const tw_mconfig *c = &s->model->cfg;
+    const size_t row = (size_t)c->head_dim * tw_kv_elem(s->model);
+    assert_int_equal(s->kv_ready, ready);
+    for (uint32_t l = 0; l < s->model->n_attn_layers; l++)
+        for (int which = 0; which < 2; which++)
+            for (uint32_t h = 0; h < c->n_kv_heads; h++) {
+                const unsigned char *run = tw_seq_kv(s, l, which, h);
+                assert_true(resident(run, ready * row));
+                assert_false(resident(run + untouched * row, row));
+            }
+}
+
+static void test_kv_pages_ahead(void **state)
+{
+    (void)state;
+    fixture f;
+    if (!open_golden_ctx("llama", 4096, &f)) {
+        skip();
+        return;
+    }
+    tw_err err = {{0}};
+    tw_seq *s;
+    assert_int_equal(tw_seq_create(f.m, 4096, &s, &err), TW_OK);
+    const size_t row = (size_t)f.m->cfg.head_dim * tw_kv_elem(f.m);
+    /* 64 KiB of each run ahead of the last position written */
+    const size_t ahead = ((size_t)64 << 10) / row;
+    assert_true(8 + ahead + ahead < s->cap);
+    assert_false(resident(s->kv, row));
+
+    assert_int_equal(tw_model_forward(f.m, f.pool, s, f.ids, 8, NULL, TW_LOGITS_NONE, &err), TW_OK);
+    if (s->kv_lazy) {
+        printf("SKIP kv pages ahead: this kernel cannot populate pages "
+               "(MADV_POPULATE_WRITE, Linux 5.14)\n");
+        tw_seq_free(s);
+        close_golden(&f);
+        skip();
+        return;
+    }
+    assert_kv_ready(s, 8 + ahead, 8 + 2 * ahead);
+
+    /* up to the edge of what is populated: nothing more is asked for */
+    uint32_t *more = malloc(ahead * sizeof *more);
+    for (size_t i = 0; i < ahead; i++)
+        more[i] = f.ids[i % f.n_ids];
+    assert_int_equal(tw_model_forward(f.m, f.pool, s, more, ahead, NULL, TW_LOGITS_NONE, &err),
+                     TW_OK);
+    assert_kv_ready(s, 8 + ahead, 8 + 2 * ahead);
+    /* one step past it populates the next stretch */
+    assert_int_equal(tw_model_forward(f.m, f.pool, s, more, 1, NULL, TW_LOGITS_NONE, &err), TW_OK);
+    assert_kv_ready(s, 9 + 2 * ahead, 9 + 3 * ahead);
+
+    /* a reset sequence keeps its pages */
+    tw_seq_reset(s);
+    assert_int_equal(tw_model_forward(f.m, f.pool, s, f.ids, 8, NULL, TW_LOGITS_NONE, &err), TW_OK);
+    assert_kv_ready(s, 9 + 2 * ahead, 9 + 3 * ahead);
+    free(more);
     tw_seq_free(s);
     close_golden(&f);
 }
@@ -525,6 +610,7 @@ int main(void)
         cmocka_unit_test(test_snapshot_hybrid),
         cmocka_unit_test(test_snapshot_attention),
         cmocka_unit_test(test_truncate),
+        cmocka_unit_test(test_kv_pages_ahead),
         cmocka_unit_test(test_batch_moe_hybrid),
         cmocka_unit_test(test_batch_sliding),
         cmocka_unit_test(test_argument_checks),
