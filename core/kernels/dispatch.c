@@ -105,8 +105,19 @@ bool tw_kernels_decode_prefetch(void)
     return atomic_load_explicit(&decode_prefetch, memory_order_relaxed);
 }
 
+/* The bytes of the run of rows this thread's kernel calls are pieces of
+ * (tw_decode_stream), 0 outside one. */
+static _Thread_local size_t stream_bytes;
+
+void tw_decode_stream(size_t bytes)
+{
+    stream_bytes = bytes;
+}
+
 bool tw_decode_prefetch_for(size_t bytes)
 {
+    if (stream_bytes > bytes)
+        bytes = stream_bytes;
     return bytes >= TW_DECODE_PREFETCH_MIN_BYTES && tw_kernels_decode_prefetch();
 }
 

@@ -177,6 +177,11 @@ static inline void tw_gather_scales(const tw_act *acts, size_t nb, int TB, float
 /* Whether one activation's pass over a matrix of `bytes` fetches ahead. */
 bool tw_decode_prefetch_for(size_t bytes);
 
+/* Tells the calling thread's kernels that the calls that follow are pieces
+ * of one run of `bytes` (0: they are not), so decode prefetch is decided by
+ * the run, as it was when one call took it whole. */
+void tw_decode_stream(size_t bytes);
+
 /* A decode step (one activation) takes the rows one at a time, fetching
  * each row's columns in the next row ahead where decode prefetch says so. */
 #define TW_H16_DRIVER(ATTR, name, TILE, VEC, is_bf16)                                           \

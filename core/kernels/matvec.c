@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels/kernels_internal.h"
+#include "kernels/matvec_internal.h"
 #include "kernels/pool_internal.h"
 #include "tw/kernels.h"
 
@@ -17,9 +18,6 @@
      5 * 64)
 /* Rows per accumulation group of the chunked path. */
 #define CHUNK_ROWS 64
-/* Rows per task are rounded to this so tasks start on cache-line-friendly
- * boundaries of y. */
-#define ROW_ALIGN 16
 /* Below this many activation rows, matmul uses the integer kernels with
  * each weight chunk reused across the batch; from here on, types for which
  * prefill_tiles() says no switch to dequantized tiles and sgemm. 17, so a
@@ -91,21 +89,13 @@ static void matvec_stack(const tw_isa_table *t, tw_type type, const uint8_t *w,
     }
 }
 
-typedef struct mv_job {
-    tw_rows_fn fn;
-    const uint8_t *w;
-    size_t row_bytes, rows, cols, rows_per_task;
-    const tw_act *acts; /* n activation rows */
-    size_t n;
-    size_t chunk_rows; /* rows of W reused across the n activations */
-    float *y;          /* n x rows */
-} mv_job;
+
 
 static void mv_task(void *ctx, int task, int n_tasks, int thread)
 {
     (void)n_tasks;
     (void)thread;
-    const mv_job *j = ctx;
+    const tw_mv_job *j = ctx;
     size_t r0 = (size_t)task * j->rows_per_task;
     size_t r1 = min_sz(j->rows, r0 + j->rows_per_task);
     for (size_t c = r0; c < r1; c += j->chunk_rows) {
@@ -126,18 +116,19 @@ static void mv_task(void *ctx, int task, int n_tasks, int thread)
  * ~19% faster (its tasks now reach that size; no faster with prefetch
  * off); verifying 4-8 rows of the 24M model took 3-5% less, and 16
  * qwen2-0.5b streams ~1%. Deciding the prefetch by the whole matrix
- * instead of by the task, or letting the first thread done take chunks from
- * the end of the other's run, measured no faster. */
+ * instead of by the task measured no faster. A single activation's runs
+ * are then read through tw_decode_split, where a thread done with its own
+ * run takes rows from the back of a slower one's. */
 static int plan_tasks(const tw_pool *pool, size_t rows, size_t row_work, size_t n,
                       size_t *rows_per_task)
 {
     int threads = tw_pool_threads(pool);
-    size_t min_rows = row_work >= 4096 ? ROW_ALIGN : ROW_ALIGN * 4;
+    size_t min_rows = row_work >= 4096 ? TW_ROW_ALIGN : TW_ROW_ALIGN * 4;
     size_t tasks = threads > 1 ? (size_t)threads * (n == 1 ? 1 : 2) : 1;
     size_t per = (rows + tasks - 1) / tasks;
     if (per < min_rows)
         per = min_rows;
-    per = (per + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
+    per = (per + TW_ROW_ALIGN - 1) / TW_ROW_ALIGN * TW_ROW_ALIGN;
     *rows_per_task = per;
     return (int)((rows + per - 1) / per);
 }
@@ -260,7 +251,7 @@ static bool matmul_rows(tw_pool *pool, const tw_isa_table *t, tw_type type, cons
                                 cols, n);
     if (!acts)
         return false;
-    mv_job j = {
+    tw_mv_job j = {
         .fn = t->rows[tw_ktype_index(type)],
         .w = w,
         .row_bytes = row_bytes,
@@ -272,7 +263,8 @@ static bool matmul_rows(tw_pool *pool, const tw_isa_table *t, tw_type type, cons
     };
     j.chunk_rows = batch_chunk_rows(t, type, n, rows, row_bytes);
     int n_tasks = plan_tasks(pool, rows, row_bytes, n, &j.rows_per_task);
-    tw_pool_run_threads(pool, mv_task, &j, n_tasks);
+    if (n != 1 || !tw_decode_split(pool, &j, 1, false, NULL, NULL))
+        tw_pool_run_threads(pool, mv_task, &j, n_tasks);
     return true;
 }
 
@@ -288,7 +280,7 @@ static bool valid_shape(tw_type type, size_t row_bytes, size_t rows, size_t cols
  * run, over activations quantized once. */
 typedef struct multi_job {
     size_t n_parts;
-    mv_job parts[TW_MATMUL_MAX_PARTS];
+    tw_mv_job parts[TW_MATMUL_MAX_PARTS];
     int first_task[TW_MATMUL_MAX_PARTS + 1];
 } multi_job;
 
@@ -307,7 +299,7 @@ static bool prefill_tiles(const tw_isa_table *t, tw_type type);
  * run; false when the parts cannot share one (then each goes through
  * tw_matmul). Leaves each job's rows_per_task to the caller. */
 static bool share_acts(tw_pool *pool, const tw_matmul_part *parts, size_t n_parts, size_t cols,
-                       const float *x, size_t n, mv_job *jobs)
+                       const float *x, size_t n, tw_mv_job *jobs)
 {
     const tw_isa_table *t = tw_isa_current();
     if (!pool || n_parts > TW_MATMUL_MAX_PARTS)
@@ -327,7 +319,7 @@ static bool share_acts(tw_pool *pool, const tw_matmul_part *parts, size_t n_part
         return false;
     for (size_t k = 0; k < n_parts; k++) {
         const tw_matmul_part *p = &parts[k];
-        jobs[k] = (mv_job){
+        jobs[k] = (tw_mv_job){
             .fn = t->rows[tw_ktype_index(p->type)],
             .w = p->w,
             .row_bytes = p->row_bytes,
@@ -355,13 +347,14 @@ static bool multi_rows(tw_pool *pool, const tw_matmul_part *parts, size_t n_part
         tasks += plan_tasks(pool, parts[k].rows, parts[k].row_bytes, n, &j.parts[k].rows_per_task);
     }
     j.first_task[n_parts] = tasks;
-    tw_pool_run_threads(pool, multi_task, &j, tasks);
+    if (n != 1 || !tw_decode_split(pool, j.parts, n_parts, false, NULL, NULL))
+        tw_pool_run_threads(pool, multi_task, &j, tasks);
     return true;
 }
 
 /* Two matrices' same rows per task, then the rows' own epilogue. */
 typedef struct pair_job {
-    mv_job parts[2];
+    tw_mv_job parts[2];
     tw_rows_done_fn done;
     void *ctx;
 } pair_job;
@@ -384,7 +377,8 @@ bool tw_matmul_pair(tw_pool *pool, const tw_matmul_part *parts, size_t cols, con
     size_t per;
     int tasks = plan_tasks(pool, parts[0].rows, parts[0].row_bytes + parts[1].row_bytes, n, &per);
     j.parts[0].rows_per_task = j.parts[1].rows_per_task = per;
-    tw_pool_run_threads(pool, pair_task, &j, tasks);
+    if (n != 1 || !tw_decode_split(pool, j.parts, 2, true, done, ctx))
+        tw_pool_run_threads(pool, pair_task, &j, tasks);
     return true;
 }
 
@@ -466,7 +460,7 @@ static void mm_task(void *ctx, int task, int n_tasks, int thread)
 static size_t whole_row_tile_rows(size_t cols)
 {
     size_t tr = TILE_BYTES / (cols * sizeof(float));
-    tr = tr / ROW_ALIGN * ROW_ALIGN;
+    tr = tr / TW_ROW_ALIGN * TW_ROW_ALIGN;
     return tr < TILE_MIN_ROWS ? TILE_MIN_ROWS : tr > TILE_ROWS ? TILE_ROWS : tr;
 }
 
@@ -476,7 +470,7 @@ static size_t tile_rows_for(tw_type type, size_t cols)
 }
 
 /* Tile rows for this shape: tile_rows_for, shrunk (to no less than
- * ROW_ALIGN) until every thread gets about two tiles, so a matrix of a few
+ * TW_ROW_ALIGN) until every thread gets about two tiles, so a matrix of a few
  * hundred rows still spreads over the pool. Never more than tile_rows_for,
  * so the scratch sized for that suffices. */
 static size_t balanced_tile_rows(const tw_pool *pool, tw_type type, size_t rows, size_t cols)
@@ -484,7 +478,7 @@ static size_t balanced_tile_rows(const tw_pool *pool, tw_type type, size_t rows,
     size_t tr = tile_rows_for(type, cols);
     size_t want = (size_t)tw_pool_threads(pool) * 2;
     size_t fair = (rows + want - 1) / want;
-    fair = (fair + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
+    fair = (fair + TW_ROW_ALIGN - 1) / TW_ROW_ALIGN * TW_ROW_ALIGN;
     return fair < tr ? fair : tr;
 }
 

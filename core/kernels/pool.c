@@ -62,7 +62,7 @@ struct tw_pool {
     void *ctx;
     int n_tasks;
 
-    scratch shared;
+    scratch shared, run;
     scratch *per_thread; /* n_threads */
 };
 
@@ -245,6 +245,7 @@ void tw_pool_destroy(tw_pool *pool)
     for (int i = 0; i < pool->n_threads; i++)
         free(pool->per_thread[i].p);
     free(pool->shared.p);
+    free(pool->run.p);
     free(pool->per_thread);
     free(pool->workers);
     free(pool);
@@ -289,9 +290,11 @@ void tw_pool_run_threads(tw_pool *pool, tw_pool_thread_fn fn, void *ctx, int n_t
 
 void *tw_pool_scratch(tw_pool *pool, int slot, size_t bytes)
 {
-    if (!pool || slot < TW_POOL_SHARED || slot >= pool->n_threads)
+    if (!pool || slot < TW_POOL_RUN || slot >= pool->n_threads)
         return NULL;
-    scratch *s = slot == TW_POOL_SHARED ? &pool->shared : &pool->per_thread[slot];
+    scratch *s = slot == TW_POOL_SHARED ? &pool->shared
+                 : slot == TW_POOL_RUN  ? &pool->run
+                                        : &pool->per_thread[slot];
     if (bytes <= s->cap)
         return s->p;
     /* Round up so a slowly growing shape does not reallocate every call. */

@@ -13,11 +13,14 @@ typedef void (*tw_pool_thread_fn)(void *ctx, int task, int n_tasks, int thread);
 
 void tw_pool_run_threads(tw_pool *pool, tw_pool_thread_fn fn, void *ctx, int n_tasks);
 
-/* Scratch slot `slot` (TW_POOL_SHARED or a thread index) grown to at least
- * bytes, 64-byte aligned; NULL when pool is NULL or allocation fails (the
- * old buffer is then kept). Only the thread driving the pool may call this,
- * and never during a run; the contents do not survive growth. */
+/* Scratch slot `slot` (TW_POOL_SHARED, TW_POOL_RUN or a thread index)
+ * grown to at least bytes, 64-byte aligned; NULL when pool is NULL or
+ * allocation fails (the old buffer is then kept). Only the thread driving
+ * the pool may call this, and never during a run; the contents do not
+ * survive growth. TW_POOL_SHARED holds a run's inputs (quantized
+ * activations), TW_POOL_RUN the bookkeeping of how its work is divided. */
 #define TW_POOL_SHARED (-1)
+#define TW_POOL_RUN    (-2)
 void *tw_pool_scratch(tw_pool *pool, int slot, size_t bytes);
 
 #endif
