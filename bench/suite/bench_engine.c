@@ -15,6 +15,7 @@
 #include "tw/kernels.h"
 #include "tw/model.h"
 #include "tw/pool.h"
+#include "tw/seq_state.h"
 
 typedef struct args {
     const char *model;
@@ -176,6 +177,42 @@ static double decode_bandwidth_share(tw_model *m, tw_pool *pool, tw_seq *seq,
     return bench_percentile(share, PAIRED_ROUNDS, 50);
 }
 
+/* Decode with the decode split (tw_kernels_set_decode_split: a thread done
+ * with its rows takes the back of a slower thread's) against without, in
+ * alternating bursts of PAIRED_BURST tokens, which of the two goes first
+ * alternating too, so both meet the same phases of a shared machine.
+ * Returns the median over the pairs of (time without / time with), 0 on
+ * failure; the setting is restored. */
+static double decode_split_gain(tw_model *m, tw_pool *pool, tw_seq *seq, const uint32_t *prompt,
+                                float *logits, uint32_t vocab)
+{
+    tw_err err;
+    uint32_t tok;
+    if (!decode_start(m, pool, seq, prompt, 8, logits, vocab, &tok))
+        return 0;
+    const bool was = tw_kernels_decode_split();
+    double ratio[PAIRED_ROUNDS];
+    for (int r = 0; r < PAIRED_ROUNDS; r++) {
+        double t[2] = {0, 0};
+        for (int k = 0; k < 2; k++) {
+            const int on = (k == 0) == (r % 2 == 0);
+            tw_kernels_set_decode_split(on);
+            double t0 = bench_now();
+            for (int i = 0; i < PAIRED_BURST; i++) {
+                if (tw_model_decode_batch(m, pool, &seq, &tok, 1, logits, &err) != TW_OK) {
+                    tw_kernels_set_decode_split(was);
+                    return 0;
+                }
+                tok = argmax(logits, vocab);
+            }
+            t[on] = bench_now() - t0;
+        }
+        ratio[r] = t[1] > 0 ? t[0] / t[1] : 0;
+    }
+    tw_kernels_set_decode_split(was);
+    return bench_percentile(ratio, PAIRED_ROUNDS, 50);
+}
+
 typedef struct model_results {
     double decode128;
 } model_results;
@@ -208,16 +245,19 @@ static int bench_model_api(const args *a, double bw, model_results *res)
                    tw_type_name(info->weight_type), (double)bpt / (1 << 20), load_s,
                    info->huge_pages ? "in huge pages" : "mapped from the file");
 
-    /* memory: KV bytes per token from two sequence capacities */
+    /* memory: bytes per token from two sequence capacities: the heap a
+     * sequence takes per position, measured, and its K/V, which lives in
+     * a mapping of its own outside the heap */
     uint64_t h0 = bench_heap_bytes();
     tw_seq *s1 = NULL, *s2 = NULL;
     tw_seq_create(m, 256, &s1, &err);
     uint64_t h1 = bench_heap_bytes();
     tw_seq_create(m, 1280, &s2, &err);
     uint64_t h2 = bench_heap_bytes();
-    double kv_per_tok = s1 && s2 ? ((double)h2 - (double)h1 - ((double)h1 - (double)h0)) / 1024.0
-                                 : 0;
-    double fixed = s1 ? (double)(h1 - h0) - kv_per_tok * 256 : 0;
+    double heap_per_tok =
+        s1 && s2 ? ((double)h2 - (double)h1 - ((double)h1 - (double)h0)) / 1024.0 : 0;
+    double kv_per_tok = s1 && s2 ? heap_per_tok + (double)tw_seq_kv_bytes_per_token(m) : 0;
+    double fixed = s1 ? (double)(h1 - h0) - heap_per_tok * 256 : 0;
     tw_seq_free(s1);
     tw_seq_free(s2);
 
@@ -290,6 +330,13 @@ static int bench_model_api(const args *a, double bw, model_results *res)
                            a->label, PAIRED_ROUNDS, PAIRED_BURST, 100.0 * paired,
                            paired_bw / 1e9);
     }
+    double split_gain = a->threads > 1 ? decode_split_gain(m, pool, seq, ids + 3072, logits,
+                                                           vocab)
+                                       : 0;
+    if (split_gain > 0)
+        bench_progress("%s: decode with the decode split against without, %d alternated pairs "
+                       "of %d-token bursts: median %.3fx",
+                       a->label, PAIRED_ROUNDS, PAIRED_BURST, split_gain);
     /* decode deep into a long context, where attention reads every earlier
      * position's K and V per token next to the weights */
     if (!a->quick) {
@@ -310,6 +357,12 @@ static int bench_model_api(const args *a, double bw, model_results *res)
                  bw_near[k], bw);
         double bound = bw_near[k] > 0 && bpt ? bw_near[k] / (double)bpt : 0;
         bench_row("model", name, a->label, dec[k], "tok/s", bound, "bandwidth bound", dextra);
+    }
+    if (split_gain > 0) {
+        char sextra[640];
+        snprintf(sextra, sizeof sextra, "%s,\"rounds\":%d,\"burst_tokens\":%d", extra,
+                 PAIRED_ROUNDS, PAIRED_BURST);
+        bench_row("model", "decode_split_gain", a->label, split_gain, "ratio", 0, NULL, sextra);
     }
     if (paired > 0) {
         char pextra[640];

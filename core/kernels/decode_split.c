@@ -151,11 +151,23 @@ static void split_task(void *ctx, int task, int n_tasks, int thread)
     }
 }
 
+static atomic_bool split_off;
+
+void tw_kernels_set_decode_split(bool on)
+{
+    atomic_store_explicit(&split_off, !on, memory_order_relaxed);
+}
+
+bool tw_kernels_decode_split(void)
+{
+    return !atomic_load_explicit(&split_off, memory_order_relaxed);
+}
+
 bool tw_decode_split(tw_pool *pool, const tw_mv_job *parts, size_t n_parts, bool pair,
                      tw_rows_done_fn done, void *ctx)
 {
     const int threads = tw_pool_threads(pool);
-    if (threads < 2 || n_parts == 0 || (pair && (n_parts != 2 || !done)))
+    if (threads < 2 || !tw_kernels_decode_split() || n_parts == 0 || (pair && (n_parts != 2 || !done)))
         return false;
     const size_t lanes = pair ? 1 : n_parts;
     size_t n_runs = 0, widest = 0;

@@ -32,8 +32,9 @@ typedef struct tw_mv_job {
  * memory traffic) no longer holds the run back. With pair, the parts are
  * two matrices of the same rows taken together, and done(ctx, r0, r1) runs
  * on each piece after both (r0 a multiple of TW_ROW_ALIGN, r1 one too or
- * the last row). False when the pool cannot hold the bookkeeping: the
- * caller then runs the plain split. */
+ * the last row). False, for the caller to run the plain split, where the
+ * split is off (tw_kernels_set_decode_split), the runs are too narrow to
+ * gain from it, or the pool cannot hold the bookkeeping. */
 bool tw_decode_split(tw_pool *pool, const tw_mv_job *parts, size_t n_parts, bool pair,
                      tw_rows_done_fn done, void *ctx);
 

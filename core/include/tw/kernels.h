@@ -255,6 +255,14 @@ bool tw_kernels_isa_available(const char *isa);
 void tw_kernels_set_decode_prefetch(bool on);
 bool tw_kernels_decode_prefetch(void);
 
+/* Decode split: whether a single activation's rows are shared out so that
+ * a pool thread done with its own run of a matrix takes rows from the back
+ * of a slower thread's (on, the default), or each thread reads exactly its
+ * own run (off). Results are the same bits either way. Process-wide; safe
+ * to change between pool runs. For measuring what the split gains. */
+void tw_kernels_set_decode_split(bool on);
+bool tw_kernels_decode_split(void);
+
 /* What tw_kernels_tune_decode_prefetch measured. */
 typedef struct tw_prefetch_tune {
     size_t bytes;         /* the matrix swept */

@@ -3,7 +3,8 @@
  * than the machine may have cores, so threads fall behind and others take
  * their rows): every ISA gives the bits of the one-thread path, for one
  * matrix, for several sharing one input, and for a gate/up pair, whose
- * epilogue sees every row once, on final outputs, at the split's bounds. */
+ * epilogue sees every row once, on final outputs, at the split's bounds;
+ * and with the split switched off, the plain runs give the same bits. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -100,6 +101,7 @@ static int teardown(void **state)
     free(f);
     assert_int_equal(tw_kernels_force_isa("auto", NULL), TW_OK);
     tw_kernels_set_decode_prefetch(false);
+    tw_kernels_set_decode_split(true);
     return 0;
 }
 
@@ -123,19 +125,23 @@ static void test_one_matrix(void **state)
             assert_int_equal(tw_kernels_force_isa(isas[i], NULL), TW_OK);
             tw_kernels_set_decode_prefetch(false);
             tw_matvec(NULL, m.type, m.w, m.row_bytes, m.rows, m.cols, x, want);
-            for (int pf = 0; pf < 2; pf++) {
+            for (int pf = 0; pf < 3; pf++) {
+                /* the last pass with the split off: the plain runs, the same bits */
                 tw_kernels_set_decode_prefetch(pf == 1);
+                tw_kernels_set_decode_split(pf < 2);
+                assert_true(tw_kernels_decode_split() == (pf < 2));
                 for (size_t p = 0; p < N_POOLS * PASSES; p++) {
                     memset(got, 0xff, m.rows * sizeof(float));
                     tw_matvec(f->pools[p % N_POOLS], m.type, m.w, m.row_bytes, m.rows, m.cols, x,
                               got);
                     if (memcmp(got, want, m.rows * sizeof(float)) != 0)
-                        fail_msg("%s %zux%zu, %s, %d threads, prefetch %d: not the one-thread "
-                                 "bits",
+                        fail_msg("%s %zux%zu, %s, %d threads, prefetch %d, split %d: not the "
+                                 "one-thread bits",
                                  tw_type_name(m.type), m.rows, m.cols, isas[i],
-                                 pool_threads[p % N_POOLS], pf);
+                                 pool_threads[p % N_POOLS], pf == 1, pf < 2);
                 }
             }
+            tw_kernels_set_decode_split(true);
         }
         free(x);
         free(want);
