@@ -7,10 +7,11 @@
  * 2-vCPU EPYC guest one vCPU at a time took a quarter to a half longer over
  * the same bytes for minutes on end, which of the two changing with the
  * neighbours' load: per decoded qwen2-0.5b Q4_0 token the faster thread
- * waited 0.7-1.7 ms of 5.4-6.9 ms at the barriers. Here each thread still reads its own run
- * front to back, in pieces of half what is left (at least OWN_MIN_BYTES) so
- * few calls break its stream, and when done takes STEAL_BYTES pieces from
- * the back of a run another thread has not reached. */
+ * waited 0.7-1.7 ms of 5.4-6.9 ms at the barriers. Here each thread still
+ * reads its own run front to back, in pieces of half what is left (at
+ * least OWN_MIN_BYTES) so few calls break its stream, and when done takes
+ * STEAL_BYTES pieces from the back of a run another thread has not
+ * reached. */
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -62,11 +63,12 @@ static size_t run_row_bytes(const split_job *j, uint32_t part)
     return j->pair ? j->parts[0].row_bytes + j->parts[1].row_bytes : j->parts[part].row_bytes;
 }
 
-/* Rows in about `bytes`, a multiple of TW_ROW_ALIGN and at least that. */
+/* Rows in about `bytes` (a piece size, at most OWN_MIN_BYTES), a multiple
+ * of TW_ROW_ALIGN and at least that. */
 static uint32_t rows_in(size_t bytes, size_t row_bytes)
 {
     size_t r = bytes / row_bytes / TW_ROW_ALIGN * TW_ROW_ALIGN;
-    return r < TW_ROW_ALIGN ? TW_ROW_ALIGN : r > UINT32_MAX ? UINT32_MAX / 2 : (uint32_t)r;
+    return r < TW_ROW_ALIGN ? TW_ROW_ALIGN : (uint32_t)r;
 }
 
 static void do_rows(const split_job *j, uint32_t part, size_t r0, size_t r1)
@@ -167,7 +169,8 @@ bool tw_decode_split(tw_pool *pool, const tw_mv_job *parts, size_t n_parts, bool
                      tw_rows_done_fn done, void *ctx)
 {
     const int threads = tw_pool_threads(pool);
-    if (threads < 2 || !tw_kernels_decode_split() || n_parts == 0 || (pair && (n_parts != 2 || !done)))
+    if (threads < 2 || !tw_kernels_decode_split() || n_parts == 0 ||
+        (pair && (n_parts != 2 || !done)))
         return false;
     const size_t lanes = pair ? 1 : n_parts;
     size_t n_runs = 0, widest = 0;

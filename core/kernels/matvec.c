@@ -89,8 +89,6 @@ static void matvec_stack(const tw_isa_table *t, tw_type type, const uint8_t *w,
     }
 }
 
-
-
 static void mv_task(void *ctx, int task, int n_tasks, int thread)
 {
     (void)n_tasks;
