@@ -5,11 +5,12 @@
  * one 4 KiB page at a time, in the token's path: a step writes head_dim
  * values into every K/V run, so every sixteenth token or so (head_dim 64,
  * f32) it faulted a fresh page in each of the model's runs. On a 2-vCPU
- * guest such a fault took ~11 us (100 MiB touched page by page: 275 ms;
- * the same populated by one call: 14 ms), and qwen2-0.5b's RoPE and K/V
- * writes took ~240 us of each decoded token against ~110 us with the pages
- * already there. So the forward pass populates each run a stretch ahead,
- * one madvise(MADV_POPULATE_WRITE) per run. */
+ * guest such a fault took ~11 us (100 MiB touched page by page: 277-343
+ * ms; populated by madvise(MADV_POPULATE_WRITE) in 64 KiB calls: 24 ms, in
+ * one call: 12-19 ms), and qwen2-0.5b's RoPE and K/V writes took ~240 us
+ * of each decoded token against ~110 us with the pages already there. So
+ * the forward pass populates each run a stretch ahead, one such call per
+ * run. */
 #include <errno.h>
 #include <sys/mman.h>
 #include <unistd.h>
