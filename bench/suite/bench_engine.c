@@ -147,24 +147,34 @@ static double run_decode(tw_model *m, tw_pool *pool, tw_seq *seq, const uint32_t
 #define PAIRED_BURST 16
 #define PAIRED_PROBE_S 0.15
 
+/* Seconds for PAIRED_BURST greedy decode steps from *tok (left at the last
+ * token chosen); negative on failure. */
+static double decode_burst(tw_model *m, tw_pool *pool, tw_seq *seq, uint32_t *tok, float *logits,
+                           uint32_t vocab)
+{
+    tw_err err;
+    double t0 = bench_now();
+    for (int i = 0; i < PAIRED_BURST; i++) {
+        if (tw_model_decode_batch(m, pool, &seq, tok, 1, logits, &err) != TW_OK)
+            return -1;
+        *tok = argmax(logits, vocab);
+    }
+    return bench_now() - t0;
+}
+
 static double decode_bandwidth_share(tw_model *m, tw_pool *pool, tw_seq *seq,
                                      const uint32_t *prompt, uint32_t threads, uint64_t bpt,
                                      float *logits, uint32_t vocab, double *bw_med)
 {
-    tw_err err;
     uint32_t tok;
     if (!decode_start(m, pool, seq, prompt, 8, logits, vocab, &tok))
         return 0;
     double share[PAIRED_ROUNDS], bws[PAIRED_ROUNDS];
     double before = bench_probe_bandwidth(threads, PAIRED_PROBE_S);
     for (int r = 0; r < PAIRED_ROUNDS; r++) {
-        double t0 = bench_now();
-        for (int i = 0; i < PAIRED_BURST; i++) {
-            if (tw_model_decode_batch(m, pool, &seq, &tok, 1, logits, &err) != TW_OK)
-                return 0;
-            tok = argmax(logits, vocab);
-        }
-        double dt = bench_now() - t0;
+        double dt = decode_burst(m, pool, seq, &tok, logits, vocab);
+        if (dt < 0)
+            return 0;
         double after = bench_probe_bandwidth(threads, PAIRED_PROBE_S);
         double bw = after > before ? after : before;
         if (bw <= 0 || dt <= 0)
@@ -186,7 +196,6 @@ static double decode_bandwidth_share(tw_model *m, tw_pool *pool, tw_seq *seq,
 static double decode_split_gain(tw_model *m, tw_pool *pool, tw_seq *seq, const uint32_t *prompt,
                                 float *logits, uint32_t vocab)
 {
-    tw_err err;
     uint32_t tok;
     if (!decode_start(m, pool, seq, prompt, 8, logits, vocab, &tok))
         return 0;
@@ -197,15 +206,11 @@ static double decode_split_gain(tw_model *m, tw_pool *pool, tw_seq *seq, const u
         for (int k = 0; k < 2; k++) {
             const int on = (k == 0) == (r % 2 == 0);
             tw_kernels_set_decode_split(on);
-            double t0 = bench_now();
-            for (int i = 0; i < PAIRED_BURST; i++) {
-                if (tw_model_decode_batch(m, pool, &seq, &tok, 1, logits, &err) != TW_OK) {
-                    tw_kernels_set_decode_split(was);
-                    return 0;
-                }
-                tok = argmax(logits, vocab);
+            t[on] = decode_burst(m, pool, seq, &tok, logits, vocab);
+            if (t[on] < 0) {
+                tw_kernels_set_decode_split(was);
+                return 0;
             }
-            t[on] = bench_now() - t0;
         }
         ratio[r] = t[1] > 0 ? t[0] / t[1] : 0;
     }
