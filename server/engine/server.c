@@ -278,32 +278,6 @@ static tw_status make_tls(twd_server *s, tw_err *err)
     return TW_OK;
 }
 
-static tw_status listen_on(twd_server *s, nng_socket sock, const char *url, tw_err *err)
-{
-    nng_listener l;
-    int rv = nng_listener_create(&l, sock, url);
-    if (rv != 0)
-        return tw_errorf(err, TW_INVALID_ARGUMENT, "cannot listen on %s: %s", url,
-                         nng_strerror(rv));
-    if (strncmp(url, "tls+", 4) == 0) {
-        if (!s->tls) {
-            nng_listener_close(l);
-            return tw_errorf(err, TW_INVALID_ARGUMENT, "%s needs --tls-cert and --tls-key", url);
-        }
-        rv = nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, s->tls);
-        if (rv != 0) {
-            nng_listener_close(l);
-            return tw_errorf(err, TW_INVALID_ARGUMENT, "TLS on %s: %s", url, nng_strerror(rv));
-        }
-    }
-    rv = nng_listener_start(l, 0);
-    if (rv != 0) {
-        nng_listener_close(l);
-        return tw_errorf(err, TW_UNAVAILABLE, "cannot listen on %s: %s", url, nng_strerror(rv));
-    }
-    return TW_OK;
-}
-
 tw_status twd_server_start(twd_server *s, const twd_config *cfg, tw_engine *engine, tw_err *err)
 {
     memset(s, 0, sizeof *s);
@@ -339,10 +313,13 @@ tw_status twd_server_start(twd_server *s, const twd_config *cfg, tw_engine *engi
     size_t hard = cfg->max_message_bytes > SIZE_MAX / 4 ? SIZE_MAX / 2
                                                         : cfg->max_message_bytes * 2 + 65536;
     nng_socket_set_size(s->rep, NNG_OPT_RECVMAXSZ, hard);
+    s->listeners.tls = s->tls;
     for (size_t i = 0; i < cfg->n_listen; i++)
-        if ((st = listen_on(s, s->rep, cfg->listen[i], err)) != TW_OK)
+        if ((st = twd_listeners_add(&s->listeners, s->rep, cfg->listen[i], err)) != TW_OK)
             return st;
-    if ((st = listen_on(s, s->pub, cfg->publish, err)) != TW_OK)
+    if ((st = twd_listeners_add(&s->listeners, s->pub, cfg->publish, err)) != TW_OK)
+        return st;
+    if ((st = twd_listeners_watch(&s->listeners, err)) != TW_OK)
         return st;
 
     s->n_workers = cfg->rpc_contexts;
@@ -375,6 +352,7 @@ void twd_server_drain(twd_server *s)
 void twd_server_stop(twd_server *s)
 {
     twd_server_drain(s);
+    twd_listeners_free(&s->listeners);
     if (s->reaper)
         nng_aio_stop(s->reaper);
     for (size_t i = 0; i < s->n_workers; i++)

@@ -22,6 +22,7 @@
 
 #include "auth.h"
 #include "config.h"
+#include "listeners.h"
 #include "loads.h"
 #include "streams.h"
 #include "tokenwire/wire.h"
@@ -67,6 +68,7 @@ struct twd_server {
     nng_socket rep;
     nng_socket pub;
     nng_tls_config *tls;
+    twd_listeners listeners;
     twd_worker *workers;
     size_t n_workers;
     nng_aio *reaper;

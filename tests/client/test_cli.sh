@@ -21,10 +21,18 @@ cleanup() {
     rm -rf "$D"
 }
 trap cleanup EXIT
+# The report shows the errors first and the tail of each file, so that a
+# truncated CI log still holds what went wrong.
 fail() {
     echo "FAIL: $*"
-    for f in "$D"/*.out "$D"/*.err; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done
+    for f in "$D"/*.err "$D"/*.out; do
+        [ -s "$f" ] && { echo "--- $f"; tail -c 1500 "$f"; }
+    done
     exit 1
+}
+# kill -0 also succeeds on a process that exited and was not reaped yet.
+alive() {
+    kill -0 "$1" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null
 }
 tw() { "$TW" --engine "$RPC" --pub "$PUB" "$@"; }
 
@@ -73,7 +81,7 @@ WPID=$!
 seen=0
 for _ in $(seq 1 240); do
     sleep 0.25
-    kill -0 "$WPID" 2>/dev/null || fail "watch exited before it saw a stream"
+    alive "$WPID" || fail "watch exited before it saw a stream"
     tw generate --stream --ids "$IDS" --max-tokens 4 --temperature 0 >/dev/null 2>>"$D/cli.err" ||
         fail "generate for watch exited $?"
     if grep -q "#0\] $first\( \|$\)" "$D/watch.out" 2>/dev/null; then

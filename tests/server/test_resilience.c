@@ -1,4 +1,5 @@
-/* tokenwired over TLS, and a client living through an engine restart. */
+/* tokenwired over TLS, a client living through an engine restart, and a
+ * listener living through a peer that hangs up mid-handshake. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -215,12 +218,72 @@ static void test_restart(void **state)
     twt_daemon_cleanup(&d);
 }
 
+/* Connects to the daemon's socket at path and hangs up at once. */
+static void hang_up(const char *path)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    assert_true(strlen(path) < sizeof a.sun_path);
+    strcpy(a.sun_path, path);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    close(fd);
+}
+
+/* A peer that hangs up in the middle of the handshake stops NNG 1.5's IPC
+ * listener; tokenwired notices and listens again (server/engine/listeners.h),
+ * and clients are served once more. */
+static void test_hang_up_mid_handshake(void **state)
+{
+    (void)state;
+    twt_daemon d;
+    twt_daemon_init(&d);
+    twt_daemon_start(&d, NULL);
+    const char *path = d.rpc + strlen("ipc://");
+    Tokenwire__V1__Reply *rep = NULL;
+    tw_err err;
+    tw_status st = TW_OK;
+    for (int tries = 0; tries < 10 && st == TW_OK; tries++) {
+        hang_up(path);
+        tw_client *c = twt_connect(&d, 1000);
+        st = tw_client_health(c, NULL, &rep, &err);
+        tw_wire_free_reply(rep);
+        rep = NULL;
+        tw_client_close(c);
+    }
+    if (st == TW_OK)
+        fail_msg("ten hang-ups in a row did not stop the listener");
+    /* A call waiting on the stopped listener fails (connection reset) when
+     * the listener is closed to be opened again; the next one is served. */
+    tw_client *c = twt_connect(&d, 2000);
+    uint64_t t0 = now_ms();
+    do {
+        st = tw_client_health(c, NULL, &rep, &err);
+        tw_wire_free_reply(rep);
+        rep = NULL;
+    } while (st != TW_OK && now_ms() - t0 < 20000);
+    if (st != TW_OK)
+        fail_msg("not served within 20 s: %s", err.msg);
+    print_message("served again %llu ms later\n", (unsigned long long)(now_ms() - t0));
+    tw_client_close(c);
+    char *log = tw_test_read_file(d.log, NULL);
+    assert_non_null(log);
+    if (!strstr(log, "stopped taking connections; listening again"))
+        fail_msg("the log does not say the listener was reopened: %s", log);
+    free(log);
+    twt_daemon_stop(&d);
+    twt_daemon_cleanup(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_tls, twt_daemon_teardown),
         cmocka_unit_test_teardown(test_tls_listen_needs_a_certificate, twt_daemon_teardown),
         cmocka_unit_test_teardown(test_restart, twt_daemon_teardown),
+        cmocka_unit_test_teardown(test_hang_up_mid_handshake, twt_daemon_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tw_client_fini(); /* lets NNG finish freeing closed sockets before the leak check */
