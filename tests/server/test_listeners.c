@@ -18,12 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "listeners.h"
+#include "proc_fixture.h"
 #include "test_support.h"
 
 static uint64_t now_ms(void)
@@ -31,21 +30,6 @@ static uint64_t now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* Connects to the socket at path and hangs up at once, before the
- * listener has sent its own header: the hang-up that stops it. */
-static void hang_up_mid_handshake(const char *path)
-{
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_un a;
-    memset(&a, 0, sizeof a);
-    a.sun_family = AF_UNIX;
-    assert_true(strlen(path) < sizeof a.sun_path);
-    strcpy(a.sun_path, path);
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-    close(fd);
 }
 
 typedef struct fixture {
@@ -162,7 +146,7 @@ static void check_watch(bool pub)
      * has missed two probes and reopened. */
     uint64_t spent = 0;
     for (int tries = 0; tries < 10 && spent != UINT64_MAX; tries++) {
-        hang_up_mid_handshake(path);
+        tw_test_hang_up_unix(path);
         spent = time_to_through(&f, pub, through, 1000);
     }
     if (spent != UINT64_MAX)

@@ -9,8 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -218,20 +216,6 @@ static void test_restart(void **state)
     twt_daemon_cleanup(&d);
 }
 
-/* Connects to the daemon's socket at path and hangs up at once. */
-static void hang_up(const char *path)
-{
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_un a;
-    memset(&a, 0, sizeof a);
-    a.sun_family = AF_UNIX;
-    assert_true(strlen(path) < sizeof a.sun_path);
-    strcpy(a.sun_path, path);
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-    close(fd);
-}
-
 /* A peer that hangs up in the middle of the handshake stops NNG 1.5's IPC
  * listener; tokenwired notices and listens again (server/engine/listeners.h),
  * and clients are served once more. */
@@ -246,7 +230,7 @@ static void test_hang_up_mid_handshake(void **state)
     tw_err err;
     tw_status st = TW_OK;
     for (int tries = 0; tries < 10 && st == TW_OK; tries++) {
-        hang_up(path);
+        tw_test_hang_up_unix(path);
         tw_client *c = twt_connect(&d, 1000);
         st = tw_client_health(c, NULL, &rep, &err);
         tw_wire_free_reply(rep);

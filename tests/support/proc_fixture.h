@@ -37,6 +37,10 @@ void tw_test_build_path(char *out, size_t cap, const char *rel);
  * returns (another process may still take it: good enough for tests). */
 int tw_test_free_port(void);
 
+/* Connects to the Unix socket at path and hangs up at once, before any
+ * protocol handshake. */
+void tw_test_hang_up_unix(const char *path);
+
 /* Starts argv[0] (looked up in PATH when it has no slash) with argv and the
  * options (NULL: all defaults); returns its pid, remembered for cleanup. */
 pid_t tw_test_spawn(const char *const *argv, const tw_test_spawn_opts *opts);
