@@ -275,7 +275,18 @@ void twd_listeners_free(twd_listeners *ls)
         atomic_store(&ls->stop, true);
         pthread_cond_signal(&ls->wake);
         pthread_mutex_unlock(&ls->mu);
-        pthread_join(ls->watch, NULL);
+        /* The watch wakes every 100 ms at most; only a listener close that
+         * NNG never finishes (as its socket closes can strand, see
+         * tokenwire/nng_close.h) would hold it. Then it is left, with the
+         * list it reads, to the exit that follows. */
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 5;
+        if (pthread_timedjoin_np(ls->watch, NULL, &until) != 0) {
+            tw_warn("the listener watch did not stop within 5 s; left to the exit");
+            pthread_detach(ls->watch);
+            return;
+        }
         pthread_cond_destroy(&ls->wake);
         pthread_mutex_destroy(&ls->mu);
     }
