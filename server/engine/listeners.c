@@ -1,7 +1,6 @@
 #include "listeners.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,10 +117,9 @@ static bool wait_ready(int fd, short events, int64_t deadline, atomic_bool *stop
     }
 }
 
-/* Sends our 8-byte SP header and reads the listener's. Both are read in
- * full before closing, so the listener always sees a finished handshake
- * followed by an ordinary disconnect, never the cut-short one that stops
- * it. */
+/* Sends our 8-byte SP header in full and reads the listener's in full, so
+ * that the probe's later hang-up is an ordinary disconnect, never the
+ * cut-short handshake that stops the listener. */
 static bool handshake(int fd, int peer, int64_t deadline, atomic_bool *stop)
 {
     const unsigned char hello[8] = {0, 'S', 'P', 0, (unsigned char)(peer >> 8), (unsigned char)peer,
