@@ -6,6 +6,7 @@
 #include <nng/supplemental/tls/tls.h>
 #include <nng/supplemental/util/platform.h>
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -19,6 +20,8 @@ struct tw_client {
     nng_socket req;
     nng_socket sub;
     bool has_sub;
+    nng_dialer req_dialer;
+    pthread_mutex_t redial_mu; /* guards req_dialer while a call replaces it */
     nng_tls_config *tls;
     char *rpc_url;
     char *api_key;
@@ -77,9 +80,11 @@ static tw_status make_tls_config(const tw_client_opts *o, nng_tls_config **out, 
     return TW_OK;
 }
 
-/* Starts dialing url without waiting for it to answer; NNG keeps redialing
- * (with backoff) for as long as the socket lives. */
-static tw_status dial(nng_socket s, const char *url, nng_tls_config *tls, tw_err *err)
+/* Starts dialing url without waiting for it to answer; NNG redials (with
+ * backoff) for as long as the socket lives, except after one case: see
+ * redial. */
+static tw_status dial(nng_socket s, const char *url, nng_tls_config *tls, nng_dialer *out,
+                      tw_err *err)
 {
     nng_dialer d;
     int rv = nng_dialer_create(&d, s, url);
@@ -100,6 +105,8 @@ static tw_status dial(nng_socket s, const char *url, nng_tls_config *tls, tw_err
         nng_dialer_close(d);
         return tw_errorf(err, TW_INVALID_ARGUMENT, "cannot dial %s: %s", url, nng_strerror(rv));
     }
+    if (out)
+        *out = d;
     return TW_OK;
 }
 
@@ -122,6 +129,7 @@ tw_status tw_client_open(const tw_client_opts *o_in, tw_client **out, tw_err *er
     tw_client *c = calloc(1, sizeof *c);
     if (!c)
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory");
+    pthread_mutex_init(&c->redial_mu, NULL);
     c->timeout_ms = o.timeout_ms ? o.timeout_ms : TW_CLIENT_DEFAULT_TIMEOUT_MS;
     c->poll_ms = o.stream_poll_ms ? o.stream_poll_ms : 500;
     c->compress_threshold = o.compress_threshold;
@@ -149,7 +157,7 @@ tw_status tw_client_open(const tw_client_opts *o_in, tw_client **out, tw_err *er
      * restarted), never on a timer: a long Generate must not run twice. */
     nng_socket_set_ms(c->req, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
     nng_socket_set_size(c->req, NNG_OPT_RECVMAXSZ, 0);
-    st = dial(c->req, rpc_url, c->tls, err);
+    st = dial(c->req, rpc_url, c->tls, &c->req_dialer, err);
     if (st != TW_OK)
         goto fail;
 
@@ -164,7 +172,7 @@ tw_status tw_client_open(const tw_client_opts *o_in, tw_client **out, tw_err *er
          * busy; beyond that NNG drops and Resume fills the gap. */
         nng_socket_set_int(c->sub, NNG_OPT_RECVBUF, 1024);
         nng_socket_set_size(c->sub, NNG_OPT_RECVMAXSZ, 0);
-        st = dial(c->sub, pub_url, c->tls, err);
+        st = dial(c->sub, pub_url, c->tls, NULL, err);
         if (st != TW_OK)
             goto fail;
     }
@@ -191,10 +199,30 @@ void tw_client_close(tw_client *c)
         nng_tls_config_free(c->tls);
     free(c->rpc_url);
     free(c->api_key);
+    pthread_mutex_destroy(&c->redial_mu);
     free(c);
 }
 
 /* ------------------------------------------------------------ calls */
+
+/* NNG 1.5.2's dialer stops for good when the engine hangs up in the middle
+ * of the SP handshake (an engine stopping or restarting at that moment):
+ * the handshake ends with NNG_ECLOSED, which the dialer takes for its own
+ * close. A call that finds no connection within its timeout therefore
+ * replaces the RPC dialer, so the next call reaches an engine that is back.
+ * A dialer still retrying on its own loses nothing by the swap: it has no
+ * pipe, or the call would have found it. */
+static void redial(tw_client *c)
+{
+    pthread_mutex_lock(&c->redial_mu);
+    nng_dialer old = c->req_dialer;
+    nng_dialer fresh;
+    if (dial(c->req, c->rpc_url, c->tls, &fresh, NULL) == TW_OK) {
+        c->req_dialer = fresh;
+        nng_dialer_close(old);
+    }
+    pthread_mutex_unlock(&c->redial_mu);
+}
 
 /* Sends bytes on a fresh context and waits for the answer, within
  * timeout_ms overall. */
@@ -226,11 +254,12 @@ static tw_status rpc(tw_client *c, const uint8_t *buf, size_t len, uint32_t time
         nng_msg_free(msg); /* not consumed by a failed send */
         /* REQ holds a request until a connection takes it: a send that
          * times out means the engine was never reached. */
-        if (rv == NNG_ETIMEDOUT)
+        if (rv == NNG_ETIMEDOUT) {
             st = tw_errorf(err, TW_UNAVAILABLE,
                            "cannot reach the engine at %s (no connection within %u ms)",
                            c->rpc_url, timeout_ms);
-        else
+            redial(c);
+        } else
             st = tw_errorf(err, TW_UNAVAILABLE, "engine at %s: %s", c->rpc_url,
                            nng_strerror(rv));
         goto done;

@@ -1,5 +1,5 @@
-/* tokenwired over TLS, a client living through an engine restart, and a
- * listener living through a peer that hangs up mid-handshake. */
+/* tokenwired over TLS, a client living through an engine restart, and
+ * both ends living through a peer that hangs up mid-handshake. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -261,6 +266,76 @@ static void test_hang_up_mid_handshake(void **state)
     twt_daemon_cleanup(&d);
 }
 
+/* Stands in for an engine that hangs up on every connection before the
+ * handshake, until told to stop; then its socket path is gone. */
+typedef struct hanger {
+    char path[300];
+    int fd;
+    atomic_bool stop;
+    atomic_int hung_up;
+} hanger;
+
+static void *hang_up_loop(void *arg)
+{
+    hanger *h = arg;
+    while (!atomic_load(&h->stop)) {
+        struct pollfd p = {.fd = h->fd, .events = POLLIN};
+        if (poll(&p, 1, 50) <= 0)
+            continue;
+        int c = accept(h->fd, NULL, NULL);
+        if (c >= 0) {
+            close(c);
+            atomic_fetch_add(&h->hung_up, 1);
+        }
+    }
+    close(h->fd);
+    unlink(h->path);
+    return NULL;
+}
+
+/* A client whose dialer met an engine hanging up mid-handshake (NNG 1.5.2
+ * then stops redialing) still reaches the engine once it is back. */
+static void test_client_redials_after_hang_up(void **state)
+{
+    (void)state;
+    twt_daemon d;
+    twt_daemon_init(&d);
+    static hanger h;
+    memset(&h, 0, sizeof h);
+    snprintf(h.path, sizeof h.path, "%s", d.rpc + strlen("ipc://"));
+    h.fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(h.fd >= 0);
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    memcpy(a.sun_path, h.path, strlen(h.path));
+    assert_int_equal(bind(h.fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(h.fd, 16), 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, hang_up_loop, &h), 0);
+
+    tw_client *c = twt_connect(&d, 800);
+    Tokenwire__V1__Reply *rep = NULL;
+    tw_err err;
+    assert_int_equal(tw_client_health(c, NULL, &rep, &err), TW_UNAVAILABLE);
+    atomic_store(&h.stop, true);
+    pthread_join(t, NULL);
+    assert_true(atomic_load(&h.hung_up) > 0);
+
+    twt_daemon_start(&d, NULL);
+    tw_status st = TW_UNAVAILABLE;
+    for (int i = 0; i < 10 && st != TW_OK; i++) {
+        st = tw_client_health(c, NULL, &rep, &err);
+        tw_wire_free_reply(rep);
+        rep = NULL;
+    }
+    if (st != TW_OK)
+        fail_msg("the client never reached the engine again: %s", err.msg);
+    tw_client_close(c);
+    twt_daemon_stop(&d);
+    twt_daemon_cleanup(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -268,6 +343,7 @@ int main(void)
         cmocka_unit_test_teardown(test_tls_listen_needs_a_certificate, twt_daemon_teardown),
         cmocka_unit_test_teardown(test_restart, twt_daemon_teardown),
         cmocka_unit_test_teardown(test_hang_up_mid_handshake, twt_daemon_teardown),
+        cmocka_unit_test_teardown(test_client_redials_after_hang_up, twt_daemon_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tw_client_fini(); /* lets NNG finish freeing closed sockets before the leak check */
