@@ -21,7 +21,11 @@ struct tw_client {
     nng_socket sub;
     bool has_sub;
     nng_dialer req_dialer;
-    pthread_mutex_t redial_mu; /* guards req_dialer while a call replaces it */
+    nng_dialer sub_dialer;
+    char *pub_url;
+    pthread_mutex_t redial_mu;  /* guards the dialers while one is replaced */
+    uint64_t sub_checked_ms;    /* when the SUB dialer was last looked at */
+    uint64_t sub_bare_since_ms; /* since when it has had no pipe (0: it has one) */
     nng_tls_config *tls;
     char *rpc_url;
     char *api_key;
@@ -136,9 +140,10 @@ tw_status tw_client_open(const tw_client_opts *o_in, tw_client **out, tw_err *er
     c->lim = o.limits;
     atomic_init(&c->next_request_id, ((uint64_t)nng_random() << 16) | 1u);
     c->rpc_url = strdup(rpc_url);
+    c->pub_url = strdup(pub_url);
     c->api_key = dup_or_null(o.api_key && *o.api_key ? o.api_key : NULL);
     tw_status st = TW_OK;
-    if (!c->rpc_url || (o.api_key && *o.api_key && !c->api_key)) {
+    if (!c->rpc_url || !c->pub_url || (o.api_key && *o.api_key && !c->api_key)) {
         st = tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory");
         goto fail;
     }
@@ -172,7 +177,7 @@ tw_status tw_client_open(const tw_client_opts *o_in, tw_client **out, tw_err *er
          * busy; beyond that NNG drops and Resume fills the gap. */
         nng_socket_set_int(c->sub, NNG_OPT_RECVBUF, 1024);
         nng_socket_set_size(c->sub, NNG_OPT_RECVMAXSZ, 0);
-        st = dial(c->sub, pub_url, c->tls, NULL, err);
+        st = dial(c->sub, pub_url, c->tls, &c->sub_dialer, err);
         if (st != TW_OK)
             goto fail;
     }
@@ -198,6 +203,7 @@ void tw_client_close(tw_client *c)
     if (c->tls)
         nng_tls_config_free(c->tls);
     free(c->rpc_url);
+    free(c->pub_url);
     free(c->api_key);
     pthread_mutex_destroy(&c->redial_mu);
     free(c);
@@ -212,14 +218,58 @@ void tw_client_close(tw_client *c)
  * replaces the RPC dialer, so the next call reaches an engine that is back.
  * A dialer still retrying on its own loses nothing by the swap: it has no
  * pipe, or the call would have found it. */
+static void redial_locked(tw_client *c, nng_socket s, const char *url, nng_dialer *d)
+{
+    nng_dialer fresh;
+    if (dial(s, url, c->tls, &fresh, NULL) == TW_OK) {
+        nng_dialer_close(*d);
+        *d = fresh;
+    }
+}
+
 static void redial(tw_client *c)
 {
     pthread_mutex_lock(&c->redial_mu);
-    nng_dialer old = c->req_dialer;
-    nng_dialer fresh;
-    if (dial(c->req, c->rpc_url, c->tls, &fresh, NULL) == TW_OK) {
-        c->req_dialer = fresh;
-        nng_dialer_close(old);
+    redial_locked(c, c->req, c->rpc_url, &c->req_dialer);
+    pthread_mutex_unlock(&c->redial_mu);
+}
+
+/* The number of pipes d has open; -1 when the statistics do not say. */
+static int64_t dialer_pipes(nng_dialer d)
+{
+    nng_stat *all = NULL;
+    if (nng_stats_get(&all) != 0)
+        return -1;
+    nng_stat *ds = nng_stat_find_dialer(all, d);
+    nng_stat *p = ds ? nng_stat_find(ds, "pipes") : NULL;
+    int64_t n = p ? (int64_t)nng_stat_value(p) : -1;
+    nng_stats_free(all);
+    return n;
+}
+
+/* The SUB side has no call to time out, so readers that hear nothing look
+ * here (at most once a second): a SUB dialer without a pipe for two
+ * seconds is replaced, as redial replaces the RPC one. */
+#define SUB_CHECK_EVERY_MS 1000
+#define SUB_BARE_LIMIT_MS  2000
+
+void tw_client_sub_check(tw_client *c)
+{
+    if (!c->has_sub)
+        return;
+    pthread_mutex_lock(&c->redial_mu);
+    uint64_t now = tw_client_now_unix_ms();
+    if (now - c->sub_checked_ms >= SUB_CHECK_EVERY_MS) {
+        c->sub_checked_ms = now;
+        int64_t pipes = dialer_pipes(c->sub_dialer);
+        if (pipes != 0) {
+            c->sub_bare_since_ms = 0;
+        } else if (!c->sub_bare_since_ms) {
+            c->sub_bare_since_ms = now;
+        } else if (now - c->sub_bare_since_ms >= SUB_BARE_LIMIT_MS) {
+            redial_locked(c, c->sub, c->pub_url, &c->sub_dialer);
+            c->sub_bare_since_ms = 0;
+        }
     }
     pthread_mutex_unlock(&c->redial_mu);
 }

@@ -175,6 +175,7 @@ tw_status tw_client_generate_stream(tw_client *c, const Tokenwire__V1__GenerateR
                 deliver(&s, ch);
             tw_wire_free_chunk(ch);
         } else if (rv == NNG_ETIMEDOUT) {
+            tw_client_sub_check(c);
             gap = fill_gap(&s, poll_ms);
         } else {
             st = tw_errorf(err, TW_UNAVAILABLE, "stream %s: %s", s.id, nng_strerror(rv));
@@ -223,19 +224,33 @@ tw_status tw_client_watch(tw_client *c, tw_client_chunk_fn fn, void *user, uint3
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory: %s", nng_strerror(rv));
     }
     tw_status st = TW_OK;
+    uint64_t heard = tw_client_now_unix_ms();
     for (;;) {
-        nng_aio_set_timeout(aio, idle_ms ? (nng_duration)idle_ms : NNG_DURATION_INFINITE);
+        /* Silences are cut into seconds so that a dead SUB dialer is
+         * noticed (tw_client_sub_check) while nothing arrives. */
+        uint64_t wait = 1000;
+        if (idle_ms) {
+            uint64_t quiet = tw_client_now_unix_ms() - heard;
+            uint64_t left = quiet < idle_ms ? idle_ms - quiet : 1;
+            wait = left < wait ? left : wait;
+        }
+        nng_aio_set_timeout(aio, (nng_duration)wait);
         nng_ctx_recv(ctx, aio);
         nng_aio_wait(aio);
         rv = nng_aio_result(aio);
         if (rv == NNG_ETIMEDOUT) {
-            st = tw_errorf(err, TW_DEADLINE_EXCEEDED, "no stream chunk within %u ms", idle_ms);
-            break;
+            if (idle_ms && tw_client_now_unix_ms() - heard >= idle_ms) {
+                st = tw_errorf(err, TW_DEADLINE_EXCEEDED, "no stream chunk within %u ms", idle_ms);
+                break;
+            }
+            tw_client_sub_check(c);
+            continue;
         }
         if (rv != 0) {
             st = tw_errorf(err, TW_UNAVAILABLE, "watch: %s", nng_strerror(rv));
             break;
         }
+        heard = tw_client_now_unix_ms();
         nng_msg *msg = nng_aio_get_msg(aio);
         Tokenwire__V1__StreamChunk *ch = NULL;
         tw_status pst = tw_wire_parse_frame(nng_msg_body(msg), nng_msg_len(msg),

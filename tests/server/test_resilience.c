@@ -9,11 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <poll.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -266,33 +261,6 @@ static void test_hang_up_mid_handshake(void **state)
     twt_daemon_cleanup(&d);
 }
 
-/* Stands in for an engine that hangs up on every connection before the
- * handshake, until told to stop; then its socket path is gone. */
-typedef struct hanger {
-    char path[300];
-    int fd;
-    atomic_bool stop;
-    atomic_int hung_up;
-} hanger;
-
-static void *hang_up_loop(void *arg)
-{
-    hanger *h = arg;
-    while (!atomic_load(&h->stop)) {
-        struct pollfd p = {.fd = h->fd, .events = POLLIN};
-        if (poll(&p, 1, 50) <= 0)
-            continue;
-        int c = accept(h->fd, NULL, NULL);
-        if (c >= 0) {
-            close(c);
-            atomic_fetch_add(&h->hung_up, 1);
-        }
-    }
-    close(h->fd);
-    unlink(h->path);
-    return NULL;
-}
-
 /* A client whose dialer met an engine hanging up mid-handshake (NNG 1.5.2
  * then stops redialing) still reaches the engine once it is back. */
 static void test_client_redials_after_hang_up(void **state)
@@ -300,27 +268,12 @@ static void test_client_redials_after_hang_up(void **state)
     (void)state;
     twt_daemon d;
     twt_daemon_init(&d);
-    static hanger h;
-    memset(&h, 0, sizeof h);
-    snprintf(h.path, sizeof h.path, "%s", d.rpc + strlen("ipc://"));
-    h.fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    assert_true(h.fd >= 0);
-    struct sockaddr_un a;
-    memset(&a, 0, sizeof a);
-    a.sun_family = AF_UNIX;
-    memcpy(a.sun_path, h.path, strlen(h.path));
-    assert_int_equal(bind(h.fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(h.fd, 16), 0);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, hang_up_loop, &h), 0);
-
+    tw_test_hanger *h = tw_test_hanger_start(d.rpc + strlen("ipc://"));
     tw_client *c = twt_connect(&d, 800);
     Tokenwire__V1__Reply *rep = NULL;
     tw_err err;
     assert_int_equal(tw_client_health(c, NULL, &rep, &err), TW_UNAVAILABLE);
-    atomic_store(&h.stop, true);
-    pthread_join(t, NULL);
-    assert_true(atomic_load(&h.hung_up) > 0);
+    assert_true(tw_test_hanger_stop(h) > 0);
 
     twt_daemon_start(&d, NULL);
     tw_status st = TW_UNAVAILABLE;

@@ -8,8 +8,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,6 +108,59 @@ void tw_test_hang_up_unix(const char *path)
     memcpy(a.sun_path, path, strlen(path));
     assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
     close(fd);
+}
+
+struct tw_test_hanger {
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    int fd;
+    pthread_t thread;
+    atomic_bool stop;
+    atomic_int hung_up;
+};
+
+static void *hanger_main(void *arg)
+{
+    tw_test_hanger *h = arg;
+    while (!atomic_load(&h->stop)) {
+        struct pollfd p = {.fd = h->fd, .events = POLLIN};
+        if (poll(&p, 1, 50) <= 0)
+            continue;
+        int c = accept(h->fd, NULL, NULL);
+        if (c >= 0) {
+            close(c);
+            atomic_fetch_add(&h->hung_up, 1);
+        }
+    }
+    return NULL;
+}
+
+tw_test_hanger *tw_test_hanger_start(const char *path)
+{
+    tw_test_hanger *h = calloc(1, sizeof *h);
+    assert_non_null(h);
+    assert_true(strlen(path) < sizeof h->path);
+    memcpy(h->path, path, strlen(path));
+    h->fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(h->fd >= 0);
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    memcpy(a.sun_path, h->path, strlen(h->path));
+    assert_int_equal(bind(h->fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(h->fd, 16), 0);
+    assert_int_equal(pthread_create(&h->thread, NULL, hanger_main, h), 0);
+    return h;
+}
+
+int tw_test_hanger_stop(tw_test_hanger *h)
+{
+    atomic_store(&h->stop, true);
+    pthread_join(h->thread, NULL);
+    close(h->fd);
+    unlink(h->path);
+    int n = atomic_load(&h->hung_up);
+    free(h);
+    return n;
 }
 
 static bool same_name(const char *entry, const char *change)

@@ -41,6 +41,13 @@ int tw_test_free_port(void);
  * protocol handshake. */
 void tw_test_hang_up_unix(const char *path);
 
+/* A Unix socket at path that accepts every connection and hangs up on it
+ * at once, before any handshake, until stopped; stopping removes the path
+ * and returns how many it hung up on. */
+typedef struct tw_test_hanger tw_test_hanger;
+tw_test_hanger *tw_test_hanger_start(const char *path);
+int tw_test_hanger_stop(tw_test_hanger *h);
+
 /* Starts argv[0] (looked up in PATH when it has no slash) with argv and the
  * options (NULL: all defaults); returns its pid, remembered for cleanup. */
 pid_t tw_test_spawn(const char *const *argv, const tw_test_spawn_opts *opts);
