@@ -34,6 +34,18 @@ static int run(const char *const *argv, const char *log)
     return tw_test_run(argv, &o, 60000);
 }
 
+/* Health calls until one is answered, at most `tries`; the last status. */
+static tw_status health_within_tries(tw_client *c, int tries, tw_err *err)
+{
+    tw_status st = TW_UNAVAILABLE;
+    for (int i = 0; i < tries && st != TW_OK; i++) {
+        Tokenwire__V1__Reply *rep = NULL;
+        st = tw_client_health(c, NULL, &rep, err);
+        tw_wire_free_reply(rep);
+    }
+    return st;
+}
+
 static bool have_openssl(void)
 {
     const char *argv[] = {"openssl", "version", NULL};
@@ -190,13 +202,7 @@ static void test_restart(void **state)
 
     /* Back on the same address: the same client is served again. */
     twt_daemon_start(&d, NULL);
-    tw_status st = TW_UNAVAILABLE;
-    for (int i = 0; i < 10 && st != TW_OK; i++) {
-        st = tw_client_health(c, NULL, &rep, &err);
-        tw_wire_free_reply(rep);
-        rep = NULL;
-    }
-    assert_int_equal(st, TW_OK);
+    assert_int_equal(health_within_tries(c, 10, &err), TW_OK);
     assert_int_equal(tw_client_health(c, NULL, &rep, &err), TW_OK);
     assert_true(rep->health->uptime_s < 5); /* the new process */
     tw_wire_free_reply(rep);
@@ -204,13 +210,7 @@ static void test_restart(void **state)
     /* A graceful restart too. */
     twt_daemon_stop(&d);
     twt_daemon_start(&d, NULL);
-    st = TW_UNAVAILABLE;
-    for (int i = 0; i < 10 && st != TW_OK; i++) {
-        st = tw_client_health(c, NULL, &rep, &err);
-        tw_wire_free_reply(rep);
-        rep = NULL;
-    }
-    assert_int_equal(st, TW_OK);
+    assert_int_equal(health_within_tries(c, 10, &err), TW_OK);
     tw_client_close(c);
     twt_daemon_stop(&d);
     twt_daemon_cleanup(&d);
@@ -276,12 +276,7 @@ static void test_client_redials_after_hang_up(void **state)
     assert_true(tw_test_hanger_stop(h) > 0);
 
     twt_daemon_start(&d, NULL);
-    tw_status st = TW_UNAVAILABLE;
-    for (int i = 0; i < 10 && st != TW_OK; i++) {
-        st = tw_client_health(c, NULL, &rep, &err);
-        tw_wire_free_reply(rep);
-        rep = NULL;
-    }
+    tw_status st = health_within_tries(c, 10, &err);
     if (st != TW_OK)
         fail_msg("the client never reached the engine again: %s", err.msg);
     tw_client_close(c);
