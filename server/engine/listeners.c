@@ -117,39 +117,37 @@ static bool wait_ready(int fd, short events, int64_t deadline, atomic_bool *stop
     }
 }
 
+/* Moves all of buf through fd, one way: out (send) or in (recv). */
+static bool move_all(int fd, unsigned char *buf, size_t len, bool out, int64_t deadline,
+                     atomic_bool *stop)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = out ? send(fd, buf + done, len - done, MSG_NOSIGNAL)
+                        : recv(fd, buf + done, len - done, 0);
+        if (n > 0)
+            done += (size_t)n;
+        else if (n < 0 && errno == EINTR)
+            continue;
+        else if (n < 0 && errno == EAGAIN && wait_ready(fd, out ? POLLOUT : POLLIN, deadline, stop))
+            continue;
+        else
+            return false;
+    }
+    return true;
+}
+
 /* Sends our 8-byte SP header in full and reads the listener's in full, so
  * that the probe's later hang-up is an ordinary disconnect, never the
  * cut-short handshake that stops the listener. */
 static bool handshake(int fd, int peer, int64_t deadline, atomic_bool *stop)
 {
-    const unsigned char hello[8] = {0, 'S', 'P', 0, (unsigned char)(peer >> 8), (unsigned char)peer,
-                                    0, 0};
-    size_t sent = 0;
-    while (sent < sizeof hello) {
-        ssize_t n = send(fd, hello + sent, sizeof hello - sent, MSG_NOSIGNAL);
-        if (n > 0)
-            sent += (size_t)n;
-        else if (n < 0 && errno == EINTR)
-            continue;
-        else if (n < 0 && errno == EAGAIN && wait_ready(fd, POLLOUT, deadline, stop))
-            continue;
-        else
-            return false;
-    }
+    unsigned char hello[8] = {0, 'S', 'P', 0, (unsigned char)(peer >> 8), (unsigned char)peer,
+                              0, 0};
     unsigned char got[8];
-    size_t have = 0;
-    while (have < sizeof got) {
-        ssize_t n = recv(fd, got + have, sizeof got - have, 0);
-        if (n > 0)
-            have += (size_t)n;
-        else if (n < 0 && errno == EINTR)
-            continue;
-        else if (n < 0 && errno == EAGAIN && wait_ready(fd, POLLIN, deadline, stop))
-            continue;
-        else
-            return false;
-    }
-    return got[0] == 0 && got[1] == 'S' && got[2] == 'P' && got[3] == 0;
+    return move_all(fd, hello, sizeof hello, true, deadline, stop) &&
+           move_all(fd, got, sizeof got, false, deadline, stop) && got[0] == 0 && got[1] == 'S' &&
+           got[2] == 'P' && got[3] == 0;
 }
 
 /* A stopped listener still completes handshakes (its transport keeps
