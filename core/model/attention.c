@@ -26,6 +26,7 @@ typedef struct attn_job {
     size_t q_stride;
     size_t gate_off; /* offset of a head's gate from its query, 0 = no gate */
     float *att;      /* [rows][n_heads * head_dim] */
+    bool prepare;    /* each task first runs prepare_group on its (row, head) */
 } attn_job;
 
 /* One query's online softmax over blocks of keys, so no score buffer
@@ -137,6 +138,42 @@ static void attend_heads(const attn_job *j, size_t r, uint32_t h0, uint32_t nh)
     }
 }
 
+/* Row r's share of K/V head g once its projections are in: the biases,
+ * per-head norms and RoPE of the head's queries and of its key, and the
+ * key and value stored in the row's sequence. Each (row, head) is touched
+ * by one call alone, so the calls may run on any threads. */
+static void prepare_group(const tw_model *m, const tw_layer *L, const tw_batch *b, size_t r,
+                          uint32_t g)
+{
+    const tw_mconfig *c = &m->cfg;
+    const tw_scratch *s = &m->s;
+    const uint32_t hd = c->head_dim, per = c->n_heads / c->n_kv_heads;
+    const size_t hq = (size_t)hd * (c->family->attn_gate ? 2 : 1);
+    const size_t q_stride = c->n_heads * hq, kv_stride = (size_t)c->n_kv_heads * hd;
+    const uint32_t pos = b->pos[r];
+    float *q = s->q + r * q_stride + (size_t)g * per * hq;
+    if (L->bq)
+        for (size_t i = 0; i < per * hq; i++)
+            q[i] += L->bq[(size_t)g * per * hq + i];
+    for (uint32_t h = 0; h < per; h++) {
+        float *qh = q + h * hq;
+        if (L->q_norm)
+            tw_rmsnorm(qh, qh, L->q_norm, hd, c->norm_eps);
+        tw_rope_apply(L->rope, qh, pos);
+    }
+    float *kh = s->k + r * kv_stride + (size_t)g * hd;
+    float *vh = s->v + r * kv_stride + (size_t)g * hd;
+    for (uint32_t d = 0; L->bk && d < hd; d++)
+        kh[d] += L->bk[(size_t)g * hd + d];
+    for (uint32_t d = 0; L->bv && d < hd; d++)
+        vh[d] += L->bv[(size_t)g * hd + d];
+    if (L->k_norm)
+        tw_rmsnorm(kh, kh, L->k_norm, hd, c->norm_eps);
+    tw_rope_apply(L->rope, kh, pos);
+    tw_seq_kv_store(b->seq[r], L->attn_index, 0, g, (size_t)pos * hd, hd, kh);
+    tw_seq_kv_store(b->seq[r], L->attn_index, 1, g, (size_t)pos * hd, hd, vh);
+}
+
 /* One (row, K/V head): the query heads sharing it, HEAD_GROUP at a time. */
 static void attend_kv_head(void *ctx, int task, int n_tasks)
 {
@@ -146,6 +183,8 @@ static void attend_kv_head(void *ctx, int task, int n_tasks)
     uint32_t per = c->n_heads / c->n_kv_heads;
     size_t r = (size_t)task / c->n_kv_heads;
     uint32_t g = (uint32_t)((size_t)task % c->n_kv_heads);
+    if (j->prepare)
+        prepare_group(j->m, j->L, j->b, r, g);
     for (uint32_t h = g * per; h < (g + 1) * per; h += HEAD_GROUP)
         attend_heads(j, r, h, (g + 1) * per - h < HEAD_GROUP ? (g + 1) * per - h : HEAD_GROUP);
 }
@@ -202,6 +241,18 @@ static void add_bias(float *x, const float *bias, size_t rows, size_t n)
             x[r * n + i] += bias[i];
 }
 
+/* Whether no two rows share a sequence (a sequence's rows are
+ * consecutive): then no row attends to a position another row of the step
+ * stores, and each (row, K/V head) can be prepared inside its own
+ * attention task. */
+static bool rows_apart(const tw_batch *b)
+{
+    for (size_t r = 1; r < b->n; r++)
+        if (b->seq[r] == b->seq[r - 1])
+            return false;
+    return true;
+}
+
 void tw_attention_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_batch *b,
                         const float *xn, float *y)
 {
@@ -211,50 +262,40 @@ void tw_attention_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_
     uint32_t hd = c->head_dim;
     bool gated = c->family->attn_gate;
     size_t q_stride = (size_t)c->n_heads * hd * (gated ? 2 : 1);
-    size_t kv_stride = (size_t)c->n_kv_heads * hd;
 
-    /* Projections, then the serial RoPE and K/V stores, then attention: two
-     * pool runs. A lone row's projections and its attention were tried as
-     * one run, a task per K/V head computing that head's q/k/v rows and
-     * then attending (no barrier between, no q/k/v handed across threads,
-     * RoPE and stores split too): per layer 36.7 us against 41.1 for the
-     * three steps, but its two fixed tasks waited ~4.7 us on each other,
-     * and decoding qwen2-0.5b Q4_0 on 2 threads (Zen 5 guest, 30 bursts of
-     * 32 tokens alternated in one process, three times) was 0.97-1.00x as
-     * fast. Fetching the layer's K/V, or the o projection's rows, ahead
-     * inside those tasks read 0.98-0.99x. */
+    /* Projections in one pool run, then attention in another. A lone row's
+     * projections and its attention were tried as one run, a task per K/V
+     * head computing that head's q/k/v rows and then attending (no barrier
+     * between, no q/k/v handed across threads): per layer 36.7 us against
+     * 41.1 for the steps apart, but its two fixed tasks waited ~4.7 us on
+     * each other, and decoding qwen2-0.5b Q4_0 on 2 threads (Zen 5 guest,
+     * 30 bursts of 32 tokens alternated in one process, three times) was
+     * 0.97-1.00x as fast. Fetching the layer's K/V, or the o projection's
+     * rows, ahead inside those tasks read 0.98-0.99x. */
     const tw_mat *qkv[3] = {&L->wq, &L->wk, &L->wv};
     float *const out[3] = {s->q, s->k, s->v};
     tw_mat_mul_multi(pool, qkv, out, 3, xn, n);
-    add_bias(s->q, L->bq, n, q_stride);
-    add_bias(s->k, L->bk, n, kv_stride);
-    add_bias(s->v, L->bv, n, kv_stride);
 
-    for (size_t r = 0; r < n; r++) {
-        uint32_t pos = b->pos[r];
-        tw_seq *seq = b->seq[r];
-        for (uint32_t h = 0; h < c->n_heads; h++) {
-            float *qh = s->q + r * q_stride + (size_t)h * hd * (gated ? 2 : 1);
-            if (L->q_norm)
-                tw_rmsnorm(qh, qh, L->q_norm, hd, c->norm_eps);
-            tw_rope_apply(L->rope, qh, pos);
-        }
-        for (uint32_t g = 0; g < c->n_kv_heads; g++) {
-            float *kh = s->k + r * kv_stride + (size_t)g * hd;
-            if (L->k_norm)
-                tw_rmsnorm(kh, kh, L->k_norm, hd, c->norm_eps);
-            tw_rope_apply(L->rope, kh, pos);
-            tw_seq_kv_store(seq, L->attn_index, 0, g, (size_t)pos * hd, hd, kh);
-            tw_seq_kv_store(seq, L->attn_index, 1, g, (size_t)pos * hd, hd,
-                            s->v + r * kv_stride + (size_t)g * hd);
-        }
-    }
-
-    if (!prefill_by_products(m, pool, L, b, q_stride)) {
-        attn_job j = {.m = m, .L = L, .b = b, .q = s->q, .q_stride = q_stride,
-                      .gate_off = gated ? hd : 0, .att = s->att};
+    attn_job j = {.m = m,
+                  .L = L,
+                  .b = b,
+                  .q = s->q,
+                  .q_stride = q_stride,
+                  .gate_off = gated ? hd : 0,
+                  .att = s->att};
+    /* A decode step's biases, RoPE and K/V stores run inside the attention
+     * tasks, split across the pool instead of on the caller while the
+     * others wait: the stores alone took 2.4-3.4 us a layer on a 2-vCPU
+     * guest (a page walk each). qwen2-0.5b Q4_0 decoded 0.5-1.0% faster
+     * on 2 threads (three runs of 40 alternated pairs of 32-token bursts,
+     * faster in 22-26 of 40). */
+    j.prepare = rows_apart(b);
+    if (!j.prepare)
+        for (size_t r = 0; r < n; r++)
+            for (uint32_t g = 0; g < c->n_kv_heads; g++)
+                prepare_group(m, L, b, r, g);
+    if (!prefill_by_products(m, pool, L, b, q_stride))
         tw_pool_run(pool, attend_kv_head, &j, (int)(n * c->n_kv_heads));
-    }
 
     tw_mat_mul(pool, &L->wo, s->att, n, y);
     add_bias(y, L->bo, n, c->hidden);
