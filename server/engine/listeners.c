@@ -11,10 +11,11 @@
 
 #include <nng/supplemental/util/platform.h>
 
+#include "probe_tcp.h"
 #include "tw/log.h"
 
 #define IPC_SCHEME "ipc://"
-/* How often each IPC listener is probed, how long the socket may take to
+/* How often each listener is probed, how long the socket may take to
  * accept the probe, and how many probes in a row must go untaken before the
  * listener is reopened. Closing a listener also closes the pipes it
  * accepted (their clients reconnect, streams resume), so a false alarm has
@@ -50,18 +51,24 @@ static tw_status open_listener(twd_listeners *ls, twd_listener *e, tw_err *err)
     e->l = l;
     e->open = true;
     e->misses = 0;
+    twd_probe_tcp_address(e);
     return TW_OK;
 }
 
-/* Counts the probe's own pipes (this process at the other end) as the
- * socket takes them. */
+/* Counts the IPC probe's own pipes (this process at the other end) as the
+ * socket takes them, and notes the TCP ones for the TCP probe. */
 static void pipe_added(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
     twd_listeners *ls = arg;
     uint64_t pid;
-    if (ev == NNG_PIPE_EV_ADD_POST && nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &pid) == 0 &&
-        pid == (uint64_t)getpid())
-        atomic_fetch_add(&ls->probes_taken, 1);
+    if (ev != NNG_PIPE_EV_ADD_POST)
+        return;
+    if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &pid) == 0) {
+        if (pid == (uint64_t)getpid())
+            atomic_fetch_add(&ls->probes_taken, 1);
+        return;
+    }
+    twd_probe_tcp_taken(ls, p);
 }
 
 tw_status twd_listeners_add(twd_listeners *ls, nng_socket sock, const char *url, tw_err *err)
@@ -197,9 +204,14 @@ static void reopen(twd_listeners *ls, twd_listener *e)
         tw_warn("%s (trying again every %u ms)", err.msg, ls->probe_every_ms);
 }
 
+static bool is_ipc(const twd_listener *e)
+{
+    return strncmp(e->url, IPC_SCHEME, strlen(IPC_SCHEME)) == 0;
+}
+
 static bool watched(const twd_listener *e)
 {
-    return e->peer >= 0 && strncmp(e->url, IPC_SCHEME, strlen(IPC_SCHEME)) == 0;
+    return e->peer >= 0 && (is_ipc(e) || twd_probe_tcp_handles(e->url));
 }
 
 static void *watch_main(void *arg)
@@ -224,7 +236,8 @@ static void *watch_main(void *arg)
             twd_listener *e = &ls->v[i];
             if (!watched(e) || atomic_load(&ls->stop))
                 continue;
-            if (e->open && serving(ls, e, e->url + strlen(IPC_SCHEME)))
+            if (e->open &&
+                (is_ipc(e) ? serving(ls, e, e->url + strlen(IPC_SCHEME)) : twd_probe_tcp(ls, e)))
                 e->misses = 0;
             else if (!atomic_load(&ls->stop) && (!e->open || ++e->misses >= PROBE_MISSES))
                 reopen(ls, e);
@@ -286,6 +299,8 @@ void twd_listeners_free(twd_listeners *ls)
         pthread_cond_destroy(&ls->wake);
         pthread_mutex_destroy(&ls->mu);
     }
+    if (ls->probe_tls)
+        nng_tls_config_free(ls->probe_tls);
     for (size_t i = 0; i < ls->n; i++) {
         if (ls->v[i].peer >= 0)
             nng_pipe_notify(ls->v[i].sock, NNG_PIPE_EV_ADD_POST, NULL, NULL);

@@ -46,35 +46,18 @@ static tw_status health_within_tries(tw_client *c, int tries, tw_err *err)
     return st;
 }
 
-static bool have_openssl(void)
-{
-    const char *argv[] = {"openssl", "version", NULL};
-    return run(argv, NULL) == 0;
-}
-
-static void make_cert(const char *dir, const char *stem)
-{
-    char key[600], cert[600];
-    snprintf(key, sizeof key, "%s/%s.key", dir, stem);
-    snprintf(cert, sizeof cert, "%s/%s.pem", dir, stem);
-    const char *argv[] = {"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                          "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj",
-                          "/CN=localhost", "-keyout", key, "-out", cert, NULL};
-    assert_int_equal(run(argv, NULL), 0);
-}
-
 static void test_tls(void **state)
 {
     (void)state;
-    if (!have_openssl()) {
+    if (!tw_test_have_openssl()) {
         print_message("SKIPPED (no openssl command to make a test certificate)\n");
         skip();
         return;
     }
     twt_daemon d;
     twt_daemon_init(&d);
-    make_cert(d.dir, "server");
-    make_cert(d.dir, "other");
+    tw_test_make_cert(d.dir, "server");
+    tw_test_make_cert(d.dir, "other");
     char cert[600], key[600], other[600];
     snprintf(cert, sizeof cert, "%s/server.pem", d.dir);
     snprintf(key, sizeof key, "%s/server.key", d.dir);
@@ -133,10 +116,12 @@ static void test_tls(void **state)
         tw_client_close(bad);
     }
 
-    /* The engine is unharmed by the failed handshakes. */
+    /* The engine is unharmed by the failed handshakes. They can stop NNG
+     * 1.5's TLS listener for good (on a loaded machine, about one round of
+     * them in a few dozen); the daemon's watch then listens again within
+     * some seconds, so the first call may go unanswered. */
     c = twt_connect(&d, 5000);
-    assert_int_equal(tw_client_health(c, NULL, &rep, &err), TW_OK);
-    tw_wire_free_reply(rep);
+    assert_int_equal(health_within_tries(c, 4, &err), TW_OK);
     tw_client_close(c);
     twt_daemon_stop(&d);
     twt_daemon_cleanup(&d);

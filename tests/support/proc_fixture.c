@@ -327,3 +327,36 @@ int tw_test_run(const char *const *argv, const tw_test_spawn_opts *opts, unsigne
     int status = tw_test_wait_exit(pid, timeout_ms, opts ? opts->log_path : NULL);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
+
+bool tw_test_have_openssl(void)
+{
+    const char *argv[] = {"openssl", "version", NULL};
+    tw_test_spawn_opts o = {.log_path = "/dev/null", .stdin_null = true};
+    return tw_test_run(argv, &o, 60000) == 0;
+}
+
+void tw_test_make_cert(const char *dir, const char *stem)
+{
+    char key[600], cert[600];
+    snprintf(key, sizeof key, "%s/%s.key", dir, stem);
+    snprintf(cert, sizeof cert, "%s/%s.pem", dir, stem);
+    const char *argv[] = {"openssl",
+                          "req",
+                          "-x509",
+                          "-newkey",
+                          "ec",
+                          "-pkeyopt",
+                          "ec_paramgen_curve:P-256",
+                          "-nodes",
+                          "-days",
+                          "1",
+                          "-subj",
+                          "/CN=localhost",
+                          "-keyout",
+                          key,
+                          "-out",
+                          cert,
+                          NULL};
+    tw_test_spawn_opts o = {.log_path = "/dev/null", .stdin_null = true};
+    assert_int_equal(tw_test_run(argv, &o, 60000), 0);
+}

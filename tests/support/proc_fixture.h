@@ -37,6 +37,13 @@ void tw_test_build_path(char *out, size_t cap, const char *rel);
  * returns (another process may still take it: good enough for tests). */
 int tw_test_free_port(void);
 
+/* Whether the openssl command is there to make test certificates. */
+bool tw_test_have_openssl(void);
+
+/* A self-signed P-256 certificate for CN=localhost, one day long, as
+ * dir/stem.pem with its key as dir/stem.key (needs the openssl command). */
+void tw_test_make_cert(const char *dir, const char *stem);
+
 /* Connects to the Unix socket at path and hangs up at once, before any
  * protocol handshake. */
 void tw_test_hang_up_unix(const char *path);

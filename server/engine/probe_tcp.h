@@ -1,0 +1,32 @@
+/* The listener watch's probe for tcp:// and tls+tcp:// listeners (see
+ * listeners.h): a connection dialed through NNG as the socket's peer
+ * protocol, recognised on the socket's side by its address. */
+#ifndef TWD_PROBE_TCP_H
+#define TWD_PROBE_TCP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "listeners.h"
+
+/* Whether url is one this probe can dial (tcp, tcp4, tcp6 and their tls+
+ * forms). */
+bool twd_probe_tcp_handles(const char *url);
+
+/* Where a probe reaches e's open listener from this host, into e->dial
+ * ("" where there is no such address). Taken when the listener opens, as
+ * a listener that has stopped may no longer tell its address. */
+void twd_probe_tcp_address(twd_listener *e);
+
+/* Records a TCP pipe the socket took (its remote address), for a probe
+ * waiting on its own; other pipes are ignored. Called from the sockets'
+ * pipe notifications. */
+void twd_probe_tcp_taken(twd_listeners *ls, nng_pipe p);
+
+/* Dials e's listener and waits, until ls's probe timeout, for e's socket
+ * to take the connection. False only when the socket did not take it;
+ * a probe that cannot be made (no socket, no address) is no judgement and
+ * answers true. */
+bool twd_probe_tcp(twd_listeners *ls, const twd_listener *e);
+
+#endif
