@@ -51,6 +51,12 @@ static tw_status open_listener(twd_listeners *ls, twd_listener *e, tw_err *err)
     e->l = l;
     e->open = true;
     e->misses = 0;
+    if (!twd_probe_tcp_pin_port(e)) {
+        nng_listener_close(l);
+        e->open = false;
+        return tw_errorf(err, TW_INTERNAL, "listening on %s: cannot learn the port it was given",
+                         e->url);
+    }
     twd_probe_tcp_address(e);
     return TW_OK;
 }

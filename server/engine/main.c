@@ -91,9 +91,10 @@ static int run(const twd_config *cfg)
         twd_server_stop(&srv);
         return 1;
     }
+    /* the listeners' own addresses: a port 0 asked for is the port given */
     for (size_t i = 0; i < cfg->n_listen; i++)
-        tw_info("serving RPCs on %s", cfg->listen[i]);
-    tw_info("publishing streams on %s", cfg->publish);
+        tw_info("serving RPCs on %s", srv.listeners.v[i].url);
+    tw_info("publishing streams on %s", srv.listeners.v[cfg->n_listen].url);
 
     sigset_t set;
     sigemptyset(&set);

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <nng/protocol/pubsub0/sub.h>
@@ -102,6 +103,30 @@ void twd_probe_tcp_address(twd_listener *e)
 {
     if (!dial_url(e, e->dial, sizeof e->dial))
         e->dial[0] = 0;
+}
+
+bool twd_probe_tcp_pin_port(twd_listener *e)
+{
+    size_t len = strlen(e->url);
+    if (!twd_probe_tcp_handles(e->url) || len < 2 || strcmp(e->url + len - 2, ":0") != 0)
+        return true;
+    nng_sockaddr a;
+    if (nng_listener_get_addr(e->l, NNG_OPT_LOCADDR, &a) != 0)
+        return false;
+    unsigned port;
+    if (a.s_family == NNG_AF_INET)
+        port = ntohs(a.s_in.sa_port);
+    else if (a.s_family == NNG_AF_INET6)
+        port = ntohs(a.s_in6.sa_port);
+    else
+        return false;
+    char *url = malloc(len + 8);
+    if (!url)
+        return false;
+    snprintf(url, len + 8, "%.*s:%u", (int)(len - 2), e->url, port);
+    free(e->url);
+    e->url = url;
+    return true;
 }
 
 /* The probe socket's own pipe: its local address, once connected. */

@@ -18,6 +18,13 @@ bool twd_probe_tcp_handles(const char *url);
  * a listener that has stopped may no longer tell its address. */
 void twd_probe_tcp_address(twd_listener *e);
 
+/* A listener asked for port 0 gets one from the system at its first open;
+ * a reopen must take that port again, not another, or its clients lose it.
+ * Rewrites e->url's ":0" to the port e's open listener is bound to; false
+ * only when that was needed and could not be done (out of memory, or the
+ * listener cannot tell its address). */
+bool twd_probe_tcp_pin_port(twd_listener *e);
+
 /* Records a TCP pipe the socket took (its remote address), for a probe
  * waiting on its own; other pipes are ignored. Called from the sockets'
  * pipe notifications. */

@@ -2,8 +2,9 @@
  * the middle of the SP handshake stops an NNG 1.5 IPC listener for good;
  * the watch must notice and listen again, for REP and PUB alike, and must
  * leave a healthy listener alone. TCP and TLS listeners are watched too:
- * one closed under the watch must come back, and a healthy one must be
- * left alone (the probe must know its own connection when it is taken). */
+ * one closed under the watch must come back (on the port it was given
+ * where it asked for port 0), and a healthy one must be left alone (the
+ * probe must know its own connection when it is taken). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -69,12 +70,16 @@ static void make_tls(fixture *f)
     assert_int_equal(nng_tls_config_server_name(f->client_tls, "localhost"), 0);
 }
 
-static void start(fixture *f, bool pub, kind k)
+/* Listens on `url`, or where NULL on a fresh address of kind k; f->url is
+ * then the address clients dial (a port 0 asked for is the port given). */
+static void start_at(fixture *f, bool pub, kind k, const char *url)
 {
     memset(f, 0, sizeof *f);
     f->dir = tw_test_mkdtemp();
     assert_non_null(f->dir);
-    if (k == OVER_IPC)
+    if (url)
+        snprintf(f->url, sizeof f->url, "%s", url);
+    else if (k == OVER_IPC)
         snprintf(f->url, sizeof f->url, "ipc://%s/s", f->dir);
     else
         snprintf(f->url, sizeof f->url, "%s://127.0.0.1:%d", k == OVER_TLS ? "tls+tcp" : "tcp",
@@ -87,11 +92,17 @@ static void start(fixture *f, bool pub, kind k)
     tw_err err;
     running = f;
     assert_int_equal(twd_listeners_add(&f->ls, f->server, f->url, &err), TW_OK);
+    snprintf(f->url, sizeof f->url, "%s", f->ls.v[0].url);
     /* A quicker pace than the daemon's, with the same margin between a
      * taken probe (milliseconds) and a missed one. */
     f->ls.probe_every_ms = 200;
     f->ls.probe_timeout_ms = 1000;
     assert_int_equal(twd_listeners_watch(&f->ls, &err), TW_OK);
+}
+
+static void start(fixture *f, bool pub, kind k)
+{
+    start_at(f, pub, k, NULL);
 }
 
 static void finish(fixture *f)
@@ -257,6 +268,26 @@ static void test_tls_listener_watched(void **state)
     check_watch_tcp(OVER_TLS);
 }
 
+/* A listener asked for port 0 is reopened on the port it was given, not
+ * on another: clients that learned that port still reach it. */
+static void test_port_zero_keeps_its_port(void **state)
+{
+    (void)state;
+    static fixture f;
+    start_at(&f, false, OVER_TCP, "tcp://127.0.0.1:0");
+    const char *colon = strrchr(f.url, ':');
+    assert_non_null(colon);
+    assert_int_not_equal(atoi(colon + 1), 0);
+    assert_true(time_to_through(&f, false, rep_gets_request, 5000) < 5000);
+
+    assert_int_equal(nng_listener_close(f.ls.v[0].l), 0);
+    if (time_to_through(&f, false, rep_gets_request, 20000) == UINT64_MAX)
+        fail_msg("%s: a reopened port-0 listener served nobody there 20 s later", f.url);
+    assert_true(atomic_load(&f.ls.reopened) >= 1);
+    assert_string_equal(f.ls.v[0].url, f.url);
+    finish(&f);
+}
+
 /* An address NNG refuses is a clear error. */
 static void test_bad_address(void **state)
 {
@@ -279,6 +310,7 @@ int main(void)
         cmocka_unit_test_teardown(test_pub_listener_survives_hang_ups, finish_running),
         cmocka_unit_test_teardown(test_tcp_listener_watched, finish_running),
         cmocka_unit_test_teardown(test_tls_listener_watched, finish_running),
+        cmocka_unit_test_teardown(test_port_zero_keeps_its_port, finish_running),
         cmocka_unit_test(test_bad_address),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
