@@ -1,6 +1,7 @@
 /* AVX-512 kernels for CPUs with AVX512-VNNI. They overlay the AVX2 table
  * only where they win: the 32-value block types, where one vpdpbusd replaces
- * the maddubs + madd pair of every block dot, and the f32 dot product. The
+ * the maddubs + madd pair of every block dot, the f32 dot product, and
+ * attention's value pass (vecops_avx512.c). The
  * tile structure (one accumulator per output, updated once per block in
  * block order) is the AVX2 one, so results stay independent of tile shape;
  * the integer sums are the same as every other ISA's. */
@@ -378,6 +379,7 @@ void tw_isa_fill_avx512(tw_isa_table *t)
     t->batch_copy_bytes = 1;
     t->batch_copy_max_cols = SIZE_MAX;
     t->batch_copy_types = 1u << tw_ktype_index(TW_TYPE_Q8_0) | 1u << tw_ktype_index(TW_TYPE_Q4_0);
+    tw_isa_fill_vecops_avx512(t);
 }
 
 #else

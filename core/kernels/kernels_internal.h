@@ -360,6 +360,8 @@ void tw_isa_fill_dequant_scalar(tw_dequant_fn *dq);
 void tw_isa_fill_dequant_avx2(tw_dequant_fn *dq);
 /* The AVX2 f32 vector kernels (vecops_avx2.c) into t. */
 void tw_isa_fill_vecops_avx2(tw_isa_table *t);
+/* The AVX-512 vector kernels that differ from those (vecops_avx512.c). */
+void tw_isa_fill_vecops_avx512(tw_isa_table *t);
 /* The AVX2 f32 dot product, for the f32-weight rows. */
 float tw_dot_f32_avx2(const float *a, const float *b, size_t n);
 

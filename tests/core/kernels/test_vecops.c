@@ -185,6 +185,57 @@ static void test_rows_multi(void **state)
     tw_kernels_force_isa(NULL, NULL);
 }
 
+/* The value pass gives the same bits on every SIMD ISA: each output
+ * column is one fused multiply-add chain over the rows in order, however
+ * wide the vectors that carry it. Head sizes around the 16- and 64-wide
+ * tiles, query counts around the groups of four, f32 and half rows. */
+static void test_axpy_isas_agree(void **state)
+{
+    (void)state;
+    if (!tw_kernels_isa_available("avx2") || !tw_kernels_isa_available("avx512")) {
+        print_message("SKIPPED (this CPU lacks AVX2 or AVX-512)\n");
+        skip();
+        return;
+    }
+    tw_test_rng rng = {17};
+    enum { QS = 200, MAXQ = 9, MAXN = 37 };
+    static const size_t ds[] = {1, 8, 13, 16, 24, 48, 64, 80, 100, 128, 200};
+    static const size_t ns[] = {0, 1, 5, 16, 17, MAXN};
+    static float p[MAXQ * 40], V[MAXN * 200], acc0[MAXQ * QS], want[MAXQ * QS], got[MAXQ * QS];
+    static uint16_t Vh[MAXN * 200];
+    for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+            for (size_t nq = 1; nq <= MAXQ; nq++) {
+                size_t d = ds[di], n = ns[ni];
+                fill(p, MAXQ * 40, 1.0f, &rng);
+                fill(V, n * d, 2.0f, &rng);
+                fill(acc0, MAXQ * QS, 3.0f, &rng);
+                tw_quant_row(TW_TYPE_F16, V, Vh, n * d);
+                for (int half = 0; half < 2; half++) {
+                    /* fetching ahead or not, the same bits */
+                    tw_kernels_set_decode_prefetch((nq + (size_t)half) % 2 == 0);
+                    memcpy(want, acc0, sizeof want);
+                    memcpy(got, acc0, sizeof got);
+                    assert_int_equal(tw_kernels_force_isa("avx2", NULL), TW_OK);
+                    if (half)
+                        tw_axpy_rows_multi_h16(p, 40, nq, Vh, n, d, want, QS);
+                    else
+                        tw_axpy_rows_multi_f32(p, 40, nq, V, n, d, want, QS);
+                    assert_int_equal(tw_kernels_force_isa("avx512", NULL), TW_OK);
+                    if (half)
+                        tw_axpy_rows_multi_h16(p, 40, nq, Vh, n, d, got, QS);
+                    else
+                        tw_axpy_rows_multi_f32(p, 40, nq, V, n, d, got, QS);
+                    /* the columns past d of each row are left as they were */
+                    if (memcmp(want, got, sizeof want) != 0)
+                        fail_msg("d=%zu n=%zu nq=%zu %s: AVX-512 and AVX2 differ", d, n, nq,
+                                 half ? "half" : "f32");
+                }
+            }
+    tw_kernels_set_decode_prefetch(false);
+    tw_kernels_force_isa(NULL, NULL);
+}
+
 /* Scaled scores and their maximum: each product the one multiply, the
  * maximum of the products, NaN never chosen, -INFINITY for no scores. */
 static void test_scale_max(void **state)
@@ -433,15 +484,11 @@ static void test_delta_rule(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dot_rows),
-        cmocka_unit_test(test_axpy_rows),
-        cmocka_unit_test(test_rows_multi),
-        cmocka_unit_test(test_scale_max),
-        cmocka_unit_test(test_argmax),
-        cmocka_unit_test(test_exp_shift),
-        cmocka_unit_test(test_silu_mul),
-        cmocka_unit_test(test_silu),
-        cmocka_unit_test(test_delta_rule),
+        cmocka_unit_test(test_dot_rows),   cmocka_unit_test(test_axpy_rows),
+        cmocka_unit_test(test_rows_multi), cmocka_unit_test(test_axpy_isas_agree),
+        cmocka_unit_test(test_scale_max),  cmocka_unit_test(test_argmax),
+        cmocka_unit_test(test_exp_shift),  cmocka_unit_test(test_silu_mul),
+        cmocka_unit_test(test_silu),       cmocka_unit_test(test_delta_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
