@@ -6,7 +6,11 @@
  * queries instead of four. qwen2-0.5b Q4_0 decode, 2 threads, a 2-vCPU
  * Zen 5 guest, the two alternated in one process: a layer's attention run
  * took 15.4 us against 18.6 after a 128-token prompt and 64.3 against
- * 83.4 after 1000 (decode 1.07x there, faster in 9 of 10 bursts). */
+ * 83.4 after 1000 (decode 1.07x there, faster in 9 of 10 bursts). The
+ * score pass was tried the same way, two keys' 8-wide accumulators to a
+ * register with the AVX2 sums after (its bits too), and kept the AVX2
+ * kernel: 13.9 against 14.0 us after 128 tokens, 54.2 against 52.8 after
+ * 1000, each register's two rows costing a load and an insert. */
 #include <stdbool.h>
 
 #include "kernels/kernels_internal.h"
