@@ -152,9 +152,10 @@ static void attend_heads(const attn_job *j, size_t r, uint32_t h0, uint32_t nh)
             fetch_rows(K, t0, sub_rows(0, nb), row_bytes);
         for (uint32_t s0 = 0; s0 < nb; s0 += SUB_BLOCK) {
             uint32_t ns = sub_rows(s0, nb);
-            if (fetch)
-                fetch_rows(s0 + ns < nb ? K : V, s0 + ns < nb ? t0 + s0 + ns : t0,
-                           s0 + ns < nb ? sub_rows(s0 + ns, nb) : sub_rows(0, nb), row_bytes);
+            if (fetch && s0 + ns < nb)
+                fetch_rows(K, t0 + s0 + ns, sub_rows(s0 + ns, nb), row_bytes);
+            else if (fetch)
+                fetch_rows(V, t0, sub_rows(0, nb), row_bytes);
             scores(q, hq, nh, K, f16, t0 + s0, ns, hd, sc[0] + s0);
         }
         for (uint32_t k = 0; k < nh; k++)
