@@ -328,8 +328,9 @@ TW_AVX512 TW_TILE void r8k_group_vnni(const uint8_t *p, size_t nb, const tw_act 
  * chain, as four activations do: the loads, unpacking and scaling between
  * two of its vpdpbusd hide the wait, and three adds a sub-block are saved.
  * Against four chains, one thread, Zen 5, 896 x 4864 and 2048 x 2048 in
- * cache took 99 against 125 us and 83 against 115 us; Q4_K's kernels below
- * went from eight chains to four (71 against 75 us, 59 against 62), and
+ * cache took 99 against 125 us and 83 against 115 us; Q4_K's
+ * (r8k_group_vnni and r16k_group_vnni) went from eight chains to four (71
+ * against 75 us, 59 against 62; two were slower on 896 x 4864), and
  * decoding a llama-1b-shaped Q4_K_M file on 2 threads read 110.5 against
  * 97.8 tok/s (four runs of each alternated, all four faster). Bits are
  * unchanged: the chains are int32 sums. */
