@@ -150,12 +150,14 @@ double bench_machine_row(uint32_t threads, double seconds)
              "\"cpus_online\":%u,\"cores_physical\":%u,\"threads_per_core\":%u,"
              "\"isa\":\"%s\",\"l1d\":%llu,\"l2\":%llu,\"l3\":%llu,\"mem_total\":%llu,"
              "\"mem_available\":%llu,\"bw_threads\":%u,\"bw_1thread\":%.4g,\"bw_bytes\":%zu,"
-             "\"auto_threads\":%u,\"auto_max_batch\":%u,\"auto_prefill_chunk\":%u",
+             "\"auto_threads\":%u,\"auto_max_batch\":%u,\"auto_prefill_chunk\":%u,"
+             "\"auto_fetch_ahead\":%llu",
              model, hw.cpu_family, hw.cpu_model_number, hw.cpus_online, hw.cores_physical,
              hw.threads_per_core, hw.isa, (unsigned long long)hw.l1d_bytes,
              (unsigned long long)hw.l2_bytes, (unsigned long long)hw.l3_bytes,
              (unsigned long long)hw.mem_total_bytes, (unsigned long long)hw.mem_available_bytes,
-             threads, bw1, bytes, ch.threads, ch.max_batch, ch.prefill_chunk);
+             threads, bw1, bytes, ch.threads, ch.max_batch, ch.prefill_chunk,
+             (unsigned long long)ch.fetch_ahead);
     /* on a shared machine one probe can lose to a neighbour: the best of
      * the two is the machine's bandwidth */
     if (bw1 > bw)

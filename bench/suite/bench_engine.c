@@ -187,34 +187,49 @@ static double decode_bandwidth_share(tw_model *m, tw_pool *pool, tw_seq *seq,
     return bench_percentile(share, PAIRED_ROUNDS, 50);
 }
 
-/* Decode with the decode split (tw_kernels_set_decode_split: a thread done
- * with its rows takes the back of a slower thread's) against without, in
- * alternating bursts of PAIRED_BURST tokens, which of the two goes first
- * alternating too, so both meet the same phases of a shared machine.
- * Returns the median over the pairs of (time without / time with), 0 on
- * failure; the setting is restored. */
-static double decode_split_gain(tw_model *m, tw_pool *pool, tw_seq *seq, const uint32_t *prompt,
-                                float *logits, uint32_t vocab)
+/* A decode setting measured by paired_gain: set(on) switches it. */
+typedef void (*setting_fn)(bool on);
+
+/* The decode split (tw_kernels_set_decode_split: a thread done with its
+ * rows takes the back of a slower thread's). Switched off, fetch ahead is
+ * off too, as it fetches what the split will read. */
+static void set_split(bool on)
+{
+    tw_kernels_set_decode_split(on);
+}
+
+/* Fetch ahead (tw_kernels_set_fetch_ahead) at the bytes it had. */
+static size_t fetch_on_bytes;
+static void set_fetch(bool on)
+{
+    tw_kernels_set_fetch_ahead(on ? fetch_on_bytes : 0);
+}
+
+/* Decode with a setting on against off, in alternating bursts of
+ * PAIRED_BURST tokens, which of the two goes first alternating too, so both
+ * meet the same phases of a shared machine. Returns the median over the
+ * pairs of (time off / time on), 0 on failure; the setting is left on. */
+static double paired_gain(tw_model *m, tw_pool *pool, tw_seq *seq, const uint32_t *prompt,
+                          float *logits, uint32_t vocab, setting_fn set)
 {
     uint32_t tok;
     if (!decode_start(m, pool, seq, prompt, 8, logits, vocab, &tok))
         return 0;
-    const bool was = tw_kernels_decode_split();
     double ratio[PAIRED_ROUNDS];
     for (int r = 0; r < PAIRED_ROUNDS; r++) {
         double t[2] = {0, 0};
         for (int k = 0; k < 2; k++) {
             const int on = (k == 0) == (r % 2 == 0);
-            tw_kernels_set_decode_split(on);
+            set(on);
             t[on] = decode_burst(m, pool, seq, &tok, logits, vocab);
             if (t[on] < 0) {
-                tw_kernels_set_decode_split(was);
+                set(true);
                 return 0;
             }
         }
         ratio[r] = t[1] > 0 ? t[0] / t[1] : 0;
     }
-    tw_kernels_set_decode_split(was);
+    set(true);
     return bench_percentile(ratio, PAIRED_ROUNDS, 50);
 }
 
@@ -335,13 +350,21 @@ static int bench_model_api(const args *a, double bw, model_results *res)
                            a->label, PAIRED_ROUNDS, PAIRED_BURST, 100.0 * paired,
                            paired_bw / 1e9);
     }
-    double split_gain = a->threads > 1 ? decode_split_gain(m, pool, seq, ids + 3072, logits,
-                                                           vocab)
-                                       : 0;
-    if (split_gain > 0)
-        bench_progress("%s: decode with the decode split against without, %d alternated pairs "
-                       "of %d-token bursts: median %.3fx",
-                       a->label, PAIRED_ROUNDS, PAIRED_BURST, split_gain);
+    double split_gain = 0, fetch_gain = 0;
+    fetch_on_bytes = tw_kernels_fetch_ahead();
+    if (a->threads > 1) {
+        split_gain = paired_gain(m, pool, seq, ids + 3072, logits, vocab, set_split);
+        if (split_gain > 0)
+            bench_progress("%s: decode with the decode split against without, %d alternated "
+                           "pairs of %d-token bursts: median %.3fx",
+                           a->label, PAIRED_ROUNDS, PAIRED_BURST, split_gain);
+        if (fetch_on_bytes)
+            fetch_gain = paired_gain(m, pool, seq, ids + 3200, logits, vocab, set_fetch);
+        if (fetch_gain > 0)
+            bench_progress("%s: decode with fetch ahead (%zu KiB) against without, %d "
+                           "alternated pairs of %d-token bursts: median %.3fx",
+                           a->label, fetch_on_bytes >> 10, PAIRED_ROUNDS, PAIRED_BURST, fetch_gain);
+    }
     /* decode deep into a long context, where attention reads every earlier
      * position's K and V per token next to the weights */
     if (!a->quick) {
@@ -368,6 +391,12 @@ static int bench_model_api(const args *a, double bw, model_results *res)
         snprintf(sextra, sizeof sextra, "%s,\"rounds\":%d,\"burst_tokens\":%d", extra,
                  PAIRED_ROUNDS, PAIRED_BURST);
         bench_row("model", "decode_split_gain", a->label, split_gain, "ratio", 0, NULL, sextra);
+    }
+    if (fetch_gain > 0) {
+        char fextra[640];
+        snprintf(fextra, sizeof fextra, "%s,\"rounds\":%d,\"burst_tokens\":%d,\"bytes\":%zu", extra,
+                 PAIRED_ROUNDS, PAIRED_BURST, fetch_on_bytes);
+        bench_row("model", "fetch_ahead_gain", a->label, fetch_gain, "ratio", 0, NULL, fextra);
     }
     if (paired > 0) {
         char pextra[640];
@@ -660,6 +689,7 @@ int main(int argc, char **argv)
     tw_hw_choice ch;
     tw_hw_choose(&hw, &ch);
     args a = {.threads = ch.threads, .chunk = 512, .max_batch = 64, .prefetch = "auto"};
+    tw_kernels_set_fetch_ahead((size_t)ch.fetch_ahead);
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
         bool has = i + 1 < argc;

@@ -11,7 +11,13 @@
  * reads its own run front to back, in pieces of half what is left (at
  * least OWN_MIN_BYTES) so few calls break its stream, and when done takes
  * STEAL_BYTES pieces from the back of a run another thread has not
- * reached. */
+ * reached. Runs too narrow for pieces (SPLIT_MIN_BYTES) are taken whole,
+ * by their own thread or, where it has not started on one, another.
+ *
+ * Each run belongs to a pool thread rather than a task, so that the rows
+ * a thread will read are known before the run: tw_decode_fetch_plan hands
+ * them to the pool as that thread's fetch plan, which it fetches into its
+ * caches while it waits between runs (fetch ahead). */
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -26,9 +32,9 @@
 /* A piece taken from another thread's run: small, as the owner may be
  * about to reach it. */
 #define STEAL_BYTES ((size_t)64 << 10)
-/* Parts whose widest thread's run is under this are read as the plain
- * split reads them: there the pieces and the claims cost more than a lag
- * loses. Decoding the 24M default model (runs of up to ~1 MiB a thread)
+/* Parts whose widest thread's run is under this take their runs whole, as
+ * the plain split reads them: there the pieces and the claims cost more
+ * than a lag loses. Decoding the 24M default model (runs of up to ~1 MiB a thread)
  * alternated with the plain split, 100 rounds of 32 tokens: from 256 KiB
  * on, 1.4% slower (faster in 25 rounds); from 512 KiB on, as fast (41);
  * qwen2-0.5b Q4_0 5.5% faster from 512 KiB on (35 of 40 rounds). */
@@ -50,6 +56,7 @@ typedef struct split_job {
     void *ctx;
     split_run *runs;
     size_t n_runs;
+    bool whole; /* runs taken whole, by their home or another thread */
 } split_job;
 
 static inline uint64_t pack_ends(uint32_t front, uint32_t back)
@@ -58,9 +65,9 @@ static inline uint64_t pack_ends(uint32_t front, uint32_t back)
 }
 
 /* Bytes of one row of a run: both matrices' for a pair. */
-static size_t run_row_bytes(const split_job *j, uint32_t part)
+static size_t run_row_bytes(const tw_mv_job *parts, bool pair, size_t part)
 {
-    return j->pair ? j->parts[0].row_bytes + j->parts[1].row_bytes : j->parts[part].row_bytes;
+    return pair ? parts[0].row_bytes + parts[1].row_bytes : parts[part].row_bytes;
 }
 
 /* Rows in about `bytes` (a piece size, at most OWN_MIN_BYTES), a multiple
@@ -82,8 +89,15 @@ static void do_rows(const split_job *j, uint32_t part, size_t r0, size_t r1)
         j->done(j->ctx, r0, r1);
 }
 
-/* Claims the front piece of at least min_rows, or half of what is left
- * where that is more. */
+/* Rows of the front piece a thread claims of `left` in its own run: at
+ * least min_rows, or half of what is left where that is more. */
+static uint32_t front_piece(uint32_t left, uint32_t min_rows)
+{
+    uint32_t want = left / 2 / TW_ROW_ALIGN * TW_ROW_ALIGN;
+    return want < min_rows ? min_rows : want;
+}
+
+/* Claims the front piece (front_piece) of a run. */
 static bool take_front(split_run *r, uint32_t min_rows, uint32_t *r0, uint32_t *r1)
 {
     uint64_t v = atomic_load_explicit(&r->ends, memory_order_relaxed);
@@ -91,9 +105,7 @@ static bool take_front(split_run *r, uint32_t min_rows, uint32_t *r0, uint32_t *
         uint32_t front = (uint32_t)v, back = (uint32_t)(v >> 32);
         if (front >= back)
             return false;
-        uint32_t want = (back - front) / 2 / TW_ROW_ALIGN * TW_ROW_ALIGN;
-        if (want < min_rows)
-            want = min_rows;
+        uint32_t want = front_piece(back - front, min_rows);
         uint32_t to = back - front > want ? front + want : back;
         if (atomic_compare_exchange_weak_explicit(&r->ends, &v, pack_ends(to, back),
                                                   memory_order_relaxed, memory_order_relaxed)) {
@@ -125,17 +137,38 @@ static bool take_back(split_run *r, uint32_t rows, uint32_t *r0, uint32_t *r1)
     }
 }
 
+/* The runs of a split over the first `lanes` parts, and the bytes of the
+ * widest; false where a part's rows do not fit the split's bookkeeping. */
+static bool measure_runs(const tw_mv_job *parts, size_t lanes, bool pair, size_t *n_runs,
+                         size_t *widest)
+{
+    *n_runs = *widest = 0;
+    for (size_t k = 0; k < lanes; k++) {
+        if (parts[k].rows > UINT32_MAX / 2 || parts[k].rows_per_task == 0)
+            return false;
+        *n_runs += (parts[k].rows + parts[k].rows_per_task - 1) / parts[k].rows_per_task;
+        const size_t bytes = parts[k].rows_per_task * run_row_bytes(parts, pair, k);
+        if (bytes > *widest)
+            *widest = bytes;
+    }
+    return true;
+}
+
 static void split_task(void *ctx, int task, int n_tasks, int thread)
 {
+    (void)task;
     (void)n_tasks;
-    (void)thread;
     const split_job *j = ctx;
     uint32_t r0, r1;
+    /* runs are homed on pool threads, not tasks, so that a thread reads
+     * the rows its fetch plan brought into its caches */
     for (size_t i = 0; i < j->n_runs; i++) {
         split_run *r = &j->runs[i];
-        if (r->home != (uint32_t)task)
+        if (r->home != (uint32_t)thread)
             continue;
-        uint32_t min_rows = rows_in(OWN_MIN_BYTES, run_row_bytes(j, r->part));
+        uint32_t min_rows = j->whole
+                                ? UINT32_MAX
+                                : rows_in(OWN_MIN_BYTES, run_row_bytes(j->parts, j->pair, r->part));
         tw_decode_stream(r->bytes);
         while (take_front(r, min_rows, &r0, &r1))
             do_rows(j, r->part, r0, r1);
@@ -144,13 +177,16 @@ static void split_task(void *ctx, int task, int n_tasks, int thread)
     /* the others' runs, starting past our own so two idle threads do not
      * both queue on the same one */
     for (size_t s = 1; s <= j->n_runs; s++) {
-        split_run *r = &j->runs[((size_t)task + s) % j->n_runs];
-        if (r->home == (uint32_t)task)
+        split_run *r = &j->runs[((size_t)thread + s) % j->n_runs];
+        if (r->home == (uint32_t)thread)
             continue;
-        uint32_t rows = rows_in(STEAL_BYTES, run_row_bytes(j, r->part));
+        uint32_t rows =
+            j->whole ? UINT32_MAX : rows_in(STEAL_BYTES, run_row_bytes(j->parts, j->pair, r->part));
+        tw_decode_stream(j->whole ? r->bytes : 0);
         while (take_back(r, rows, &r0, &r1))
             do_rows(j, r->part, r0, r1);
     }
+    tw_decode_stream(0);
 }
 
 static atomic_bool split_off;
@@ -173,22 +209,15 @@ bool tw_decode_split(tw_pool *pool, const tw_mv_job *parts, size_t n_parts, bool
         (pair && (n_parts != 2 || !done)))
         return false;
     const size_t lanes = pair ? 1 : n_parts;
-    size_t n_runs = 0, widest = 0;
-    for (size_t k = 0; k < lanes; k++) {
-        if (parts[k].rows > UINT32_MAX / 2 || parts[k].rows_per_task == 0)
-            return false;
-        n_runs += (parts[k].rows + parts[k].rows_per_task - 1) / parts[k].rows_per_task;
-        size_t row = pair ? parts[0].row_bytes + parts[1].row_bytes : parts[k].row_bytes;
-        if (parts[k].rows_per_task * row > widest)
-            widest = parts[k].rows_per_task * row;
-    }
-    if (widest < SPLIT_MIN_BYTES)
+    size_t n_runs, widest;
+    if (!measure_runs(parts, lanes, pair, &n_runs, &widest))
         return false;
     split_run *runs = tw_pool_scratch(pool, TW_POOL_RUN, n_runs * sizeof *runs);
     if (!runs)
         return false;
     split_job j = {
         .parts = parts, .pair = pair, .done = done, .ctx = ctx, .runs = runs, .n_runs = n_runs};
+    j.whole = widest < SPLIT_MIN_BYTES;
     size_t g = 0;
     for (size_t k = 0; k < lanes; k++) {
         const size_t rows = parts[k].rows, per = parts[k].rows_per_task;
@@ -196,11 +225,78 @@ bool tw_decode_split(tw_pool *pool, const tw_mv_job *parts, size_t n_parts, bool
             size_t r1 = rows - r0 < per ? rows : r0 + per;
             runs[g].part = (uint32_t)k;
             runs[g].home = (uint32_t)(g % (size_t)threads);
-            runs[g].bytes = (r1 - r0) * run_row_bytes(&j, (uint32_t)k);
+            runs[g].bytes = (r1 - r0) * run_row_bytes(parts, pair, k);
             atomic_init(&runs[g].ends, pack_ends((uint32_t)r0, (uint32_t)r1));
         }
     }
     int tasks = n_runs < (size_t)threads ? (int)n_runs : threads;
     tw_pool_run_threads(pool, split_task, &j, tasks);
     return true;
+}
+
+static _Atomic size_t fetch_bytes = TW_FETCH_AHEAD_DEFAULT;
+
+void tw_kernels_set_fetch_ahead(size_t bytes)
+{
+    atomic_store_explicit(&fetch_bytes, bytes < TW_FETCH_AHEAD_MAX ? bytes : TW_FETCH_AHEAD_MAX,
+                          memory_order_relaxed);
+}
+
+size_t tw_kernels_fetch_ahead(void)
+{
+    return atomic_load_explicit(&fetch_bytes, memory_order_relaxed);
+}
+
+/* Appends span [p, p + bytes) to a plan, within what is left of its
+ * bytes; false once the plan is full. */
+static bool plan_span(tw_fetch_span *spans, int *n, size_t *left, const uint8_t *p, size_t bytes)
+{
+    if (*n == TW_FETCH_SPANS || *left == 0)
+        return false;
+    spans[(*n)++] = (tw_fetch_span){p, bytes < *left ? bytes : *left};
+    *left -= spans[*n - 1].bytes;
+    return true;
+}
+
+void tw_decode_fetch_plan(tw_pool *pool, const tw_mv_job *parts, size_t n_parts, bool pair)
+{
+    const int threads = tw_pool_threads(pool);
+    if (threads < 2)
+        return;
+    const size_t lanes = pair ? 1 : n_parts;
+    size_t n_runs = 0, widest = 0, budget = tw_kernels_fetch_ahead();
+    /* where nothing is to be fetched the plans are emptied, so that fetch
+     * ahead switched off is off from the next run on */
+    if (!tw_kernels_decode_split() || n_parts == 0 || n_parts > TW_MATMUL_MAX_PARTS ||
+        (pair && n_parts != 2) || !measure_runs(parts, lanes, pair, &n_runs, &widest))
+        budget = 0;
+    const bool whole = widest < SPLIT_MIN_BYTES;
+    for (int t = 0; t < threads; t++) {
+        tw_fetch_span spans[TW_FETCH_SPANS];
+        int n = 0;
+        size_t left = budget, g = 0;
+        bool room = budget > 0;
+        /* the thread's own runs in the order tw_decode_split reads them:
+         * each run's first piece, both matrices' rows of it for a pair */
+        for (size_t k = 0; k < lanes && room; k++) {
+            const size_t rows = parts[k].rows, per = parts[k].rows_per_task;
+            for (size_t r0 = 0; r0 < rows && room; r0 += per, g++) {
+                if (g % (size_t)threads != (size_t)t)
+                    continue;
+                const size_t run = rows - r0 < per ? rows - r0 : per;
+                size_t piece = run;
+                if (!whole) {
+                    const uint32_t min_rows = rows_in(OWN_MIN_BYTES, run_row_bytes(parts, pair, k));
+                    piece = front_piece((uint32_t)run, min_rows);
+                    piece = piece < run ? piece : run;
+                }
+                for (size_t m = 0; m < (pair ? 2 : 1) && room; m++) {
+                    const tw_mv_job *p = &parts[pair ? m : k];
+                    room =
+                        plan_span(spans, &n, &left, p->w + r0 * p->row_bytes, piece * p->row_bytes);
+                }
+            }
+        }
+        tw_pool_fetch_plan(pool, t, spans, n);
+    }
 }

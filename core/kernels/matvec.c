@@ -383,6 +383,24 @@ bool tw_matmul_pair(tw_pool *pool, const tw_matmul_part *parts, size_t cols, con
     return true;
 }
 
+void tw_matmul_fetch_next(tw_pool *pool, const tw_matmul_part *parts, size_t n_parts, size_t cols,
+                          bool pair)
+{
+    if (!pool || !parts || n_parts == 0 || n_parts > TW_MATMUL_MAX_PARTS ||
+        (pair && (n_parts != 2 || parts[0].rows != parts[1].rows)))
+        return;
+    tw_mv_job jobs[TW_MATMUL_MAX_PARTS];
+    for (size_t k = 0; k < n_parts; k++) {
+        const tw_matmul_part *p = &parts[k];
+        if (!valid_shape(p->type, p->row_bytes, p->rows, cols))
+            return;
+        jobs[k] = (tw_mv_job){.w = p->w, .row_bytes = p->row_bytes, .rows = p->rows, .cols = cols};
+        size_t work = pair ? parts[0].row_bytes + parts[1].row_bytes : p->row_bytes;
+        plan_tasks(pool, p->rows, work, 1, &jobs[k].rows_per_task);
+    }
+    tw_decode_fetch_plan(pool, jobs, n_parts, pair);
+}
+
 void tw_matvec(tw_pool *pool, tw_type type, const void *w, size_t row_bytes, size_t rows,
                size_t cols, const float *x, float *y)
 {

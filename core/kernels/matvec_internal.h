@@ -29,13 +29,21 @@ typedef struct tw_mv_job {
  * thread a part, that a thread reads front to back in few calls; a thread
  * done with its own takes rows from the back ends of the others' in small
  * pieces, so a thread the machine slows (a busy sibling, a neighbour's
- * memory traffic) no longer holds the run back. With pair, the parts are
+ * memory traffic) no longer holds the run back; runs too narrow for that
+ * are taken whole. Run k of the whole call belongs to pool thread
+ * k % threads. With pair, the parts are
  * two matrices of the same rows taken together, and done(ctx, r0, r1) runs
  * on each piece after both (r0 a multiple of TW_ROW_ALIGN, r1 one too or
  * the last row). False, for the caller to run the plain split, where the
- * split is off (tw_kernels_set_decode_split), the runs are too narrow to
- * gain from it, or the pool cannot hold the bookkeeping. */
+ * split is off (tw_kernels_set_decode_split), the pool has one thread, or
+ * it cannot hold the bookkeeping. */
 bool tw_decode_split(tw_pool *pool, const tw_mv_job *parts, size_t n_parts, bool pair,
                      tw_rows_done_fn done, void *ctx);
+
+/* Gives each pool thread, as its fetch plan from the next pool run on,
+ * the first bytes of the rows tw_decode_split will have it read of these
+ * parts (rows_per_task set as for that call), in the order it reads them.
+ * Nothing where fetching ahead or the decode split is off. */
+void tw_decode_fetch_plan(tw_pool *pool, const tw_mv_job *parts, size_t n_parts, bool pair);
 
 #endif

@@ -16,6 +16,7 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -38,6 +39,25 @@ typedef struct scratch {
     void *p;
     size_t cap;
 } scratch;
+
+/* Bytes fetched per step of a waiting thread's fetch plan: a step's
+ * prefetches go out between two looks at the word it waits on. */
+#define FETCH_STEP 4096
+
+/* One thread's fetch plan (tw_pool_fetch_plan); id 0 is the empty one. */
+typedef struct fetch_plan {
+    unsigned id;
+    int n;
+    tw_fetch_span span[TW_FETCH_SPANS];
+} fetch_plan;
+
+/* How far a thread has fetched its plan: touched by that thread alone. */
+typedef struct fetcher {
+    alignas(64) unsigned id;
+    int i;      /* span */
+    size_t off; /* bytes into it */
+    _Atomic size_t fetched;
+} fetcher;
 
 typedef struct worker {
     tw_pool *pool;
@@ -64,6 +84,16 @@ struct tw_pool {
 
     scratch shared, run;
     scratch *per_thread; /* n_threads */
+
+    /* Fetch plans: those set for the next run, and those of the runs
+     * published as an even and an odd generation. A thread reads its plan
+     * only while it waits after a run (the plan of that run's parity) and
+     * the caller writes a parity's plans only when it publishes a run,
+     * after every thread has finished the run before, so a plan is never
+     * read while it is written. */
+    fetch_plan *next, *plans[2]; /* n_threads each */
+    fetcher *fetchers;           /* n_threads */
+    unsigned plan_ids;
 };
 
 static void futex_wait(_Atomic int *addr, int expected)
@@ -121,6 +151,33 @@ static inline bool spin_more(spin *s)
 #endif
 }
 
+/* One step of the plan thread `thread` fetches while it waits after run
+ * `gen`: a plan new to the thread starts from its first byte. */
+static void fetch_step(tw_pool *pool, int thread, int gen)
+{
+    const fetch_plan *p = &pool->plans[gen & 1][thread];
+    fetcher *f = &pool->fetchers[thread];
+    if (f->id != p->id) {
+        f->id = p->id;
+        f->i = 0;
+        f->off = 0;
+    }
+    if (f->i >= p->n)
+        return;
+    const tw_fetch_span *s = &p->span[f->i];
+    const size_t end = s->bytes - f->off > FETCH_STEP ? f->off + FETCH_STEP : s->bytes;
+    for (size_t o = f->off; o < end; o += 64)
+        __builtin_prefetch((const char *)s->p + o, 0, 2);
+    atomic_store_explicit(&f->fetched,
+                          atomic_load_explicit(&f->fetched, memory_order_relaxed) + (end - f->off),
+                          memory_order_relaxed);
+    f->off = end;
+    if (end == s->bytes) {
+        f->i++;
+        f->off = 0;
+    }
+}
+
 static void run_tasks(tw_pool *pool, int thread)
 {
     int n = pool->n_tasks;
@@ -142,8 +199,10 @@ static void *worker_main(void *arg)
     int seen = 0;
     for (;;) {
         int g = atomic_load_explicit(&pool->gen, memory_order_acquire);
-        for (spin sp = spin_start(); g == seen && spin_more(&sp);)
+        for (spin sp = spin_start(); g == seen && spin_more(&sp);) {
+            fetch_step(pool, self->index, seen);
             g = atomic_load_explicit(&pool->gen, memory_order_acquire);
+        }
         if (g == seen) {
             /* Announce the sleep before the final check of gen; the caller
              * bumps gen before reading sleepers, so one of us sees the other. */
@@ -164,9 +223,12 @@ static void *worker_main(void *arg)
 
 static void wait_workers(tw_pool *pool)
 {
-    for (spin sp = spin_start(); spin_more(&sp);)
+    const int gen = atomic_load_explicit(&pool->gen, memory_order_relaxed);
+    for (spin sp = spin_start(); spin_more(&sp);) {
         if (atomic_load_explicit(&pool->pending, memory_order_acquire) == 0)
             return;
+        fetch_step(pool, 0, gen);
+    }
     atomic_store(&pool->caller_sleeping, 1);
     int p;
     while ((p = atomic_load(&pool->pending)) != 0)
@@ -177,6 +239,16 @@ static void wait_workers(tw_pool *pool)
 /* Publishes the job in the pool fields and runs it to completion. */
 static void run_job(tw_pool *pool)
 {
+    const int gen = atomic_load_explicit(&pool->gen, memory_order_relaxed) + 1;
+    fetch_plan *now = pool->plans[gen & 1], *before = pool->plans[(gen - 1) & 1];
+    for (int t = 0; t < pool->n_threads; t++) {
+        if (pool->next[t].id) {
+            now[t] = pool->next[t];
+            pool->next[t].id = 0;
+        } else if (now[t].id != before[t].id) {
+            now[t] = before[t];
+        }
+    }
     atomic_store_explicit(&pool->next_task, 0, memory_order_relaxed);
     atomic_store_explicit(&pool->pending, pool->n_threads - 1, memory_order_relaxed);
     atomic_fetch_add(&pool->gen, 1); /* seq_cst: pairs with the sleepers check */
@@ -195,6 +267,16 @@ static void stop_workers(tw_pool *pool, int started)
         pthread_join(pool->workers[i].thread, NULL);
 }
 
+/* The pool's own arrays and the pool. */
+static void free_pool(tw_pool *pool)
+{
+    free(pool->per_thread);
+    free(pool->workers);
+    free(pool->next);
+    free(pool->fetchers);
+    free(pool);
+}
+
 tw_status tw_pool_create(int n_threads, tw_pool **out, tw_err *err)
 {
     if (!out)
@@ -209,12 +291,20 @@ tw_status tw_pool_create(int n_threads, tw_pool **out, tw_err *err)
     pool->n_threads = n_threads;
     pool->per_thread = calloc((size_t)n_threads, sizeof *pool->per_thread);
     pool->workers = calloc((size_t)n_threads, sizeof *pool->workers);
-    if (!pool->per_thread || !pool->workers) {
-        free(pool->per_thread);
-        free(pool->workers);
-        free(pool);
+    pool->next = calloc((size_t)n_threads * 3, sizeof *pool->next);
+    pool->fetchers = aligned_alloc(64, (size_t)n_threads * sizeof *pool->fetchers);
+    if (!pool->per_thread || !pool->workers || !pool->next || !pool->fetchers) {
+        free_pool(pool);
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "pool: out of memory");
     }
+    for (int t = 0; t < n_threads; t++) {
+        pool->fetchers[t].id = 0;
+        pool->fetchers[t].i = 0;
+        pool->fetchers[t].off = 0;
+        atomic_init(&pool->fetchers[t].fetched, 0);
+    }
+    pool->plans[0] = pool->next + n_threads;
+    pool->plans[1] = pool->next + 2 * n_threads;
     /* Kernels call sgemm from inside tasks; OpenBLAS's own threads would
      * oversubscribe the cores the pool already uses. */
     openblas_set_num_threads(1);
@@ -226,9 +316,7 @@ tw_status tw_pool_create(int n_threads, tw_pool **out, tw_err *err)
         int rc = pthread_create(&w->thread, NULL, worker_main, w);
         if (rc != 0) {
             stop_workers(pool, i);
-            free(pool->per_thread);
-            free(pool->workers);
-            free(pool);
+            free_pool(pool);
             return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "pool: cannot start thread %d: %s",
                              i + 1, strerror(rc));
         }
@@ -246,9 +334,7 @@ void tw_pool_destroy(tw_pool *pool)
         free(pool->per_thread[i].p);
     free(pool->shared.p);
     free(pool->run.p);
-    free(pool->per_thread);
-    free(pool->workers);
-    free(pool);
+    free_pool(pool);
 }
 
 int tw_pool_threads(const tw_pool *pool)
@@ -309,4 +395,24 @@ void *tw_pool_scratch(tw_pool *pool, int slot, size_t bytes)
     s->p = p;
     s->cap = cap;
     return p;
+}
+
+void tw_pool_fetch_plan(tw_pool *pool, int thread, const tw_fetch_span *spans, int n)
+{
+    if (!pool || thread < 0 || thread >= pool->n_threads || n < 0)
+        return;
+    fetch_plan *p = &pool->next[thread];
+    if (++pool->plan_ids == 0)
+        pool->plan_ids = 1;
+    p->id = pool->plan_ids;
+    p->n = n < TW_FETCH_SPANS ? n : TW_FETCH_SPANS;
+    for (int i = 0; i < p->n; i++)
+        p->span[i] = spans[i];
+}
+
+size_t tw_pool_fetched(const tw_pool *pool, int thread)
+{
+    if (!pool || thread < 0 || thread >= pool->n_threads)
+        return 0;
+    return atomic_load_explicit(&pool->fetchers[thread].fetched, memory_order_relaxed);
 }

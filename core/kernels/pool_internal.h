@@ -23,4 +23,26 @@ void tw_pool_run_threads(tw_pool *pool, tw_pool_thread_fn fn, void *ctx, int n_t
 #define TW_POOL_RUN    (-2)
 void *tw_pool_scratch(tw_pool *pool, int slot, size_t bytes);
 
+/* Bytes a thread will read, in the order it reads them. */
+typedef struct tw_fetch_span {
+    const void *p;
+    size_t bytes;
+} tw_fetch_span;
+
+/* The most spans one thread's fetch plan holds. */
+#define TW_FETCH_SPANS 8
+
+/* Sets what pool thread `thread` fetches into its caches while it waits,
+ * from the next run on: spans[0 .. n) in order, at most TW_FETCH_SPANS,
+ * until a later plan replaces it. Each thread's plan is the same until
+ * then however many runs pass, and a thread fetches each byte of it once.
+ * Fetching never faults, so a plan left over after its weights are freed
+ * costs only a few wasted loads. Only the thread driving the pool may call
+ * this, and never during a run. */
+void tw_pool_fetch_plan(tw_pool *pool, int thread, const tw_fetch_span *spans, int n);
+
+/* Bytes thread `thread` has fetched of its plans since the pool started
+ * (0 for a thread the pool does not have). */
+size_t tw_pool_fetched(const tw_pool *pool, int thread);
+
 #endif

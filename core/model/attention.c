@@ -320,6 +320,7 @@ void tw_attention_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_
      * rows, ahead inside those tasks read 0.98-0.99x. */
     const tw_mat *qkv[3] = {&L->wq, &L->wk, &L->wv};
     float *const out[3] = {s->q, s->k, s->v};
+    tw_fetch_next(m, pool, n, L, TW_FETCH_MIXER_OUT);
     tw_mat_mul_multi(pool, qkv, out, 3, xn, n);
 
     attn_job j = {.m = m,
@@ -343,6 +344,7 @@ void tw_attention_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_
     if (!prefill_by_products(m, pool, L, b, q_stride))
         tw_pool_run(pool, attend_kv_head, &j, (int)(n * c->n_kv_heads));
 
+    tw_fetch_next(m, pool, n, L, TW_FETCH_FFN_IN);
     tw_mat_mul(pool, &L->wo, s->att, n, y);
     add_bias(y, L->bo, n, c->hidden);
 }

@@ -379,6 +379,7 @@ void tw_deltanet_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_b
 
     const tw_mat *in[4] = {&L->in_qkv, &L->in_z, &L->in_b, &L->in_a};
     float *const out[4] = {s->qkv, s->z, s->ba_b, s->ba_a};
+    tw_fetch_next(m, pool, n, L, TW_FETCH_MIXER_OUT);
     tw_mat_mul_multi(pool, in, out, 4, xn, n);
 
     size_t n_groups = 0;
@@ -393,5 +394,6 @@ void tw_deltanet_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_b
 
     dn_job j = {.m = m, .L = L, .b = b};
     tw_pool_run(pool, dn_task, &j, (int)(n_groups * m->cfg.dn_k_heads));
+    tw_fetch_next(m, pool, n, L, TW_FETCH_FFN_IN);
     tw_mat_mul(pool, &L->out_proj, s->z, n, y);
 }

@@ -56,8 +56,9 @@ static void glu_rows(void *ctx, size_t r0, size_t r1)
         gate_times_up(j->gelu, j->g + a * j->width, j->u + a * j->width, r0, r1);
 }
 
-/* y = down(act(gate x) * up x) for n rows; dims from the matrices. */
-static void glu(tw_model *m, tw_pool *pool, const tw_mat *gate, const tw_mat *up,
+/* y = down(act(gate x) * up x) for n rows; dims from the matrices. L,
+ * where these are a dense layer's own, for fetch ahead. */
+static void glu(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_mat *gate, const tw_mat *up,
                 const tw_mat *down, size_t n, const float *x, float *y)
 {
     tw_scratch *s = &m->s;
@@ -68,7 +69,11 @@ static void glu(tw_model *m, tw_pool *pool, const tw_mat *gate, const tw_mat *up
                   .len = n * f,
                   .width = f,
                   .n = n};
+    if (L)
+        tw_fetch_next(m, pool, n, L, TW_FETCH_FFN_OUT);
     if (tw_mat_mul_pair(pool, gate, up, s->f_gate, s->f_up, x, n, glu_rows, &j)) {
+        if (L)
+            tw_fetch_next(m, pool, n, L, TW_FETCH_NEXT_LAYER);
         tw_mat_mul(pool, down, s->f_gate, n, y);
         return;
     }
@@ -140,7 +145,7 @@ static void moe(tw_model *m, tw_pool *pool, const tw_layer *L, size_t n, const f
         }
         if (cnt == 0)
             continue;
-        glu(m, pool, &L->exp_gate[e], &L->exp_up[e], &L->exp_down[e], cnt, s->e_x, s->e_out);
+        glu(m, pool, NULL, &L->exp_gate[e], &L->exp_up[e], &L->exp_down[e], cnt, s->e_x, s->e_out);
         for (size_t i = 0; i < cnt; i++) {
             float *yr = y + (size_t)s->e_rows[i] * H;
             const float *o = s->e_out + i * H;
@@ -151,7 +156,7 @@ static void moe(tw_model *m, tw_pool *pool, const tw_layer *L, size_t n, const f
     }
     if (!L->has_shared)
         return;
-    glu(m, pool, &L->sh_gate, &L->sh_up, &L->sh_down, n, xn, s->e_out);
+    glu(m, pool, NULL, &L->sh_gate, &L->sh_up, &L->sh_down, n, xn, s->e_out);
     tw_mat_mul(pool, &L->sh_router, xn, n, s->sh_g);
     for (size_t r = 0; r < n; r++) {
         float g = tw_sigmoid(s->sh_g[r]);
@@ -168,5 +173,5 @@ void tw_ffn_block(tw_model *m, tw_pool *pool, const tw_layer *L, size_t n, const
     if (L->ffn == TW_FFN_MOE)
         moe(m, pool, L, n, xn, y);
     else
-        glu(m, pool, &L->gate, &L->up, &L->down, n, xn, y);
+        glu(m, pool, L, &L->gate, &L->up, &L->down, n, xn, y);
 }

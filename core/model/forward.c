@@ -60,6 +60,7 @@ static void step(tw_model *m, tw_pool *pool, const tw_batch *b, const uint32_t *
         return;
     size_t cnt = n - first_logit;
     tw_rmsnorm_rows(pool, s->xn, s->x + first_logit * H, m->final_norm, cnt, H, c->norm_eps);
+    tw_fetch_next(m, pool, n, NULL, TW_FETCH_NEXT_LAYER);
     tw_mat_mul(pool, &m->lm_head, s->xn, cnt, logits);
     if (c->final_softcap > 0.0f) {
         float cap = c->final_softcap;

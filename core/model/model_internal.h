@@ -284,6 +284,18 @@ void tw_mat_mul_multi(tw_pool *pool, const tw_mat *const *mats, float *const *ys
 bool tw_mat_mul_pair(tw_pool *pool, const tw_mat *a, const tw_mat *b, float *ya, float *yb,
                      const float *x, size_t n, tw_rows_done_fn done, void *ctx);
 
+/* ---- fetch ahead (model/fetch_next.c) ----
+ * A decode step (n 1) names the matrices it reads after its next pool run:
+ * stage's group after layer L's, or with L NULL the first layer's. */
+typedef enum tw_fetch_stage {
+    TW_FETCH_MIXER_OUT,  /* the mixer's output projection */
+    TW_FETCH_FFN_IN,     /* the FFN's first run */
+    TW_FETCH_FFN_OUT,    /* the dense FFN's down projection */
+    TW_FETCH_NEXT_LAYER, /* the next layer's mixer input, or the logits */
+} tw_fetch_stage;
+void tw_fetch_next(const tw_model *m, tw_pool *pool, size_t n, const tw_layer *L,
+                   tw_fetch_stage stage);
+
 /* ---- blocks ---- */
 void tw_attention_block(tw_model *m, tw_pool *pool, const tw_layer *L, const tw_batch *b,
                         const float *xn, float *y);

@@ -273,6 +273,13 @@ void tw_hw_choose(const tw_hw_info *hw, tw_hw_choice *out)
         out->prefill_chunk = 512;
     else
         out->prefill_chunk = 256;
+    /* What a waiting thread fetches of the next matrix must still be in its
+     * L2 when it gets there, beside the rows it streams meanwhile. */
+    const uint64_t fa = hw->l2_bytes / 2;
+    out->fetch_ahead = !hw->l2_bytes   ? TW_FETCH_AHEAD_DEFAULT
+                       : fa < 64 << 10 ? 64 << 10
+                       : fa > 1 << 20  ? 1 << 20
+                                       : fa;
 }
 
 static void fmt_bytes(uint64_t b, char *buf, size_t cap)
@@ -287,9 +294,11 @@ static void fmt_bytes(uint64_t b, char *buf, size_t cap)
         snprintf(buf, cap, "%llu KiB", (unsigned long long)(b >> 10));
 }
 
-void tw_hw_log_choices(const tw_hw_info *hw, const tw_hw_choice *c, bool overridden_threads,
-                       bool overridden_batch, bool overridden_chunk)
+void tw_hw_log_choices(const tw_hw_info *hw, const tw_hw_choice *c, const tw_hw_overrides *set)
 {
+    static const tw_hw_overrides none;
+    if (!set)
+        set = &none;
     char l1[32], l2[32], l3[32], mt[32], ma[32];
     fmt_bytes(hw->l1d_bytes, l1, sizeof l1);
     fmt_bytes(hw->l2_bytes, l2, sizeof l2);
@@ -304,11 +313,15 @@ void tw_hw_log_choices(const tw_hw_info *hw, const tw_hw_choice *c, bool overrid
             hw->cores_physical, hw->threads_per_core, hw->isa, l1, l2, l3, mt, ma,
             hw->thp[0] ? hw->thp : "unavailable");
     tw_info("threads %u (%s)", c->threads,
-            overridden_threads ? "set by --threads" : "auto: one per physical core");
+            set->threads ? "set by --threads" : "auto: one per physical core");
     tw_info("max batch %u (%s)", c->max_batch,
-            overridden_batch ? "set by --max-batch" : "auto: from the core count");
+            set->max_batch ? "set by --max-batch" : "auto: from the core count");
     tw_info("prefill chunk %u (%s)", c->prefill_chunk,
-            overridden_chunk ? "set by --prefill-chunk" : "auto: from cores, L3 and memory");
+            set->prefill_chunk ? "set by --prefill-chunk" : "auto: from cores, L3 and memory");
+    char fa[32];
+    fmt_bytes(c->fetch_ahead, fa, sizeof fa);
+    tw_info("fetch ahead %s (%s)", c->fetch_ahead ? fa : "off",
+            set->fetch_ahead ? "set by --fetch-ahead-bytes" : "auto: half the L2");
 }
 
 typedef struct probe {

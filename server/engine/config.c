@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "tokenwire/wire.h"
+#include "tw/kernels.h"
 
 typedef enum opt_kind { K_STR, K_U32, K_SIZE, K_FLAG } opt_kind;
 
@@ -31,28 +32,39 @@ static const opt_def OPTS[] = {
     {"max-batch", K_U32, "N      sequences decoded together (0: from the hardware)"},
     {"prefill-chunk", K_U32, "N  prompt tokens per prefill step (0: from the hardware)"},
     {"mlock", K_FLAG, "           lock the weights in memory (needs RLIMIT_MEMLOCK)"},
-    {"weight-pages", K_STR, "auto|map|huge  GGUF weights in a private huge-page copy (huge), "
-                            "the file mapping (map), or huge when the kernel has transparent "
-                            "huge pages (auto, default)"},
-    {"decode-prefetch", K_STR, "auto|on|off  whether kernels fetch weights ahead for single "
-                               "activations (auto, default: measured at start)"},
-    {"kv-type", K_STR, "f32|f16      how sequences store attention K/V: f32 (default) or f16 "
-                       "(half the memory per token and half the reads of a long context)"},
+    {"weight-pages", K_STR,
+     "auto|map|huge  GGUF weights in a private huge-page copy (huge), "
+     "the file mapping (map), or huge when the kernel has transparent "
+     "huge pages (auto, default)"},
+    {"decode-prefetch", K_STR,
+     "auto|on|off  whether kernels fetch weights ahead for single "
+     "activations (auto, default: measured at start)"},
+    {"fetch-ahead-bytes", K_SIZE,
+     "N|auto  bytes of the next weights each compute thread "
+     "fetches while it waits within a decode step (auto, "
+     "default: half the L2; 0: off)"},
+    {"kv-type", K_STR,
+     "f32|f16      how sequences store attention K/V: f32 (default) or f16 "
+     "(half the memory per token and half the reads of a long context)"},
     {"cache-bytes", K_SIZE, "N  in-memory prompt prefix cache per model (default 1 GiB)"},
-    {"state-dir", K_STR, "DIR    persistent prompt state store (default "
-                         "$XDG_CACHE_HOME/tokenwire/state)"},
+    {"state-dir", K_STR,
+     "DIR    persistent prompt state store (default "
+     "$XDG_CACHE_HOME/tokenwire/state)"},
     {"state-bytes", K_SIZE, "N  persistent state store budget (default 4 GiB)"},
     {"state-entries", K_U32, "N  persistent state store entry limit (default 1024)"},
     {"no-state-store", K_FLAG, "  keep no prompt state on disk"},
-    {"kv-budget-bytes", K_SIZE, "N  memory for sequence state (KV, recurrent state); requests "
-                                "that do not fit wait (0: half of available memory minus "
-                                "the models)"},
-    {"long-context-thinking", K_STR, "on|off  think when a long context ends in a short "
-                                     "question and the request did not choose (default on)"},
+    {"kv-budget-bytes", K_SIZE,
+     "N  memory for sequence state (KV, recurrent state); requests "
+     "that do not fit wait (0: half of available memory minus "
+     "the models)"},
+    {"long-context-thinking", K_STR,
+     "on|off  think when a long context ends in a short "
+     "question and the request did not choose (default on)"},
     {"long-context-chars", K_U32, "N  context length that counts as long (default 3000)"},
     {"short-question-chars", K_U32, "N  question length that counts as short (default 200)"},
-    {"api-key", K_STR, "KEY      accepted API key (repeatable; visible in ps: prefer the "
-                       "file or TOKENWIRE_API_KEY)"},
+    {"api-key", K_STR,
+     "KEY      accepted API key (repeatable; visible in ps: prefer the "
+     "file or TOKENWIRE_API_KEY)"},
     {"api-key-file", K_STR, "FILE accepted API keys, one per line"},
     {"tls-cert", K_STR, "FILE    PEM certificate for tls+tcp:// listeners"},
     {"tls-key", K_STR, "FILE     PEM private key for tls+tcp:// listeners"},
@@ -279,6 +291,10 @@ static tw_status apply(loader *l, const opt_def *o, const char *v)
         cfg->threads = 0;
         return TW_OK;
     }
+    if (!strcmp(n, "fetch-ahead-bytes") && v && !strcmp(v, "auto")) {
+        cfg->fetch_ahead_set = false;
+        return TW_OK;
+    }
     if (o->kind == K_U32 || o->kind == K_SIZE) {
         tw_status st = parse_u64(n, v, o->kind == K_U32 ? UINT32_MAX : SIZE_MAX / 2,
                                  o->kind == K_SIZE, &x, err);
@@ -376,7 +392,13 @@ static tw_status apply(loader *l, const opt_def *o, const char *v)
         cfg->max_batch = (uint32_t)x;
     else if (!strcmp(n, "prefill-chunk"))
         cfg->prefill_chunk = (uint32_t)x;
-    else if (!strcmp(n, "mlock"))
+    else if (!strcmp(n, "fetch-ahead-bytes")) {
+        if (x > TW_FETCH_AHEAD_MAX)
+            return tw_errorf(err, TW_INVALID_ARGUMENT, "fetch-ahead-bytes must be at most %zu",
+                             TW_FETCH_AHEAD_MAX);
+        cfg->fetch_ahead_set = true;
+        cfg->fetch_ahead_bytes = x;
+    } else if (!strcmp(n, "mlock"))
         cfg->mlock = true;
     else if (!strcmp(n, "cache-bytes"))
         cfg->cache_bytes = x;

@@ -48,6 +48,8 @@ typedef struct twd_config {
     tw_weight_pages weight_pages;  /* --weight-pages */
     tw_kv_type kv_type;            /* --kv-type */
     twd_prefetch decode_prefetch;  /* --decode-prefetch */
+    bool fetch_ahead_set;          /* --fetch-ahead-bytes given (not "auto") */
+    uint64_t fetch_ahead_bytes;    /* its bytes; 0: off */
     uint32_t long_context_chars;   /* 0: engine default (3000) */
     uint32_t short_question_chars; /* 0: engine default (200) */
     char *api_keys[TWD_MAX_API_KEYS];

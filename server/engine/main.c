@@ -40,9 +40,12 @@ static int run(const twd_config *cfg)
     eo.kv_type = cfg->kv_type;
     eo.long_context_chars = cfg->long_context_chars;
     eo.short_question_chars = cfg->short_question_chars;
-    tw_hw_choice used = {eo.threads, eo.max_batch, eo.prefill_chunk};
-    tw_hw_log_choices(&hw, &used, cfg->threads != 0, cfg->max_batch != 0,
-                      cfg->prefill_chunk != 0);
+    tw_hw_choice used = {eo.threads, eo.max_batch, eo.prefill_chunk,
+                         cfg->fetch_ahead_set ? cfg->fetch_ahead_bytes : hc.fetch_ahead};
+    tw_kernels_set_fetch_ahead((size_t)used.fetch_ahead);
+    tw_hw_log_choices(&hw, &used,
+                      &(tw_hw_overrides){cfg->threads != 0, cfg->max_batch != 0,
+                                         cfg->prefill_chunk != 0, cfg->fetch_ahead_set});
     static const char *const prefetch_modes[] = {"auto", "on", "off"};
     const char *pmode = prefetch_modes[cfg->decode_prefetch];
     tw_prefetch_tune tune;

@@ -445,7 +445,9 @@ static void test_bad_setting_values(void **state)
     const char *cases[][2] = {{"--weight-pages", "tiny"},
                               {"--long-context-thinking", "maybe"},
                               {"--kv-type", "f8"},
-                              {"--decode-prefetch", "sometimes"}};
+                              {"--decode-prefetch", "sometimes"},
+                              {"--fetch-ahead-bytes", "lots"},
+                              {"--fetch-ahead-bytes", "1G"}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const char *argv[] = {prog, cases[i][0], cases[i][1], NULL};
         tw_test_spawn_opts o = {.log_path = log, .stdin_null = true};

@@ -63,6 +63,7 @@ typedef struct tw_hw_choice {
     uint32_t threads;       /* compute threads, the calling thread included */
     uint32_t max_batch;     /* sequences decoded together */
     uint32_t prefill_chunk; /* prompt tokens per prefill step */
+    uint64_t fetch_ahead;   /* bytes (tw_kernels_set_fetch_ahead); 0: off */
 } tw_hw_choice;
 
 /* Chooses settings for hw. Threads: one per physical core (SMT siblings
@@ -70,14 +71,18 @@ typedef struct tw_hw_choice {
  * not speed), capped at 256. Prefill chunk: large enough to amortise reading
  * the weights once per chunk, smaller on machines with little memory.
  * Batch: enough sequences to turn decode from bandwidth- into compute-bound.
- * Pure function. */
+ * Fetch ahead: half the L2 (64 KiB..1 MiB; TW_FETCH_AHEAD_DEFAULT when the
+ * L2 is unknown). Pure function. */
 void tw_hw_choose(const tw_hw_info *hw, tw_hw_choice *out);
 
+/* Which settings of a tw_hw_choice the user set rather than the hardware. */
+typedef struct tw_hw_overrides {
+    bool threads, max_batch, prefill_chunk, fetch_ahead;
+} tw_hw_overrides;
+
 /* Writes one INFO log line describing hw and one per setting in c, saying
- * for each whether it was chosen automatically or set by the user
- * (overridden_* true). */
-void tw_hw_log_choices(const tw_hw_info *hw, const tw_hw_choice *c, bool overridden_threads,
-                       bool overridden_batch, bool overridden_chunk);
+ * for each whether it was chosen automatically or set by the user. */
+void tw_hw_log_choices(const tw_hw_info *hw, const tw_hw_choice *c, const tw_hw_overrides *set);
 
 /* Measures sequential read bandwidth in bytes per second with a STREAM-like
  * probe: `threads` threads (1..64) each sum their slice of a `bytes` buffer

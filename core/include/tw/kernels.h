@@ -95,6 +95,17 @@ typedef struct tw_matmul_part {
 void tw_matmul_multi(tw_pool *pool, const tw_matmul_part *parts, size_t n_parts, size_t cols,
                      const float *x, size_t n);
 
+/* Names the matrices the single-activation tw_matmul_multi (pair false)
+ * or tw_matmul_pair (pair true) after the next pool run of `pool` will
+ * read, so that from that run on each pool thread, whenever it waits, fetches
+ * the first bytes of the rows it will read of them into its caches (fetch
+ * ahead, tw_kernels_set_fetch_ahead). A decode step calls it before each
+ * matrix with the one that follows. Only a hint: nothing is read, and a
+ * wrong or stale one costs only the fetches. Same thread-safety as
+ * tw_matmul. */
+void tw_matmul_fetch_next(tw_pool *pool, const tw_matmul_part *parts, size_t n_parts, size_t cols,
+                          bool pair);
+
 /* Called by tw_matmul_pair with output rows [r0, r1) of both parts final
  * for every activation row; r0 is a multiple of 16, r1 one too or the
  * parts' row count. */
@@ -262,6 +273,20 @@ bool tw_kernels_decode_prefetch(void);
  * to change between pool runs. For measuring what the split gains. */
 void tw_kernels_set_decode_split(bool on);
 bool tw_kernels_decode_split(void);
+
+/* Fetch ahead: how many bytes of the matrices named by
+ * tw_matmul_fetch_next each pool thread fetches into its caches while it
+ * waits between the runs of a decode step (for the slowest thread, or for
+ * the caller's work between runs): the first rows it will read of them.
+ * 0 turns it off; at most TW_FETCH_AHEAD_MAX (larger values are taken as
+ * that). Meant to stay within the L2 beside what a thread reads after
+ * (tw_hw_choose takes half the L2); TW_FETCH_AHEAD_DEFAULT until set.
+ * Results are the same bits whatever it is. Process-wide; safe to change
+ * between pool runs. */
+#define TW_FETCH_AHEAD_DEFAULT ((size_t)256 << 10)
+#define TW_FETCH_AHEAD_MAX     ((size_t)64 << 20)
+void tw_kernels_set_fetch_ahead(size_t bytes);
+size_t tw_kernels_fetch_ahead(void);
 
 /* What tw_kernels_tune_decode_prefetch measured. */
 typedef struct tw_prefetch_tune {
