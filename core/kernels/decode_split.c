@@ -258,6 +258,12 @@ static bool plan_span(tw_fetch_span *spans, int *n, size_t *left, const uint8_t 
     return true;
 }
 
+/* A waiting thread's fetching costs the others little: one thread streams
+ * about half of what two can, so the bus has room while one waits, and
+ * while the caller works between runs it is idle. Two threads, a packed
+ * 2.45 MB Q4_0 matrix after another with 30 us of work on the caller
+ * between them: the second took 54.1 against 65.1 us with 512 KiB
+ * planned; qwen2-0.5b decode 1.01-1.03x in paired runs (Zen 5 guest). */
 void tw_decode_fetch_plan(tw_pool *pool, const tw_mv_job *parts, size_t n_parts, bool pair)
 {
     const int threads = tw_pool_threads(pool);
