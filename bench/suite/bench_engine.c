@@ -70,13 +70,13 @@ static void make_prompt(uint32_t *ids, size_t n, uint32_t vocab, uint64_t seed)
     }
 }
 
-static uint32_t argmax(const float *v, uint32_t n)
+/* The greedy choice as the engine's sampler makes it (tw_argmax_f32). A
+ * plain loop here took ~200 us of each ~6 ms qwen2-0.5b step (50257
+ * logits, half of them written by the other core), which the decode
+ * numbers then carried as if the engine spent it. */
+static uint32_t argmax(float *v, uint32_t n)
 {
-    uint32_t best = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = i;
-    return best;
+    return (uint32_t)tw_argmax_f32(v, n);
 }
 
 /* ---- model API ---------------------------------------------------------- */
