@@ -11,6 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "tw/kernels.h"
+
 const char *tw_test_shared_dir(void)
 {
     const char *d = getenv("TW_SHARED_DIR");
@@ -130,4 +132,29 @@ size_t tw_test_argmax(const float *x, size_t n)
         if (x[i] > x[b])
             b = i;
     return b;
+}
+
+uint8_t *tw_test_matrix(tw_type type, size_t rows, size_t cols, tw_test_rng *rng, tw_type *as,
+                        size_t *row_bytes)
+{
+    const size_t rb = tw_type_row_bytes(type, cols);
+    uint8_t *plain = malloc(rows * rb);
+    float *tmp = malloc(cols * sizeof(float));
+    assert_non_null(plain);
+    assert_non_null(tmp);
+    for (size_t r = 0; r < rows; r++) {
+        for (size_t i = 0; i < cols; i++)
+            tmp[i] = tw_test_rand_f32(rng) * (1.0f + (float)((r + i) % 5));
+        tw_quant_row(type, tmp, plain + r * rb, cols);
+    }
+    free(tmp);
+    *row_bytes = rb;
+    *as = tw_pack_type(type);
+    if (*as == type)
+        return plain;
+    uint8_t *packed = malloc(rows * rb);
+    assert_non_null(packed);
+    assert_true(tw_pack_rows(type, plain, rows, cols, packed));
+    free(plain);
+    return packed;
 }

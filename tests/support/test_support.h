@@ -4,6 +4,9 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "tw/tensor.h"
 
 /* Path of the reference data folder (../shared), or NULL when it is absent,
  * in which case the caller prints tw_test_skip_no_shared() and skips. */
@@ -41,5 +44,13 @@ float tw_test_rand_f32(tw_test_rng *r); /* uniform in [-1, 1) */
 /* Index of the largest of x[0 .. n-1], the first on ties (n >= 1): the
  * greedy choice among logits. */
 size_t tw_test_argmax(const float *x, size_t n);
+
+/* A rows x cols matrix of `type` from random values (times 1 + (r + i) % 5
+ * for row r, column i, so blocks' scales differ), quantized row by row and
+ * packed to tw_pack_type(type) where the type packs, as models load it.
+ * The type the kernels take it as goes to *as, its row bytes to
+ * *row_bytes. Fails the test when memory runs out; free() the result. */
+uint8_t *tw_test_matrix(tw_type type, size_t rows, size_t cols, tw_test_rng *rng, tw_type *as,
+                        size_t *row_bytes);
 
 #endif

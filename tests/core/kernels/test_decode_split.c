@@ -38,26 +38,7 @@ static void make(mat *m, tw_type type, size_t rows, size_t cols, tw_test_rng *rn
 {
     m->rows = rows;
     m->cols = cols;
-    m->row_bytes = tw_type_row_bytes(type, cols);
-    uint8_t *plain = malloc(rows * m->row_bytes);
-    float *tmp = malloc(cols * sizeof(float));
-    assert_non_null(plain);
-    assert_non_null(tmp);
-    for (size_t r = 0; r < rows; r++) {
-        for (size_t i = 0; i < cols; i++)
-            tmp[i] = tw_test_rand_f32(rng) * (1.0f + (float)((r + i) % 5));
-        tw_quant_row(type, tmp, plain + r * m->row_bytes, cols);
-    }
-    free(tmp);
-    m->type = tw_pack_type(type);
-    if (m->type == type) {
-        m->w = plain;
-        return;
-    }
-    m->w = malloc(rows * m->row_bytes);
-    assert_non_null(m->w);
-    assert_true(tw_pack_rows(type, plain, rows, cols, m->w));
-    free(plain);
+    m->w = tw_test_matrix(type, rows, cols, rng, &m->type, &m->row_bytes);
 }
 
 static void fill_x(float *x, size_t n, tw_test_rng *rng)
