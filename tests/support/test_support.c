@@ -134,8 +134,7 @@ size_t tw_test_argmax(const float *x, size_t n)
     return b;
 }
 
-uint8_t *tw_test_matrix(tw_type type, size_t rows, size_t cols, tw_test_rng *rng, tw_type *as,
-                        size_t *row_bytes)
+void tw_test_mat_make(tw_test_mat *m, tw_type type, size_t rows, size_t cols, tw_test_rng *rng)
 {
     const size_t rb = tw_type_row_bytes(type, cols);
     uint8_t *plain = malloc(rows * rb);
@@ -148,13 +147,12 @@ uint8_t *tw_test_matrix(tw_type type, size_t rows, size_t cols, tw_test_rng *rng
         tw_quant_row(type, tmp, plain + r * rb, cols);
     }
     free(tmp);
-    *row_bytes = rb;
-    *as = tw_pack_type(type);
-    if (*as == type)
-        return plain;
-    uint8_t *packed = malloc(rows * rb);
-    assert_non_null(packed);
-    assert_true(tw_pack_rows(type, plain, rows, cols, packed));
+    *m = (tw_test_mat){
+        .type = tw_pack_type(type), .rows = rows, .cols = cols, .row_bytes = rb, .w = plain};
+    if (m->type == type)
+        return;
+    m->w = malloc(rows * rb);
+    assert_non_null(m->w);
+    assert_true(tw_pack_rows(type, plain, rows, cols, m->w));
     free(plain);
-    return packed;
 }

@@ -47,10 +47,14 @@ size_t tw_test_argmax(const float *x, size_t n);
 
 /* A rows x cols matrix of `type` from random values (times 1 + (r + i) % 5
  * for row r, column i, so blocks' scales differ), quantized row by row and
- * packed to tw_pack_type(type) where the type packs, as models load it.
- * The type the kernels take it as goes to *as, its row bytes to
- * *row_bytes. Fails the test when memory runs out; free() the result. */
-uint8_t *tw_test_matrix(tw_type type, size_t rows, size_t cols, tw_test_rng *rng, tw_type *as,
-                        size_t *row_bytes);
+ * packed to tw_pack_type(type) where the type packs, as models load it:
+ * type is then the type the kernels take it as. Fails the test when memory
+ * runs out; free() w. */
+typedef struct tw_test_mat {
+    tw_type type;
+    size_t rows, cols, row_bytes;
+    uint8_t *w;
+} tw_test_mat;
+void tw_test_mat_make(tw_test_mat *m, tw_type type, size_t rows, size_t cols, tw_test_rng *rng);
 
 #endif

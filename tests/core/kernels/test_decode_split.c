@@ -26,20 +26,7 @@ static const int pool_threads[] = {2, 3, 4};
 /* passes per pool and ISA: who falls behind, and so who takes what, varies */
 #define PASSES 3
 
-typedef struct mat {
-    tw_type type; /* as the kernels see it: packed where the type packs */
-    size_t rows, cols, row_bytes;
-    uint8_t *w;
-} mat;
-
-/* Random rows of `type` (packed to its _R8 type where it has one): more
- * than 1 MiB, so two to four threads' runs are wide enough to be split. */
-static void make(mat *m, tw_type type, size_t rows, size_t cols, tw_test_rng *rng)
-{
-    m->rows = rows;
-    m->cols = cols;
-    m->w = tw_test_matrix(type, rows, cols, rng, &m->type, &m->row_bytes);
-}
+typedef tw_test_mat mat;
 
 static void fill_x(float *x, size_t n, tw_test_rng *rng)
 {
@@ -93,7 +80,7 @@ static void test_one_matrix(void **state)
     tw_test_rng rng = {0x9e3779b97f4a7c15ull};
     for (size_t s = 0; s < N_SHAPES; s++) {
         mat m;
-        make(&m, shapes[s].type, shapes[s].rows, shapes[s].cols, &rng);
+        tw_test_mat_make(&m, shapes[s].type, shapes[s].rows, shapes[s].cols, &rng);
         float *x = malloc(m.cols * sizeof(float));
         float *want = malloc(m.rows * sizeof(float)), *got = malloc(m.rows * sizeof(float));
         assert_non_null(x);
@@ -143,7 +130,7 @@ static void test_shared_input(void **state)
     tw_matmul_part parts[3];
     const size_t cols = 1024;
     for (size_t k = 0; k < 3; k++) {
-        make(&m[k], TW_TYPE_Q4_0, heights[k], cols, &rng);
+        tw_test_mat_make(&m[k], TW_TYPE_Q4_0, heights[k], cols, &rng);
         want[k] = malloc(heights[k] * sizeof(float));
         got[k] = malloc(heights[k] * sizeof(float));
         assert_non_null(want[k]);
@@ -211,8 +198,8 @@ static void test_pair_epilogue(void **state)
     tw_test_rng rng = {0xa54ff53a5f1d36f1ull};
     const size_t rows = 2052, cols = 1024;
     mat a, b;
-    make(&a, TW_TYPE_Q8_0, rows, cols, &rng);
-    make(&b, TW_TYPE_Q8_0, rows, cols, &rng);
+    tw_test_mat_make(&a, TW_TYPE_Q8_0, rows, cols, &rng);
+    tw_test_mat_make(&b, TW_TYPE_Q8_0, rows, cols, &rng);
     float *x = malloc(cols * sizeof(float));
     float *want_a = malloc(rows * sizeof(float)), *want_b = malloc(rows * sizeof(float));
     float *ya = malloc(rows * sizeof(float)), *yb = malloc(rows * sizeof(float));

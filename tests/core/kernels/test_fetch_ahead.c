@@ -126,18 +126,7 @@ static void test_plan_fetched_once(void **state)
     free(buf);
 }
 
-typedef struct mat {
-    tw_type type;
-    size_t rows, cols, row_bytes;
-    uint8_t *w;
-} mat;
-
-static void make(mat *m, tw_type type, size_t rows, size_t cols, tw_test_rng *rng)
-{
-    m->rows = rows;
-    m->cols = cols;
-    m->w = tw_test_matrix(type, rows, cols, rng, &m->type, &m->row_bytes);
-}
+typedef tw_test_mat mat;
 
 static tw_matmul_part part_of(const mat *m, float *y)
 {
@@ -155,9 +144,9 @@ static void test_matmul_plans(void **state)
     assert_int_equal(tw_pool_create(threads, &pool, NULL), TW_OK);
     /* narrow (a Q/K/V projection's shape): every row read by someone */
     mat q, k, v;
-    make(&q, TW_TYPE_Q4_0, 200, 256, &rng);
-    make(&k, TW_TYPE_Q4_0, 40, 256, &rng);
-    make(&v, TW_TYPE_Q8_0, 40, 256, &rng);
+    tw_test_mat_make(&q, TW_TYPE_Q4_0, 200, 256, &rng);
+    tw_test_mat_make(&k, TW_TYPE_Q4_0, 40, 256, &rng);
+    tw_test_mat_make(&v, TW_TYPE_Q8_0, 40, 256, &rng);
     const tw_matmul_part qkv[3] = {part_of(&q, NULL), part_of(&k, NULL), part_of(&v, NULL)};
     const size_t all = q.rows * q.row_bytes + k.rows * k.row_bytes + v.rows * v.row_bytes;
     const size_t was = tw_kernels_fetch_ahead();
@@ -175,8 +164,8 @@ static void test_matmul_plans(void **state)
 
     /* a wide pair with a small budget: each thread fetches exactly it */
     mat gate, up;
-    make(&gate, TW_TYPE_Q8_0, 1024, 1024, &rng);
-    make(&up, TW_TYPE_Q8_0, 1024, 1024, &rng);
+    tw_test_mat_make(&gate, TW_TYPE_Q8_0, 1024, 1024, &rng);
+    tw_test_mat_make(&up, TW_TYPE_Q8_0, 1024, 1024, &rng);
     const tw_matmul_part pair[2] = {part_of(&gate, NULL), part_of(&up, NULL)};
     tw_kernels_set_fetch_ahead(20000);
     assert_int_equal(tw_kernels_fetch_ahead(), 20000);
