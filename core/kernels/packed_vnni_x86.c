@@ -260,6 +260,15 @@ TW_AVX512 TW_TILE void r8_one_vnni(const uint8_t *p, size_t nb, const tw_act *a,
     _mm256_storeu_ps(y, acc);
 }
 
+/* The activation dword indices of step k of two 32-column runs in one
+ * zmm: dword k of the first run in the low half, of the second (dwords
+ * 8..15 of a 64-byte load) in the high one. */
+TW_AVX512 TW_TILE void step_pair_idx(__m512i *idx)
+{
+    for (int k = 0; k < 8; k++)
+        idx[k] = _mm512_inserti64x4(_mm512_set1_epi32(k), _mm256_set1_epi32(8 + k), 1);
+}
+
 /* Q4_K_R8 for a single activation, in zmm registers as r8_one_vnni takes
  * Q4_0: a nibble run k of pair g holds step k of sub-block 2g in its low
  * nibbles and of sub-block 2g + 1 in its high ones, so one run loaded into
@@ -279,8 +288,7 @@ TW_AVX512 TW_TILE void r8k_one_vnni(const uint8_t *p, size_t nb, const tw_act *a
 {
     const __m512i nib = _mm512_inserti64x4(_mm512_set1_epi8(0x0F), _mm256_set1_epi8((char)0xF0), 1);
     __m512i idx[8];
-    for (int k = 0; k < 8; k++)
-        idx[k] = _mm512_inserti64x4(_mm512_set1_epi32(k), _mm256_set1_epi32(8 + k), 1);
+    step_pair_idx(idx);
     __m256 acc = _mm256_setzero_ps();
     for (size_t i = 0; i < nb; i++, p += R8_BLOCK(K)) {
         R8_PREFETCH(p, pf, K);
@@ -337,8 +345,7 @@ TW_AVX512 TW_TILE void r8q6_one_vnni(const uint8_t *p, size_t nb, const tw_act *
      * high-bit run moved down by 2g, to bits 4-5 */
     const __m512i up4 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_setzero_si256(), 1);
     __m512i idx[8];
-    for (int k = 0; k < 8; k++)
-        idx[k] = _mm512_inserti64x4(_mm512_set1_epi32(k), _mm256_set1_epi32(8 + k), 1);
+    step_pair_idx(idx);
     __m256 acc = _mm256_setzero_ps();
     for (size_t i = 0; i < nb; i++, p += TW_R8Q6_BLOCK) {
         R8_PREFETCH(p, pf, K);

@@ -49,10 +49,7 @@ void tw_fetch_next(const tw_model *m, tw_pool *pool, size_t n, const tw_layer *L
     for (size_t k = 0; k < g.n; k++) {
         if (g.mats[k]->cols != g.mats[0]->cols)
             return;
-        parts[k] = (tw_matmul_part){.type = g.mats[k]->type,
-                                    .w = g.mats[k]->w,
-                                    .row_bytes = g.mats[k]->row_bytes,
-                                    .rows = g.mats[k]->rows};
+        parts[k] = tw_mat_part(g.mats[k], NULL);
     }
     if (g.n)
         tw_matmul_fetch_next(pool, parts, g.n, g.mats[0]->cols, g.pair);

@@ -59,7 +59,7 @@ void tw_mat_mul(tw_pool *pool, const tw_mat *m, const float *x, size_t n, float 
         tw_matmul(pool, m->type, m->w, m->row_bytes, m->rows, m->cols, x, n, y);
 }
 
-static tw_matmul_part mat_part(const tw_mat *m, float *y)
+tw_matmul_part tw_mat_part(const tw_mat *m, float *y)
 {
     return (tw_matmul_part){
         .type = m->type, .w = m->w, .row_bytes = m->row_bytes, .rows = m->rows, .y = y};
@@ -72,7 +72,7 @@ void tw_mat_mul_multi(tw_pool *pool, const tw_mat *const *mats, float *const *ys
     bool fused = k <= TW_MATMUL_MAX_PARTS;
     for (size_t i = 0; fused && i < k; i++) {
         fused = mats[i]->cols == mats[0]->cols;
-        parts[i] = mat_part(mats[i], ys[i]);
+        parts[i] = tw_mat_part(mats[i], ys[i]);
     }
     if (fused && k > 0) {
         tw_matmul_multi(pool, parts, k, mats[0]->cols, x, n);
@@ -87,6 +87,6 @@ bool tw_mat_mul_pair(tw_pool *pool, const tw_mat *a, const tw_mat *b, float *ya,
 {
     if (a->cols != b->cols)
         return false;
-    const tw_matmul_part parts[2] = {mat_part(a, ya), mat_part(b, yb)};
+    const tw_matmul_part parts[2] = {tw_mat_part(a, ya), tw_mat_part(b, yb)};
     return tw_matmul_pair(pool, parts, a->cols, x, n, done, ctx);
 }
