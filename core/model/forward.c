@@ -24,7 +24,7 @@ static void step(tw_model *m, tw_pool *pool, const tw_batch *b, const uint32_t *
 
     for (size_t r = 0; r < n; r++) {
         float *x = s->x + r * H;
-        tw_dequant_row(m->embed.type, m->embed.w + (size_t)tokens[r] * m->embed.row_bytes, x, H);
+        tw_mat_row(&m->embed, tokens[r], x);
         if (m->embed_scale != 1.0f)
             for (size_t d = 0; d < H; d++)
                 x[d] *= m->embed_scale;

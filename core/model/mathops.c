@@ -59,6 +59,12 @@ void tw_mat_mul(tw_pool *pool, const tw_mat *m, const float *x, size_t n, float 
         tw_matmul(pool, m->type, m->w, m->row_bytes, m->rows, m->cols, x, n, y);
 }
 
+void tw_mat_row(const tw_mat *m, size_t r, float *out)
+{
+    if (!tw_dequant_packed_row(m->type, m->w, m->rows, m->cols, r, out))
+        tw_dequant_row(m->type, m->w + r * m->row_bytes, out, m->cols);
+}
+
 tw_matmul_part tw_mat_part(const tw_mat *m, float *y)
 {
     return (tw_matmul_part){

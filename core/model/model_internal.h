@@ -274,6 +274,8 @@ float tw_gelu_tanh(float x);
 float tw_sigmoid(float x);
 float tw_softplus(float x);
 void tw_mat_mul(tw_pool *pool, const tw_mat *m, const float *x, size_t n, float *y);
+/* Row r (below m->rows) of m as m->cols floats, packed or not. */
+void tw_mat_row(const tw_mat *m, size_t r, float *out);
 /* m as a part of a tw_matmul_multi / tw_matmul_pair call, into y. */
 tw_matmul_part tw_mat_part(const tw_mat *m, float *y);
 /* tw_mat_mul of k (at most TW_MATMUL_MAX_PARTS) matrices with the same

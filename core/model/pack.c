@@ -3,12 +3,13 @@
  * layout (eight rows side by side, see tw/kernels.h), which the kernels
  * multiply 1.2-2.9x faster per activation row than plain rows (Q5_1
  * 3-6x). The packed copies share one anonymous mapping, offered huge
- * pages like the file's weights; the embedding table keeps reading the
- * file's rows. The pages of the packed matrices' originals are given
- * back, so the weights are not held twice: a private copy (huge pages)
- * frees them, a file mapping drops them (a later read faults them in from
- * the file again). The model's fingerprint, which samples them, is taken
- * first. */
+ * pages like the file's weights. The pages of the packed matrices'
+ * originals are given back, so the weights are not held twice: a private
+ * copy (huge pages) frees them, a file mapping drops them (a later read
+ * faults them in from the file again). An embedding table of its own keeps
+ * reading the file's rows; one tied to the output matrix gathers its rows
+ * from the packed copy (tw_dequant_packed_row), so its original goes too.
+ * The model's fingerprint, which samples them, is taken first. */
 #include <unistd.h>
 #include <sys/mman.h>
 
@@ -130,13 +131,20 @@ tw_status tw_model_pack_weights(tw_model *m, tw_err *err)
     (void)madvise(mem, total, MADV_HUGEPAGE);
     m->packed = mem;
     m->packed_len = total;
-    pack_ctx p = {.next = mem,
-                  .keep = m->embed.w,
-                  .keep_end = m->embed.w + m->embed.rows * m->embed.row_bytes};
+    const bool tied = m->embed.w == m->lm_head.w && m->embed.type == m->lm_head.type &&
+                      m->embed.rows == m->lm_head.rows && m->embed.cols == m->lm_head.cols &&
+                      packable(&m->lm_head);
+    pack_ctx p = {.next = mem};
+    if (!tied) {
+        p.keep = m->embed.w;
+        p.keep_end = m->embed.w + m->embed.rows * m->embed.row_bytes;
+    }
     if (!each_mat(m, pack_mat, &p))
         return tw_errorf(err, TW_INTERNAL, "packing weights: a matrix does not fit its type");
     p.next = mem;
     each_mat(m, use_packed, &p);
+    if (tied)
+        m->embed = m->lm_head;
     (void)mprotect(mem, total, PROT_READ);
     tw_info("packed %zu matrices (%.1f MiB) eight rows to a group for the integer "
             "kernels; %.1f MiB of the file's copy given back",

@@ -140,6 +140,19 @@ bool tw_matmul_pair(tw_pool *pool, const tw_matmul_part *parts, size_t cols, con
 tw_type tw_pack_type(tw_type type);
 bool tw_pack_rows(tw_type type, const void *src, size_t rows, size_t cols, void *dst);
 
+/* Row r of a matrix tw_pack_rows packed (`packed` its packed type, rows
+ * and cols as it was packed with) back in the bytes it had before packing:
+ * tw_type_row_bytes(plain type, cols) bytes into dst. false, with nothing
+ * written, when `packed` is not a packed type, cols does not fit it or r is
+ * not below rows. Thread-safe; allocates nothing. */
+bool tw_unpack_row(tw_type packed, const void *w, size_t rows, size_t cols, size_t r, void *dst);
+
+/* The same row as cols floats, bit for bit what tw_dequant_row gives on
+ * the row before packing; the same false cases. Thread-safe; allocates
+ * nothing. */
+bool tw_dequant_packed_row(tw_type packed, const void *w, size_t rows, size_t cols, size_t r,
+                           float *dst);
+
 /* Allocates the pool scratch needed for tw_matvec/tw_matmul calls with up to
  * max_cols columns and up to max_n activation rows, so those calls later
  * allocate nothing. Optional: without it, scratch grows on first use. */

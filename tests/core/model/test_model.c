@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "test_support.h"
+#include "tw/gguf.h"
+#include "tw/kernels.h"
 #include "tw/model.h"
 #include "tw/pool.h"
 #include "tw/safetensors.h"
@@ -500,10 +502,40 @@ static bool shipped_model(char *path, size_t cap)
     return true;
 }
 
-/* The shipped Q8_0 model: every matrix is packed at load (the embedding
- * table is not), and a load that maps the file and one that copies it give
- * the same fingerprint and the same logits, though both give the
- * originals' pages back after packing. */
+/* The shipped Q8_0 model: every matrix is packed at load, and a load that
+ * maps the file and one that copies it give the same fingerprint and the
+ * same logits, though both give the originals' pages back after packing.
+ * Its embedding table is tied to the output matrix, so it is the packed
+ * copy too, and the rows gathered from it are the file's rows. */
+static void check_embedding_rows(const char *path, const tw_model *m)
+{
+    tw_gguf *g;
+    tw_err err = {{0}};
+    if (tw_gguf_open(path, &g, &err) != TW_OK)
+        fail_msg("%s", err.msg);
+    const tw_gguf_tensor *t = tw_gguf_find_tensor(g, "token_embd.weight");
+    assert_non_null(t);
+    assert_int_equal(t->type, TW_TYPE_Q8_0);
+    const size_t H = m->cfg.hidden, rb = tw_type_row_bytes(TW_TYPE_Q8_0, H);
+    assert_int_equal(t->dims[0], H);
+    float *want = malloc(H * sizeof(float)), *got = malloc(H * sizeof(float));
+    assert_non_null(want);
+    assert_non_null(got);
+    /* rows of the first group, of a middle one, and the last rows (the
+     * vocabulary is not a multiple of eight: plain tail rows) */
+    const size_t V = m->cfg.vocab;
+    const size_t rows[] = {0, 1, 7, 8, 4097, V / 2, V - 9, V - 2, V - 1};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        tw_dequant_row(TW_TYPE_Q8_0, (const uint8_t *)t->data + rows[i] * rb, want, H);
+        tw_mat_row(&m->embed, rows[i], got);
+        if (memcmp(want, got, H * sizeof(float)) != 0)
+            fail_msg("embedding row %zu differs from the file's", rows[i]);
+    }
+    free(want);
+    free(got);
+    tw_gguf_close(g);
+}
+
 static void test_packed_weights(void **state)
 {
     (void)state;
@@ -523,8 +555,10 @@ static void test_packed_weights(void **state)
         if (tw_model_load(path, &o, &m[k], &err) != TW_OK)
             fail_msg("%s", err.msg);
         assert_int_equal(m[k]->info.huge_pages, k == 1);
-        assert_int_equal(m[k]->embed.type, TW_TYPE_Q8_0);
         assert_int_equal(m[k]->lm_head.type, TW_TYPE_Q8_0_R8);
+        assert_int_equal(m[k]->embed.type, TW_TYPE_Q8_0_R8);
+        assert_ptr_equal(m[k]->embed.w, m[k]->lm_head.w);
+        check_embedding_rows(path, m[k]);
         for (uint32_t l = 0; l < m[k]->cfg.n_layers; l++) {
             const tw_layer *L = &m[k]->layers[l];
             const tw_mat *mix = L->mixer == TW_MIXER_ATTENTION ? &L->wq : &L->in_qkv;
