@@ -69,13 +69,13 @@ TW_AVX2 TW_TILE void h16_step(const uint16_t *h, size_t row_elems, size_t i, con
  * taking alternate groups of 8, one more group of 8 into the first, their
  * sum reduced, then the scalar tail. A range that does not reach cols ends
  * on a multiple of 16 and leaves its accumulators in st for the next. With
- * pf, the same columns of the next RB rows are fetched ahead: the hardware
- * prefetchers fall behind RB interleaved rows (1.4x on a 2-core EPYC with
- * the weights in memory; past the last row this is a hint that cannot
- * fault). */
+ * pf, the same columns pf rows on are fetched ahead (RB for a batch tile,
+ * tw_h16_fetch_rows for a decode row): the hardware prefetchers fall
+ * behind RB interleaved rows (1.4x on a 2-core EPYC with the weights in
+ * memory; past the last row this is a hint that cannot fault). */
 TW_AVX2 TW_TILE void tile_h16(const uint16_t *h, size_t row_elems, size_t i0, size_t i1,
                               size_t cols, const tw_act *acts, __m256 *st, float *y,
-                              size_t y_stride, bool pf, const int RB, const int TB,
+                              size_t y_stride, size_t pf, const int RB, const int TB,
                               const int is_bf16)
 {
     __m256 s0[H16_RB][H16_TB], s1[H16_RB][H16_TB];
@@ -85,7 +85,7 @@ TW_AVX2 TW_TILE void tile_h16(const uint16_t *h, size_t row_elems, size_t i0, si
         if (pf && (i & 16))
 #pragma GCC unroll 4
             for (int r = 0; r < RB; r++)
-                _mm_prefetch((const char *)(h + (size_t)(r + RB) * row_elems + i), _MM_HINT_T0);
+                _mm_prefetch((const char *)(h + ((size_t)r + pf) * row_elems + i), _MM_HINT_T0);
         h16_step(h, row_elems, i, acts, s0, RB, TB, is_bf16);
         h16_step(h, row_elems, i + 8, acts, s1, RB, TB, is_bf16);
     }

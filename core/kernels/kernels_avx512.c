@@ -90,11 +90,11 @@ TW_AVX512 TW_TILE void h16x_step(const uint16_t *h, size_t row_elems, size_t i, 
  * accumulators taking alternate groups of 16, a last whole group into the
  * first, a partial one (masked) into the second, their sum reduced. A
  * range that does not reach cols ends on a multiple of 32 and leaves its
- * accumulators in st; pf fetches the next RB rows' columns ahead (see the
+ * accumulators in st; pf fetches the columns pf rows on ahead (see the
  * AVX2 tiles). */
 TW_AVX512 TW_TILE void tile_h16x(const uint16_t *h, size_t row_elems, size_t i0, size_t i1,
                                  size_t cols, const tw_act *acts, __m512 *st, float *y,
-                                 size_t y_stride, bool pf, const int RB, const int TB,
+                                 size_t y_stride, size_t pf, const int RB, const int TB,
                                  const int is_bf16)
 {
     __m512 s0[H16_RB][H16_TB], s1[H16_RB][H16_TB];
@@ -104,7 +104,7 @@ TW_AVX512 TW_TILE void tile_h16x(const uint16_t *h, size_t row_elems, size_t i0,
         if (pf)
 #pragma GCC unroll 4
             for (int r = 0; r < RB; r++)
-                _mm_prefetch((const char *)(h + (size_t)(r + RB) * row_elems + i), _MM_HINT_T0);
+                _mm_prefetch((const char *)(h + ((size_t)r + pf) * row_elems + i), _MM_HINT_T0);
         h16x_step(h, row_elems, i, 16, acts, s0, RB, TB, is_bf16);
         h16x_step(h, row_elems, i + 16, 16, acts, s1, RB, TB, is_bf16);
     }
