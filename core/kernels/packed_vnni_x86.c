@@ -269,65 +269,22 @@ TW_AVX512 TW_TILE void step_pair_idx(__m512i *idx)
         idx[k] = _mm512_inserti64x4(_mm512_set1_epi32(k), _mm256_set1_epi32(8 + k), 1);
 }
 
-/* Q4_K_R8 for a single activation, in zmm registers as r8_one_vnni takes
- * Q4_0: a nibble run k of pair g holds step k of sub-block 2g in its low
- * nibbles and of sub-block 2g + 1 in its high ones, so one run loaded into
- * both halves, each half masked to its nibbles (the high ones left in
+/* Q4_K_R8 for one to four activations (TB), in zmm registers as r8_one_vnni
+ * takes Q4_0: a nibble run k of pair g holds step k of sub-block 2g in its
+ * low nibbles and of sub-block 2g + 1 in its high ones, so one run loaded
+ * into both halves, each half masked to its nibbles (the high ones left in
  * place, their sums 16 times too large and shifted back exactly), feeds
  * both sub-blocks to one vpdpbusd, and the pair's 64 activation bytes,
- * permuted once a step, give each half its own. A pair's eight steps run
- * as two chains; the four pairs are independent. The sums times the
- * scales (a pair's 16 in one load) are r8k_group_vnni's integers, so
- * every bit is. Against r8k_group_vnni's eight ymm steps a sub-block,
- * one thread, Zen 5: 896 x 4864 took 47.2 against 66.0 us and 2048 x 2048
- * 43.4 against 59.4; decoding a llama-1b-shaped Q4_K_M file on 2 threads
- * read 116.7 against 111.3 tok/s (four runs of each alternated, all four
- * faster). */
-TW_AVX512 TW_TILE void r8k_one_vnni(const uint8_t *p, size_t nb, const tw_act *a, float *y,
-                                    size_t pf, const int K)
-{
-    const __m512i nib = _mm512_inserti64x4(_mm512_set1_epi8(0x0F), _mm256_set1_epi8((char)0xF0), 1);
-    __m512i idx[8];
-    step_pair_idx(idx);
-    __m256 acc = _mm256_setzero_ps();
-    for (size_t i = 0; i < nb; i++, p += R8_BLOCK(K)) {
-        R8_PREFETCH(p, pf, K);
-        uint8_t sc[64], m[64];
-        r8k_scales_mins(p, sc, m);
-        __m512i s1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int g = 0; g < 4; g++) {
-            const __m512i av = _mm512_loadu_si512(a->qs + i * TW_QK_K + 64 * g);
-            __m512i c[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-#pragma GCC unroll 8
-            for (int k = 0; k < 8; k++) {
-                const __m512i v =
-                    _mm512_broadcast_i64x4(tw_load256(p + TW_R8K_QS + 256 * g + 32 * k));
-                c[k % 2] = _mm512_dpbusd_epi32(c[k % 2], _mm512_and_si512(v, nib),
-                                               _mm512_permutexvar_epi32(idx[k], av));
-            }
-            __m512i sum = _mm512_add_epi32(c[0], c[1]);
-            sum = _mm512_mask_srai_epi32(sum, (__mmask16)0xFF00, sum, 4);
-            const __m512i scg =
-                _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(sc + 16 * g)));
-            s1 = _mm512_add_epi32(s1, _mm512_mullo_epi32(sum, scg));
-        }
-        const __m256i s1h =
-            _mm256_add_epi32(_mm512_castsi512_si256(s1), _mm512_extracti64x4_epi64(s1, 1));
-        __m256i s2 = _mm256_setzero_si256();
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++)
-            s2 = _mm256_dpwssd_epi32(s2, r8k_lanes(m, j, true), bsum_pair(a, i, j));
-        acc = r8k_scale_into(p, s1h, s2, a->d[i], acc);
-    }
-    _mm256_storeu_ps(y, acc);
-}
-
-/* r8k_one_vnni for TB activations (2-4, a short verification or a few
- * streams), each nibble run masked once for all of them: the 16-row
- * kernel's per-activation broadcasts and per-sub-block scaling left two
- * activations no cheaper than two single ones. The same integers, so the
- * same bits. */
+ * permuted once a step, give each half its own. A pair's eight steps run as
+ * two chains; the four pairs are independent. The sums times the scales (a
+ * pair's 16 in one load) are r8k_group_vnni's integers, so every bit is.
+ * Against r8k_group_vnni's eight ymm steps a sub-block, one thread, Zen 5:
+ * 896 x 4864 took 47.2 against 66.0 us and 2048 x 2048 43.4 against 59.4;
+ * decoding a llama-1b-shaped Q4_K_M file on 2 threads read 116.7 against
+ * 111.3 tok/s (four runs of each alternated, all four faster). Each masked
+ * run serves all TB activations, where the 16-row kernel's per-activation
+ * broadcasts and per-sub-block scaling left two activations no cheaper than
+ * two single ones (see FEW_ACTS). */
 TW_AVX512 TW_TILE void r8k_few_vnni(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
                                     size_t y_stride, const int TB, size_t pf, const int K)
 {
@@ -390,78 +347,22 @@ TW_AVX512 TW_TILE void r8k_few_vnni(const uint8_t *p, size_t nb, const tw_act *a
     r8_store(acc, y, y_stride, TB);
 }
 
-/* Q6_K_R8 for a single activation, two 32-column groups a zmm: groups g
- * and g + 2 of a half share their low-bit runs (low nibbles and high
- * ones) and their high-bit runs (bit pairs 2g and 2g + 4), so one load of
- * each into both halves, the high half's nibbles shifted down and each
- * half's bit pair moved to bits 4-5 by one variable shift, gives both
- * groups' levels at one step; the two groups' activations are permuted
- * into the halves as in r8k_one_vnni. A step pair's four steps of one
- * sub-block run as one chain, beside seven independent others. The sums
- * times the scales are r8q6_group_vnni's integers, so every bit is.
- * Against r8q6_group_vnni's sixteen ymm sub-blocks, one thread, Zen 5:
- * 896 x 4864 took 78.5-84.8 against 104-105 us and 2048 x 2048 67.5-74.5
- * against 90-93. From memory it matters less: with this kernel and
- * r8k_one_vnni against the 8-row ones, switched in one process, decoding
- * a llama-1b-shaped Q4_K_M file read 1.022x (faster in 13 of 20 bursts)
- * and the qwen2-0.5b one 0.992x (12 of 30). */
-TW_AVX512 TW_TILE void r8q6_one_vnni(const uint8_t *p, size_t nb, const tw_act *a, float *y,
-                                     size_t pf, const int K)
-{
-    /* bit pair 2g of the low half and 2g + 4 of the high one, from the
-     * high-bit run moved down by 2g, to bits 4-5 */
-    const __m512i up4 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_setzero_si256(), 1);
-    __m512i idx[8];
-    step_pair_idx(idx);
-    __m256 acc = _mm256_setzero_ps();
-    for (size_t i = 0; i < nb; i++, p += TW_R8Q6_BLOCK) {
-        R8_PREFETCH(p, pf, K);
-        __m512i s = _mm512_setzero_si512();
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-#pragma GCC unroll 2
-            for (int g = 0; g < 2; g++) {
-                const int8_t *col = a->qs + i * TW_QK_K + 128 * h + 32 * g;
-                const __m512i av = _mm512_inserti64x4(_mm512_castsi256_si512(tw_load256(col)),
-                                                      tw_load256(col + 64), 1);
-                __m512i c[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-#pragma GCC unroll 8
-                for (int k = 0; k < 8; k++) {
-                    const uint8_t *step = p + TW_R8Q6_Q + 768 * h + 96 * k;
-                    const __m512i l = _mm512_broadcast_i64x4(tw_load256(step + 32 * g));
-                    const __m512i qh = _mm512_broadcast_i64x4(tw_load256(step + 64));
-                    const __m512i nib =
-                        _mm512_and_si512(_mm512_mask_srli_epi16(l, (__mmask32)0xFFFF0000u, l, 4),
-                                         _mm512_set1_epi8(0x0F));
-                    const __m512i hi = _mm512_sllv_epi16(g ? _mm512_srli_epi16(qh, 2) : qh, up4);
-                    const __m512i q =
-                        _mm512_or_si512(nib, _mm512_and_si512(hi, _mm512_set1_epi8(0x30)));
-                    c[k / 4] =
-                        _mm512_dpbusd_epi32(c[k / 4], q, _mm512_permutexvar_epi32(idx[k], av));
-                }
-#pragma GCC unroll 2
-                for (int e = 0; e < 2; e++) {
-                    const int sb = 8 * h + 2 * g + e;
-                    const __m512i sc = _mm512_inserti64x4(
-                        _mm512_castsi256_si512(q6_sub_scale(p, sb)), q6_sub_scale(p, sb + 4), 1);
-                    s = _mm512_add_epi32(s, _mm512_mullo_epi32(c[e], sc));
-                }
-            }
-        }
-        const __m256i sh =
-            _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
-        __m256i s2 = _mm256_setzero_si256();
-#pragma GCC unroll 8
-        for (int pair = 0; pair < 8; pair++)
-            s2 = _mm256_dpwssd_epi32(s2, q6_scale_pair(p, pair), bsum_pair(a, i, pair));
-        acc = q6_scale_into(p, sh, s2, a->d[i], acc);
-    }
-    _mm256_storeu_ps(y, acc);
-}
-
-/* r8q6_one_vnni for TB activations (2-4), the levels of each step formed
- * once for all of them (see r8k_few_vnni). The same integers, so the same
- * bits. */
+/* Q6_K_R8 for one to four activations, two 32-column groups a zmm: groups g
+ * and g + 2 of a half share their low-bit runs (low nibbles and high ones)
+ * and their high-bit runs (bit pairs 2g and 2g + 4), so one load of each
+ * into both halves, the high half's nibbles shifted down and each half's
+ * bit pair moved to bits 4-5 by one variable shift, gives both groups'
+ * levels at one step; the two groups' activations are permuted into the
+ * halves as in r8k_few_vnni, the levels formed once for all the
+ * activations. A step pair's four steps of one sub-block run as one chain,
+ * beside seven independent others. The sums times the scales are
+ * r8q6_group_vnni's integers, so every bit is. Against r8q6_group_vnni's
+ * sixteen ymm sub-blocks, one thread, Zen 5: 896 x 4864 took 78.5-84.8
+ * against 104-105 us and 2048 x 2048 67.5-74.5 against 90-93 (one
+ * activation). From memory it matters less: with this kernel and
+ * r8k_few_vnni against the 8-row ones, switched in one process, decoding a
+ * llama-1b-shaped Q4_K_M file read 1.022x (faster in 13 of 20 bursts) and
+ * the qwen2-0.5b one 0.992x (12 of 30). */
 TW_AVX512 TW_TILE void r8q6_few_vnni(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
                                      size_t y_stride, const int TB, size_t pf, const int K)
 {
@@ -533,6 +434,19 @@ TW_AVX512 TW_TILE void r8q6_few_vnni(const uint8_t *p, size_t nb, const tw_act *
         }
     }
     r8_store(acc, y, y_stride, TB);
+}
+
+/* The K types' kernels at one activation, as ONE_DRIVER takes them. */
+TW_AVX512 TW_TILE void r8k_one_vnni(const uint8_t *p, size_t nb, const tw_act *a, float *y,
+                                    size_t pf, const int K)
+{
+    r8k_few_vnni(p, nb, a, y, 0, 1, pf, K);
+}
+
+TW_AVX512 TW_TILE void r8q6_one_vnni(const uint8_t *p, size_t nb, const tw_act *a, float *y,
+                                     size_t pf, const int K)
+{
+    r8q6_few_vnni(p, nb, a, y, 0, 1, pf, K);
 }
 
 /* The single-activation drivers of Q8_0, Q4_0, Q5_0 and Q4_K: `one` group
