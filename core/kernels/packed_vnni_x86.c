@@ -269,6 +269,23 @@ TW_AVX512 TW_TILE void step_pair_idx(__m512i *idx)
         idx[k] = _mm512_inserti64x4(_mm512_set1_epi32(k), _mm256_set1_epi32(8 + k), 1);
 }
 
+/* The two halves of a zmm of int32 lanes added: the eight rows' sums. */
+TW_AVX512 TW_TILE __m256i halves_sum(__m512i v)
+{
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
+/* A K block's term of activation a's 16-value sums (block i) against the
+ * rows' int16 pairs lanes[j], j = 0..7: Q4_K's mins, Q6_K's scales. */
+TW_AVX512 TW_TILE __m256i pairs_term(const __m256i *lanes, const tw_act *a, size_t i)
+{
+    __m256i s2 = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++)
+        s2 = _mm256_dpwssd_epi32(s2, lanes[j], bsum_pair(a, i, j));
+    return s2;
+}
+
 /* Q4_K_R8 for one to four activations (TB), in zmm registers as r8_one_vnni
  * takes Q4_0: a nibble run k of pair g holds step k of sub-block 2g in its
  * low nibbles and of sub-block 2g + 1 in its high ones, so one run loaded
@@ -334,15 +351,9 @@ TW_AVX512 TW_TILE void r8k_few_vnni(const uint8_t *p, size_t nb, const tw_act *a
         for (int j = 0; j < 8; j++)
             mins[j] = r8k_lanes(m, j, true);
 #pragma GCC unroll 4
-        for (int t = 0; t < TB; t++) {
-            const __m256i s1h = _mm256_add_epi32(_mm512_castsi512_si256(s1[t]),
-                                                 _mm512_extracti64x4_epi64(s1[t], 1));
-            __m256i s2 = _mm256_setzero_si256();
-#pragma GCC unroll 8
-            for (int j = 0; j < 8; j++)
-                s2 = _mm256_dpwssd_epi32(s2, mins[j], bsum_pair(&acts[t], i, j));
-            acc[t] = r8k_scale_into(p, s1h, s2, acts[t].d[i], acc[t]);
-        }
+        for (int t = 0; t < TB; t++)
+            acc[t] = r8k_scale_into(p, halves_sum(s1[t]), pairs_term(mins, &acts[t], i),
+                                    acts[t].d[i], acc[t]);
     }
     r8_store(acc, y, y_stride, TB);
 }
@@ -423,15 +434,9 @@ TW_AVX512 TW_TILE void r8q6_few_vnni(const uint8_t *p, size_t nb, const tw_act *
         for (int pair = 0; pair < 8; pair++)
             pairs[pair] = q6_scale_pair(p, pair);
 #pragma GCC unroll 4
-        for (int t = 0; t < TB; t++) {
-            const __m256i sh =
-                _mm256_add_epi32(_mm512_castsi512_si256(s[t]), _mm512_extracti64x4_epi64(s[t], 1));
-            __m256i s2 = _mm256_setzero_si256();
-#pragma GCC unroll 8
-            for (int pair = 0; pair < 8; pair++)
-                s2 = _mm256_dpwssd_epi32(s2, pairs[pair], bsum_pair(&acts[t], i, pair));
-            acc[t] = q6_scale_into(p, sh, s2, acts[t].d[i], acc[t]);
-        }
+        for (int t = 0; t < TB; t++)
+            acc[t] = q6_scale_into(p, halves_sum(s[t]), pairs_term(pairs, &acts[t], i),
+                                   acts[t].d[i], acc[t]);
     }
     r8_store(acc, y, y_stride, TB);
 }
