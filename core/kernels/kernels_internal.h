@@ -336,6 +336,8 @@ typedef struct tw_isa_table {
     void (*silu_mul_f32)(float *g, const float *u, size_t n);
     /* x[i] = silu(x[i]) (tw_silu_f32) */
     void (*silu_f32)(float *x, size_t n);
+    /* f32 to IEEE half with tw_f32_to_f16's bits (tw_quant_row's F16) */
+    void (*to_f16)(const float *src, uint16_t *dst, size_t n);
     /* one delta-rule step of a DeltaNet head (tw_delta_rule_f32) */
     void (*delta_rule_f32)(float *S, const float *src, const float *q, const float *k,
                            const float *v, float decay, float beta, size_t dk, size_t dv,

@@ -551,9 +551,16 @@ R8_SCALAR(rows_q4_k_r8, TW_TYPE_Q4_K_R8)
 R8_SCALAR(rows_q5_k_r8, TW_TYPE_Q5_K_R8)
 R8_SCALAR(rows_q6_k_r8, TW_TYPE_Q6_K_R8)
 
+static void to_f16(const float *src, uint16_t *dst, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = tw_f32_to_f16(src[i]);
+}
+
 void tw_isa_fill_scalar(tw_isa_table *t)
 {
     t->name = "scalar";
+    t->to_f16 = to_f16;
     t->rows[tw_ktype_index(TW_TYPE_F32)] = rows_f32;
     t->rows[tw_ktype_index(TW_TYPE_F16)] = rows_f16;
     t->rows[tw_ktype_index(TW_TYPE_BF16)] = rows_bf16;

@@ -527,8 +527,22 @@ TW_AVX2 static void axpy_rows_multi_h16(const float *p, size_t p_stride, size_t 
     axpy_rows_multi(p, p_stride, nq, V, n, d, acc, acc_stride, 1);
 }
 
+/* F16C's conversion rounds to nearest even, keeps a NaN's sign and top
+ * payload bits with the quiet bit set, and gives infinity from 65520 on:
+ * tw_f32_to_f16's bits for every input. */
+TW_AVX2 static void to_f16(const float *src, uint16_t *dst, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(void *)(dst + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++)
+        dst[i] = tw_f32_to_f16(src[i]);
+}
+
 void tw_isa_fill_vecops_avx2(tw_isa_table *t)
 {
+    t->to_f16 = to_f16;
     t->dot_f32 = tw_dot_f32_avx2;
     t->dot_rows_multi_f32 = dot_rows_multi_f32;
     t->axpy_rows_multi_f32 = axpy_rows_multi_f32;

@@ -391,6 +391,59 @@ static void random_blocks(tw_test_rng *rng, tw_type t, uint8_t *buf, size_t n)
 }
 
 /* Every ISA's dequantizer gives exactly the scalar reference's bits. */
+/* tw_quant_row's F16 on every ISA against tw_f32_to_f16, value by value:
+ * every half's own value, the ties between neighbouring halves, the edges
+ * of the subnormal, normal and overflow ranges, NaNs of every kind and
+ * random bit patterns, in a row whose length leaves a tail past the
+ * vector width. */
+static void test_f16_rows_bit_exact_across_isas(void **state)
+{
+    (void)state;
+    enum { N = 65536 * 2 + 4096 + 5 };
+    float *x = malloc(N * sizeof *x);
+    uint16_t *got = malloc(N * sizeof *got);
+    assert_non_null(x);
+    assert_non_null(got);
+    size_t n = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        x[n++] = tw_f16_to_f32((uint16_t)h);
+        /* halfway to the next half up in magnitude (finite ones) */
+        uint32_t b;
+        float f = tw_f16_to_f32((uint16_t)h);
+        memcpy(&b, &f, 4);
+        b += (h & 0x7c00) == 0 ? 0 : 1u << 12;
+        memcpy(&f, &b, 4);
+        x[n++] = f;
+    }
+    const uint32_t edges[] = {0x00000001u, 0x007fffffu, 0x33000000u, 0x33000001u, 0x387fffffu,
+                              0x38800000u, 0x477fefffu, 0x477ff000u, 0x7f800000u, 0x7f800001u,
+                              0x7fc00000u, 0x7fbfffffu, 0xffc12345u, 0xff800001u, 0x80000000u};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+        memcpy(&x[n++], &edges[i], 4);
+    tw_test_rng rng = {0xf16};
+    while (n < N) {
+        uint32_t b = (uint32_t)tw_test_rand_u64(&rng);
+        memcpy(&x[n++], &b, 4);
+    }
+    for (size_t ii = 0; ii < 3; ii++) {
+        if (!tw_kernels_isa_available(isas[ii]))
+            continue;
+        assert_int_equal(tw_kernels_force_isa(isas[ii], NULL), TW_OK);
+        memset(got, 0, N * sizeof *got);
+        tw_quant_row(TW_TYPE_F16, x, got, N);
+        for (size_t i = 0; i < N; i++) {
+            uint32_t b;
+            memcpy(&b, &x[i], 4);
+            if (got[i] != tw_f32_to_f16(x[i]))
+                fail_msg("%s: f32 0x%08x gave half 0x%04x, want 0x%04x", isas[ii], b, got[i],
+                         tw_f32_to_f16(x[i]));
+        }
+    }
+    tw_kernels_force_isa(NULL, NULL);
+    free(x);
+    free(got);
+}
+
 static void test_dequant_bit_exact_across_isas(void **state)
 {
     (void)state;
@@ -460,6 +513,7 @@ int main(void)
         cmocka_unit_test(test_reference_quantizers_known_bytes),
         cmocka_unit_test(test_roundtrip_error_bounds),
         cmocka_unit_test(test_dequant_bit_exact_across_isas),
+        cmocka_unit_test(test_f16_rows_bit_exact_across_isas),
         cmocka_unit_test(test_force_isa),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
