@@ -213,7 +213,8 @@ typedef struct tw_causal_attn {
 } tw_causal_attn;
 
 /* Computes tw_causal_attn with matrix products (sgemm) over blocks of keys
- * and an online softmax, every (head, group of rows) a task of the pool.
+ * and an online softmax, every (K/V head, its query heads or a share of
+ * them, group of rows) a task of the pool.
  * The results agree with the per-row kernels to rounding, not bit for bit,
  * so decode and speculative verification do not use it. false (nothing
  * written) without a pool or when its scratch cannot be had. */

@@ -138,6 +138,10 @@ static void test_against_reference(void **state)
         /* a group of rows straddling a block of keys most of them cannot see */
         {.n = 128, .p0 = 200, .heads = 2, .kv_heads = 2, .hd = 32},
         {.n = 1, .p0 = 0, .heads = 3, .kv_heads = 1, .hd = 8},
+        /* more query heads per K/V head than one task takes, split evenly
+         * and unevenly, over several groups of rows */
+        {.n = 150, .p0 = 40, .heads = 20, .kv_heads = 2, .hd = 32, .f16 = true},
+        {.n = 300, .p0 = 0, .heads = 9, .kv_heads = 1, .hd = 16},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         run_case(pool, &cases[i], &rng);
