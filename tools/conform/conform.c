@@ -1,4 +1,4 @@
-/* tw-conform MODEL GOLDEN.safetensors
+/* tw-conform MODEL GOLDEN.safetensors [--min-top1 PCT] [--kv-type f32|f16]
  *
  * Runs a model against reference outputs (HF transformers, float32) and
  * prints one line:
@@ -9,6 +9,9 @@
  * the cache, "long" the long prompt (across DeltaNet chunk and sliding
  * window boundaries). greedy counts how many of the reference's greedy
  * tokens are reproduced before the first difference.
+ *
+ * --kv-type f16 stores the sequences' K/V as IEEE half, as tokenwired's
+ * --kv-type does; the tolerances stay those of f32 K/V.
  *
  * Exit status: 0 within tolerance for the model's weight type, 1 outside
  * it, 2 for bad arguments or unreadable files. */
@@ -115,23 +118,45 @@ static int fail(const char *what, tw_err *err)
 
 static double dmax(double a, double b) { return a > b || isnan(a) ? a : b; }
 
+static int usage(void)
+{
+    fprintf(stderr, "usage: tw-conform MODEL GOLDEN.safetensors [--min-top1 PCT] "
+                    "[--kv-type f32|f16]\n"
+                    "  MODEL: a Hugging Face checkpoint directory or a .gguf file\n");
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
     /* --min-top1 lowers or raises the agreement bar of quantized runs, for
      * checkpoints whose random weights are known to amplify rounding. */
     double min_top1 = -1.0;
-    if (argc == 5 && strcmp(argv[3], "--min-top1") == 0) {
-        char *end = NULL;
-        min_top1 = strtod(argv[4], &end);
-        if (!end || *end || !(min_top1 >= 0.0 && min_top1 <= 100.0)) {
-            fprintf(stderr, "tw-conform: --min-top1 takes a percentage 0..100, got '%s'\n",
-                    argv[4]);
-            return 2;
+    tw_model_opts mo = {.kv_type = TW_KV_F32};
+    if (argc < 3)
+        return usage();
+    for (int a = 3; a < argc; a += 2) {
+        if (a + 1 >= argc)
+            return usage();
+        if (strcmp(argv[a], "--min-top1") == 0) {
+            char *end = NULL;
+            min_top1 = strtod(argv[a + 1], &end);
+            if (!end || *end || !(min_top1 >= 0.0 && min_top1 <= 100.0)) {
+                fprintf(stderr, "tw-conform: --min-top1 takes a percentage 0..100, got '%s'\n",
+                        argv[a + 1]);
+                return 2;
+            }
+        } else if (strcmp(argv[a], "--kv-type") == 0) {
+            if (strcmp(argv[a + 1], "f32") == 0) {
+                mo.kv_type = TW_KV_F32;
+            } else if (strcmp(argv[a + 1], "f16") == 0) {
+                mo.kv_type = TW_KV_F16;
+            } else {
+                fprintf(stderr, "tw-conform: --kv-type takes f32 or f16, got '%s'\n", argv[a + 1]);
+                return 2;
+            }
+        } else {
+            return usage();
         }
-    } else if (argc != 3) {
-        fprintf(stderr, "usage: tw-conform MODEL GOLDEN.safetensors [--min-top1 PCT]\n"
-                        "  MODEL: a Hugging Face checkpoint directory or a .gguf file\n");
-        return 2;
     }
     tw_err err = {{0}};
     int rc = 2;
@@ -141,7 +166,7 @@ int main(int argc, char **argv)
     float *logits = NULL;
     golden g = {0};
 
-    if (tw_model_load(argv[1], NULL, &m, &err)) {
+    if (tw_model_load(argv[1], &mo, &m, &err)) {
         fprintf(stderr, "tw-conform: %s\n", err.msg);
         goto out;
     }
