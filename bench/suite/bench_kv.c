@@ -1,14 +1,17 @@
 /* tw-bench-kv: f32 against half-precision K/V on one model file.
  *
  *   tw-bench-kv --model FILE [--threads N|auto] [--prompt N] [--tokens N]
- *               [--isa scalar|avx2|avx512] [--decode-prefetch auto|on|off]
+ *               [--prefills N] [--isa scalar|avx2|avx512]
+ *               [--decode-prefetch auto|on|off]
  *
- * The model is loaded twice in one process, once per K/V type, and both
- * copies are prefilled with the same prompt. Decode then alternates between
- * them a burst of 16 tokens at a time, so the two see the same bandwidth
- * phases of a machine whose neighbours change it from minute to minute; the
- * rows report each type's tokens/s with f32 as the baseline, and the K/V
- * bytes one token takes. */
+ * The model is loaded twice in one process, once per K/V type. Both copies
+ * prefill the same prompt --prefills times (5 by default), the two
+ * alternated and taking turns to go first; decode then alternates between
+ * them a burst of 16 tokens at a time. Both thus see the same bandwidth
+ * phases of a machine whose neighbours change it from minute to minute. The
+ * rows report each type's tokens/s (prefill: the median run) with f32 as
+ * the baseline, and the K/V bytes one token takes; the prefill rows also
+ * carry the median of the rounds' f16 / f32 speed ratios. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,10 +24,12 @@
 
 #define BURST 16
 
+#define MAX_PREFILLS 64
+
 typedef struct side {
     tw_model *m;
     tw_seq *seq;
-    double prefill_s, decode_s;
+    double prefill_s[MAX_PREFILLS], decode_s;
 } side;
 
 static const char *kv_name(tw_kv_type t)
@@ -45,26 +50,29 @@ static int load_side(const char *path, tw_kv_type kv, size_t prompt, size_t toke
     return 0;
 }
 
-static int prefill_side(side *s, tw_pool *pool, const uint32_t *ids, size_t prompt, float *logits)
+/* Prefill round r of side s, from an empty sequence. */
+static int prefill_side(side *s, size_t r, tw_pool *pool, const uint32_t *ids, size_t prompt,
+                        float *logits)
 {
     tw_err err;
+    tw_seq_reset(s->seq);
     double t0 = bench_now();
     if (tw_model_forward(s->m, pool, s->seq, ids, prompt, logits, TW_LOGITS_LAST, &err) != TW_OK) {
         fprintf(stderr, "tw-bench-kv: prefill: %s\n", err.msg);
         return -1;
     }
-    s->prefill_s = bench_now() - t0;
+    s->prefill_s[r] = bench_now() - t0;
     bench_progress("%s K/V: prefill of %zu tokens %.1f tok/s",
                    kv_name(tw_model_get_info(s->m)->kv_type), prompt,
-                   (double)prompt / s->prefill_s);
+                   (double)prompt / s->prefill_s[r]);
     return 0;
 }
 
 static void usage(void)
 {
-    fprintf(stderr,
-            "usage: tw-bench-kv --model FILE [--threads N|auto] [--prompt N] [--tokens N]\n"
-            "                   [--isa scalar|avx2|avx512] [--decode-prefetch auto|on|off]\n");
+    fprintf(stderr, "usage: tw-bench-kv --model FILE [--threads N|auto] [--prompt N] [--tokens N]\n"
+                    "                   [--prefills N] [--isa scalar|avx2|avx512]\n"
+                    "                   [--decode-prefetch auto|on|off]\n");
 }
 
 int main(int argc, char **argv)
@@ -75,7 +83,7 @@ int main(int argc, char **argv)
     tw_err herr;
     tw_hw_detect(&hw, &herr);
     tw_hw_choose(&hw, &ch);
-    size_t threads = ch.threads, prompt = 3584, tokens = 128;
+    size_t threads = ch.threads, prompt = 3584, tokens = 128, prefills = 5;
     const char *prefetch = "auto";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -92,6 +100,9 @@ int main(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--tokens") && has &&
                    bench_parse_size(argv[i + 1], BURST, 1 << 16, &tokens)) {
+            i++;
+        } else if (!strcmp(a, "--prefills") && has &&
+                   bench_parse_size(argv[i + 1], 1, MAX_PREFILLS, &prefills)) {
             i++;
         } else if (!strcmp(a, "--decode-prefetch") && has) {
             prefetch = argv[++i];
@@ -133,8 +144,12 @@ int main(int argc, char **argv)
         logits = malloc(tw_model_get_info(sd[0].m)->vocab_size * sizeof *logits);
         rc = logits ? 0 : 1;
     }
-    for (int k = 0; rc == 0 && k < 2; k++)
-        rc = prefill_side(&sd[k], pool, ids, prompt, logits) ? 1 : 0;
+    for (size_t r = 0; rc == 0 && r < prefills; r++)
+        for (int kk = 0; rc == 0 && kk < 2; kk++) {
+            const int k = r % 2 ? 1 - kk : kk;
+            rc = prefill_side(&sd[k], r, pool, ids, prompt, logits) ? 1 : 0;
+        }
+    /* the sides' last prefills leave both sequences holding the prompt */
     uint32_t vocab = rc == 0 ? tw_model_get_info(sd[0].m)->vocab_size : 1;
     uint32_t tok = 5;
     for (size_t done = 0; rc == 0 && done < tokens; done += BURST)
@@ -152,15 +167,19 @@ int main(int argc, char **argv)
             sd[k].decode_s += bench_now() - t0;
         }
     if (rc == 0) {
-        double dec[2], pf[2];
+        double dec[2], pf[2], ratio[MAX_PREFILLS];
+        for (size_t r = 0; r < prefills; r++)
+            ratio[r] = sd[0].prefill_s[r] / sd[1].prefill_s[r];
+        const double pf_ratio = bench_percentile(ratio, prefills, 50.0);
         for (int k = 0; k < 2; k++) {
             dec[k] = (double)tokens / sd[k].decode_s;
-            pf[k] = (double)prompt / sd[k].prefill_s;
+            pf[k] = (double)prompt / bench_percentile(sd[k].prefill_s, prefills, 50.0);
         }
-        char extra[256];
+        char extra[320];
         snprintf(extra, sizeof extra,
-                 "\"prompt\":%zu,\"tokens\":%zu,\"threads\":%zu,\"isa\":\"%s\"", prompt, tokens,
-                 threads, tw_kernels_isa());
+                 "\"prompt\":%zu,\"tokens\":%zu,\"prefills\":%zu,"
+                 "\"prefill_paired_ratio\":%.4f,\"threads\":%zu,\"isa\":\"%s\"",
+                 prompt, tokens, prefills, pf_ratio, threads, tw_kernels_isa());
         for (int k = 0; k < 2; k++) {
             char name[64];
             snprintf(name, sizeof name, "decode_after_prompt_%s",
@@ -173,6 +192,9 @@ int main(int argc, char **argv)
             bench_row("kv", name, path, (double)tw_seq_kv_bytes_per_token(sd[k].m), "B/token",
                       k ? (double)tw_seq_kv_bytes_per_token(sd[0].m) : 0, "f32 K/V", extra);
         }
+        bench_progress("prefill of %zu tokens, median of %zu alternated runs: f32 K/V %.1f "
+                       "tok/s, f16 K/V %.1f tok/s (%.3fx paired)",
+                       prompt, prefills, pf[0], pf[1], pf_ratio);
         bench_progress("decode of %zu tokens after a %zu-token prompt: f32 K/V %.1f tok/s, "
                        "f16 K/V %.1f tok/s (%.2fx)",
                        tokens, prompt, dec[0], dec[1], dec[1] / dec[0]);
