@@ -35,7 +35,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: tw-bench-engine --model FILE.gguf [--label NAME] [--threads N|auto]\n"
                "                       [--chunk N] [--max-batch N] [--bandwidth GBPS]\n"
                "                       [--quick] [--no-engine] [--isa scalar|avx2|avx512]\n"
-               "                       [--kv-type f32|f16] [--decode-prefetch auto|on|off]\n");
+               "                       [--kv-type f16|f32] [--decode-prefetch auto|on|off]\n");
 }
 
 /* Weight bytes one decode step reads: every tensor once, except an untied
@@ -695,7 +695,12 @@ int main(int argc, char **argv)
     tw_hw_detect(&hw, &err);
     tw_hw_choice ch;
     tw_hw_choose(&hw, &ch);
-    args a = {.threads = ch.threads, .chunk = 512, .max_batch = 64, .prefetch = "auto"};
+    /* K/V as tokenwired stores it by default */
+    args a = {.threads = ch.threads,
+              .chunk = 512,
+              .max_batch = 64,
+              .prefetch = "auto",
+              .kv_type = TW_KV_F16};
     tw_kernels_set_fetch_ahead((size_t)ch.fetch_ahead);
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];

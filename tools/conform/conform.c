@@ -11,7 +11,10 @@
  * tokens are reproduced before the first difference.
  *
  * --kv-type f16 stores the sequences' K/V as IEEE half, as tokenwired's
- * --kv-type does; the tolerances stay those of f32 K/V.
+ * --kv-type does. Float weights are then held to errors of 1e-2 instead
+ * of 1e-3, still with every greedy token: half keeps 11 bits of each key
+ * and value, and a checkpoint with large keys (gemma3_softcap) moves its
+ * logits by up to 6e-3 through the softmax while every top-1 token stays.
  *
  * Exit status: 0 within tolerance for the model's weight type, 1 outside
  * it, 2 for bad arguments or unreadable files. */
@@ -266,10 +269,11 @@ int main(int argc, char **argv)
     switch (info->weight_type) {
     case TW_TYPE_F32:
     case TW_TYPE_F16:
-    case TW_TYPE_BF16:
-        ok = prompt_err <= 1e-3 && decode_err <= 1e-3 && long_err <= 1e-3 &&
-             greedy == g.n_greedy;
+    case TW_TYPE_BF16: {
+        const double tol = mo.kv_type == TW_KV_F16 ? 1e-2 : 1e-3;
+        ok = prompt_err <= tol && decode_err <= tol && long_err <= tol && greedy == g.n_greedy;
         break;
+    }
     case TW_TYPE_Q8_0:
         ok = agree >= (min_top1 >= 0.0 ? min_top1 : 90.0);
         break;
