@@ -369,3 +369,35 @@ tw_status tw_gguf_get_tensor(const tw_gguf *g, const char *name,
     *out = t;
     return TW_OK;
 }
+
+/* ---- views of the file behind a copy ------------------------------------- */
+
+tw_status tw_gguf_file_view(const tw_gguf *g, const void *p, size_t len, tw_file_view *out,
+                            tw_err *err)
+{
+    if (!out)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "gguf: NULL view");
+    memset(out, 0, sizeof *out);
+    if (!g || !p)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "gguf: NULL file or range");
+    const uint8_t *b = p;
+    if (b < g->map.data || (uint64_t)(b - g->map.data) > g->map.size)
+        return tw_errorf(err, TW_OUT_OF_RANGE, "gguf: the range does not start in the file");
+    twf_view v;
+    tw_status st = twf_map_view(&g->map, (uint64_t)(b - g->map.data), len, "gguf", &v, err);
+    if (st)
+        return st;
+    out->data = v.data;
+    out->map = v.addr;
+    out->map_len = v.map_len;
+    return TW_OK;
+}
+
+void tw_file_view_release(tw_file_view *v)
+{
+    if (!v)
+        return;
+    twf_view view = {.data = v->data, .addr = v->map, .map_len = v->map_len};
+    twf_view_release(&view);
+    memset(v, 0, sizeof *v);
+}

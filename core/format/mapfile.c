@@ -120,14 +120,63 @@ tw_status twf_map_file_huge(const char *path, const char *what, twf_map *m, tw_e
         }
         done += (size_t)got;
     }
-    close(fd);
     /* the weights are read-only from here on */
     (void)mprotect(raw, span, PROT_READ);
     m->data = base;
     m->size = len;
     m->addr = raw;
     m->map_len = span;
+    /* kept for twf_map_view: the same file even if its path is replaced */
+    m->has_fd = true;
+    m->fd = fd;
     return TW_OK;
+}
+
+tw_status twf_map_view(const twf_map *m, uint64_t off, size_t len, const char *what, twf_view *v,
+                       tw_err *err)
+{
+    if (!v)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "%s: NULL view", what);
+    memset(v, 0, sizeof *v);
+    if (!m || !m->has_fd)
+        return tw_errorf(err, TW_FAILED_PRECONDITION,
+                         "%s: not a private copy with its file at hand", what);
+    if (len == 0 || off > m->size || len > m->size - off)
+        return tw_errorf(err, TW_OUT_OF_RANGE, "%s: bytes %llu + %zu are outside the %llu read",
+                         what, (unsigned long long)off, len, (unsigned long long)m->size);
+    struct stat st;
+    if (fstat(m->fd, &st) != 0 || (uint64_t)st.st_size != m->size)
+        return tw_errorf(err, TW_DATA_LOSS, "%s: the file is no longer the %llu bytes read", what,
+                         (unsigned long long)m->size);
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    const uint64_t start = off / page * page;
+    const size_t lead = (size_t)(off - start);
+    void *addr = mmap(NULL, lead + len, PROT_READ, MAP_SHARED, m->fd, (off_t)start);
+    if (addr == MAP_FAILED) {
+        int e = errno;
+        return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "%s: cannot map %zu bytes: %s", what,
+                         lead + len, strerror(e));
+    }
+    const uint8_t *data = (const uint8_t *)addr + lead;
+    if (memcmp(data, m->data + off, len) != 0) {
+        munmap(addr, lead + len);
+        return tw_errorf(err, TW_DATA_LOSS, "%s: the file's bytes differ from those read", what);
+    }
+    /* the comparison touched every page: drop them from this process (the
+     * page cache keeps them while the kernel has room) */
+    (void)madvise(addr, lead + len, MADV_DONTNEED);
+    v->data = data;
+    v->addr = addr;
+    v->map_len = lead + len;
+    return TW_OK;
+}
+
+void twf_view_release(twf_view *v)
+{
+    if (v && v->addr)
+        munmap(v->addr, v->map_len);
+    if (v)
+        memset(v, 0, sizeof *v);
 }
 
 void twf_map_borrow(const void *buf, size_t len, twf_map *m)
@@ -141,6 +190,8 @@ void twf_map_release(twf_map *m)
 {
     if (m && m->addr)
         munmap(m->addr, m->map_len);
+    if (m && m->has_fd)
+        close(m->fd);
     if (m)
         memset(m, 0, sizeof *m);
 }

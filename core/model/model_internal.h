@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tw/gguf.h"
 #include "tw/kernels.h"
 #include "tw/model.h"
 #include "tw/pool.h"
@@ -135,6 +136,9 @@ struct tw_model {
     void *owned; /* allocations to free with the model (arena list) */
     void *packed; /* the packed copies of the Q8_0 / Q4_0 / Q5_0 matrices (pack.c) */
     size_t packed_len;
+    /* an embedding table of its own, read from the file's page cache when
+     * the weights are a private copy (pack.c); zero otherwise */
+    tw_file_view embed_view;
 };
 
 /* Points every Q8_0 / Q4_0 / Q5_0 matrix of a built model at a packed copy of it

@@ -166,6 +166,17 @@ const json_t *tw_wsource_config(const tw_wsource *s) { return s->config; }
 
 bool tw_wsource_is_gguf(const tw_wsource *s) { return s->gguf != NULL; }
 
+tw_status tw_wsource_file_view(const tw_wsource *s, const void *p, size_t len, tw_file_view *out,
+                               tw_err *err)
+{
+    if (!s->gguf) {
+        if (out)
+            memset(out, 0, sizeof *out);
+        return tw_errorf(err, TW_FAILED_PRECONDITION, "weights: not a GGUF copy");
+    }
+    return tw_gguf_file_view(s->gguf, p, len, out, err);
+}
+
 tw_status tw_wsource_find(const tw_wsource *s, const char *hf_name, tw_wtensor *out, tw_err *err)
 {
     if (s->gguf)

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "tw/gguf.h"
 #include "tw/status.h"
 #include "tw/tensor.h"
 
@@ -45,6 +46,12 @@ const json_t *tw_wsource_config(const tw_wsource *s);
 
 /* True for a GGUF source. */
 bool tw_wsource_is_gguf(const tw_wsource *s);
+
+/* The file bytes behind [p, p + len) of a GGUF read into a private copy,
+ * mapped from the page cache (tw_gguf_file_view); TW_FAILED_PRECONDITION
+ * for any other source. */
+tw_status tw_wsource_file_view(const tw_wsource *s, const void *p, size_t len, tw_file_view *out,
+                               tw_err *err);
 
 /* Looks a tensor up by HF name: TW_OK, TW_NOT_FOUND (no message written),
  * or UNIMPLEMENTED / INVALID_ARGUMENT for a tensor that exists but cannot

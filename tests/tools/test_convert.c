@@ -17,6 +17,8 @@
 #include "tw/gguf.h"
 #include "tw/gguf_arch.h"
 #include "tw/kernels.h"
+#include "tw/model.h"
+#include "tw/pool.h"
 #include "tw/safetensors.h"
 
 static const char *convert_bin;
@@ -259,6 +261,56 @@ static void test_name_option(void **state)
     free(tmp);
 }
 
+/* An untied embedding table (qwen2_mqa's) is read from the file's page
+ * cache when the weights are a huge-page copy, and the logits stay those of
+ * a load that maps the file, for prompts holding the first and last token
+ * ids and rows of every group of eight. */
+static void test_untied_embedding_from_file(void **state)
+{
+    (void)state;
+    char in[4096], out[4096];
+    snprintf(in, sizeof in, "%s/qwen2_mqa/", TW_REPO_GOLDEN);
+    char *tmp = tw_test_mkdtemp();
+    snprintf(out, sizeof out, "%s/x.gguf", tmp);
+    assert_int_equal(run_convert(in, out, "Q8_0"), 0);
+    const tw_weight_pages modes[2] = {TW_WEIGHTS_MAP, TW_WEIGHTS_HUGE};
+    tw_err err = {{0}};
+    tw_pool *pool;
+    assert_int_equal(tw_pool_create(2, &pool, &err), TW_OK);
+    float *logits[2] = {NULL, NULL};
+    size_t V = 0, n = 0;
+    uint32_t ids[40];
+    for (int k = 0; k < 2; k++) {
+        tw_model_opts o = {.weight_pages = modes[k]};
+        tw_model *m;
+        if (tw_model_load(out, &o, &m, &err) != TW_OK)
+            fail_msg("%s", err.msg);
+        const tw_model_info *info = tw_model_get_info(m);
+        assert_int_equal(info->huge_pages, k == 1);
+        assert_int_equal(info->embed_from_file, k == 1);
+        V = info->vocab_size;
+        n = 0;
+        ids[n++] = 0;
+        for (uint32_t t = 1; n < 38; t += (uint32_t)(V / 37))
+            ids[n++] = t < V ? t : (uint32_t)V - 2;
+        ids[n++] = (uint32_t)V - 1;
+        logits[k] = malloc(n * V * sizeof(float));
+        assert_non_null(logits[k]);
+        tw_seq *seq;
+        assert_int_equal(tw_seq_create(m, 0, &seq, &err), TW_OK);
+        assert_int_equal(tw_model_forward(m, pool, seq, ids, n, logits[k], TW_LOGITS_ALL, &err),
+                         TW_OK);
+        tw_seq_free(seq);
+        tw_model_free(m);
+    }
+    assert_memory_equal(logits[0], logits[1], n * V * sizeof(float));
+    free(logits[0]);
+    free(logits[1]);
+    tw_pool_destroy(pool);
+    tw_test_rmtree(tmp);
+    free(tmp);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -267,11 +319,9 @@ int main(int argc, char **argv)
     }
     convert_bin = argv[1];
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_qwen2_bf16),
-        cmocka_unit_test(test_all_families_f32),
-        cmocka_unit_test(test_quantized_q8_0),
-        cmocka_unit_test(test_bad_inputs),
-        cmocka_unit_test(test_name_option),
+        cmocka_unit_test(test_qwen2_bf16),     cmocka_unit_test(test_all_families_f32),
+        cmocka_unit_test(test_quantized_q8_0), cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_name_option),    cmocka_unit_test(test_untied_embedding_from_file),
     };
     return cmocka_run_group_tests_name("tools/convert", tests, NULL, NULL);
 }

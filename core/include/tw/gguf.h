@@ -111,6 +111,30 @@ uint64_t tw_gguf_data_offset(const tw_gguf *g);
 /* Size of the file (or memory buffer) in bytes. */
 uint64_t tw_gguf_file_size(const tw_gguf *g);
 
+/* Bytes of a file opened with TW_GGUF_HUGE_PAGES, mapped from the file's
+ * page cache rather than read from the private copy (tw_gguf_file_view). */
+typedef struct tw_file_view {
+    const void *data;
+    void *map; /* internal: what the release unmaps */
+    size_t map_len;
+} tw_file_view;
+
+/* Maps the file bytes behind [p, p + len) of g's private copy (a range of
+ * tensor data, say) read-only from the page cache, after checking that the
+ * file still has the size and, over the range, every byte the copy read.
+ * None of it stays resident in this process: pages are read in on access,
+ * and the kernel may drop them again under memory pressure, so a table read
+ * a row at a time costs memory only for the rows read. The view stays
+ * valid after tw_gguf_close(g) until tw_file_view_release().
+ * TW_FAILED_PRECONDITION for a gguf that is not a huge-page copy,
+ * TW_OUT_OF_RANGE for a range outside the copy, TW_DATA_LOSS when the file
+ * changed since it was read. A file truncated afterwards faults on access,
+ * as any file mapping does. */
+tw_status tw_gguf_file_view(const tw_gguf *g, const void *p, size_t len, tw_file_view *out,
+                            tw_err *err);
+/* Unmaps a view; a zeroed or released view and NULL are no-ops. */
+void tw_file_view_release(tw_file_view *v);
+
 /* ---- metadata keys ---------------------------------------------------- */
 
 int64_t tw_gguf_key_count(const tw_gguf *g);

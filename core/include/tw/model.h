@@ -100,6 +100,10 @@ typedef struct tw_model_info {
     uint64_t n_params;
     tw_type weight_type; /* the type holding most parameters */
     bool huge_pages;     /* the weights were read into huge-page memory */
+    /* An embedding table of its own (untied) is read a row at a time from
+     * the file's page cache instead of the huge-page copy, so only the rows
+     * read take memory. */
+    bool embed_from_file;
     bool recurrent;      /* has DeltaNet layers: see tw_seq_truncate() */
     tw_kv_type kv_type;  /* how its sequences store K/V */
 } tw_model_info;

@@ -404,6 +404,87 @@ static void test_open_huge_pages(void **state)
     free(dir);
 }
 
+/* Overwrites byte `at` of the file at path with its complement. */
+static void flip_byte(const char *path, long at)
+{
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, at, SEEK_SET), 0);
+    int c = fgetc(f);
+    assert_true(c != EOF);
+    assert_int_equal(fseek(f, at, SEEK_SET), 0);
+    assert_int_equal(fputc(~c & 0xff, f), ~c & 0xff);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* A view of the file behind a huge-page copy holds the copy's bytes, and
+ * outlives the gguf; it is refused for a mapped file, for ranges outside
+ * the copy, and once the file no longer holds what the copy read. */
+static void test_file_view(void **state)
+{
+    (void)state;
+    char *dir = tw_test_mkdtemp();
+    const char *path = write_sample(dir);
+    tw_err err;
+    tw_gguf *g = NULL, *h = NULL;
+    tw_file_view v = {0};
+    assert_int_equal(tw_gguf_open(path, &g, &err), TW_OK);
+    const tw_gguf_tensor *mt = tw_gguf_tensor_at(g, 0);
+    assert_int_equal(tw_gguf_file_view(g, mt->data, mt->nbytes, &v, &err), TW_FAILED_PRECONDITION);
+    assert_null(v.data);
+    tw_gguf_close(g);
+
+    assert_int_equal(tw_gguf_open_ex(path, TW_GGUF_HUGE_PAGES, &h, &err), TW_OK);
+    const int64_t n = tw_gguf_tensor_count(h);
+    const tw_gguf_tensor *last = tw_gguf_tensor_at(h, n - 1);
+    const uint8_t *base = (const uint8_t *)last->data - last->offset;
+    const uint64_t size = tw_gguf_file_size(h);
+    /* every tensor, then the whole file from its first byte */
+    for (int64_t i = 0; i < n; i++) {
+        const tw_gguf_tensor *t = tw_gguf_tensor_at(h, i);
+        assert_int_equal(tw_gguf_file_view(h, t->data, t->nbytes, &v, &err), TW_OK);
+        assert_ptr_not_equal(v.data, t->data);
+        assert_memory_equal(v.data, t->data, t->nbytes);
+        tw_file_view_release(&v);
+        assert_null(v.data);
+    }
+    assert_int_equal(tw_gguf_file_view(h, base, size, &v, &err), TW_OK);
+    /* outside the copy, empty, or running past its end */
+    tw_file_view w;
+    assert_int_equal(tw_gguf_file_view(h, base - 1, 1, &w, &err), TW_OUT_OF_RANGE);
+    assert_int_equal(tw_gguf_file_view(h, base + size + 1, 1, &w, &err), TW_OUT_OF_RANGE);
+    assert_int_equal(tw_gguf_file_view(h, base + 8, size - 7, &w, &err), TW_OUT_OF_RANGE);
+    assert_int_equal(tw_gguf_file_view(h, base, 0, &w, &err), TW_OUT_OF_RANGE);
+    assert_int_equal(tw_gguf_file_view(h, NULL, 1, &w, &err), TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_gguf_file_view(h, base, 1, NULL, &err), TW_INVALID_ARGUMENT);
+    assert_null(w.data);
+
+    /* a byte of the last tensor changed on disk: its view is refused, one
+     * of the first tensor still agrees */
+    flip_byte(path, (long)(last->offset + last->nbytes - 1));
+    assert_int_equal(tw_gguf_file_view(h, last->data, last->nbytes, &w, &err), TW_DATA_LOSS);
+    assert_non_null(strstr(err.msg, "differ"));
+    const tw_gguf_tensor *first = tw_gguf_tensor_at(h, 0);
+    assert_int_equal(tw_gguf_file_view(h, first->data, first->nbytes, &w, &err), TW_OK);
+    tw_file_view_release(&w);
+    /* the file grown: refused whatever the range */
+    FILE *f = fopen(path, "ab");
+    assert_non_null(f);
+    assert_int_equal(fputc(0, f), 0);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(tw_gguf_file_view(h, first->data, first->nbytes, &w, &err), TW_DATA_LOSS);
+    tw_gguf_close(h);
+
+    /* the view taken before the change still reads (the page cache now
+     * holds the new byte there) after the gguf is gone */
+    assert_int_equal(((const uint8_t *)v.data)[0], 'G');
+    tw_file_view_release(&v);
+    tw_file_view_release(&v);
+    tw_file_view_release(NULL);
+    tw_test_rmtree(dir);
+    free(dir);
+}
+
 static void test_missing_file(void **state)
 {
     (void)state;
@@ -423,6 +504,7 @@ int main(void)
         cmocka_unit_test(test_fill_callbacks_and_atomic_write),
         cmocka_unit_test(test_vocab_files_open),
         cmocka_unit_test(test_open_huge_pages),
+        cmocka_unit_test(test_file_view),
         cmocka_unit_test(test_missing_file),
     };
     return cmocka_run_group_tests_name("core/format/gguf", tests, NULL, NULL);
