@@ -201,7 +201,7 @@ if [ -f "$CACHE/qwen2-0.5b-Q8_0.gguf" ]; then
     say "K/V types: f32 against f16 after a long prompt"
     KVP=3584
     [ -n "$QUICK" ] && KVP=1024
-    "$B/bench/suite/tw-bench-kv" --model "$CACHE/qwen2-0.5b-Q8_0.gguf" --prompt "$KVP" \
+    "$B/bench/suite/tw-bench-kv" --model "$CACHE/qwen2-0.5b-Q8_0.gguf" --prompt "$KVP" --prefills 3 \
         "${TARGS[@]}" >>"$ROWS"
 fi
 

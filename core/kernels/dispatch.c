@@ -105,6 +105,18 @@ bool tw_kernels_decode_prefetch(void)
     return atomic_load_explicit(&decode_prefetch, memory_order_relaxed);
 }
 
+static _Atomic bool decode_prefetch_k = true;
+
+void tw_kernels_set_decode_prefetch_k(bool on)
+{
+    atomic_store_explicit(&decode_prefetch_k, on, memory_order_relaxed);
+}
+
+bool tw_kernels_decode_prefetch_k(void)
+{
+    return atomic_load_explicit(&decode_prefetch_k, memory_order_relaxed);
+}
+
 /* The bytes of the run of rows this thread's kernel calls are pieces of
  * (tw_decode_stream), 0 outside one. */
 static _Thread_local size_t stream_bytes;

@@ -101,6 +101,10 @@ TW_AVX2 TW_TILE void r8k_group_avx2(const uint8_t *p, size_t nb, const tw_act *a
                                     size_t y_stride, const int TB, size_t pf, const int K)
 {
     const int widen = K == R8_Q5K ? 4 : 8; /* steps per int16 sum */
+    /* a batch of six or more always fetches; fewer only where measured to
+     * pay (tw_kernels_set_decode_prefetch_k) */
+    if (TB < TW_R8_PREFETCH_MIN_ACTS && !tw_kernels_decode_prefetch_k())
+        pf = 0;
     __m256 acc[8] = {0};
     for (size_t i = 0; i < nb; i++, p += R8_BLOCK(K)) {
         __m256i s1[8], mp[8];

@@ -500,11 +500,18 @@ void tw_hw_decode_prefetch_text(const char *mode, const tw_prefetch_tune *t, cha
         snprintf(buf, cap, "%s (auto: nothing measured; the %s kernels have no packed rows to "
                            "fetch, or the measurement failed)",
                  state, tw_kernels_isa());
-    else
+    else if (t->k_pairs == 0)
         snprintf(buf, cap,
                  "%s (auto: a %zu MiB matrix swept in %.0f us with it and %.0f without, "
                  "median of %u pairs %.2fx)",
                  state, t->bytes >> 20, t->us_on, t->us_off, t->pairs, t->gain);
+    else
+        snprintf(buf, cap,
+                 "%s (auto: a %zu MiB matrix swept in %.0f us with it and %.0f without, "
+                 "median of %u pairs %.2fx), the Q4_K kernel's fetches %s (median of %u "
+                 "pairs %.2fx)",
+                 state, t->bytes >> 20, t->us_on, t->us_off, t->pairs, t->gain,
+                 t->k_on ? "on" : "off", t->k_pairs, t->k_gain);
 }
 
 tw_status tw_hw_lock_memory(tw_err *err)

@@ -280,6 +280,17 @@ bool tw_kernels_isa_available(const char *isa);
 void tw_kernels_set_decode_prefetch(bool on);
 bool tw_kernels_decode_prefetch(void);
 
+/* Decode prefetch of the AVX2 Q4_K / Q5_K kernels: with decode prefetch on,
+ * whether they fetch ahead for fewer than six activations too (on, until
+ * set) or leave the stream to the hardware. Their sub-block loop is the most
+ * arithmetic per byte of any packed kernel, and on a 2-core Zen 5 EPYC with
+ * the AVX2 kernels forced a llama-1b-shaped Q4_K_M file decoded 1.06-1.11x
+ * faster without their fetches, while Q6_K's own gained 1.28x from them;
+ * tw_kernels_tune_decode_prefetch measures it. Same bits either way;
+ * process-wide, safe to change while kernels run. */
+void tw_kernels_set_decode_prefetch_k(bool on);
+bool tw_kernels_decode_prefetch_k(void);
+
 /* Decode split: whether a single activation's rows are shared out so that
  * a pool thread done with its own run of a matrix takes rows from the back
  * of a slower thread's (on, the default), or each thread reads exactly its
@@ -309,6 +320,12 @@ typedef struct tw_prefetch_tune {
     double us_off, us_on; /* median sweep time without and with */
     double gain;          /* median over the pairs of (time without / time with) */
     bool on;              /* the setting chosen and applied */
+    /* The same for the AVX2 Q4_K kernel's fetches (tw_kernels_set_decode_
+     * prefetch_k), measured only when decode prefetch came out on and the
+     * AVX2 kernels are the ones dispatched (k_pairs 0 otherwise). */
+    unsigned k_pairs;
+    double k_gain;
+    bool k_on;
 } tw_prefetch_tune;
 
 /* Chooses decode prefetch for this machine by measuring it: single-activation
@@ -316,7 +333,10 @@ typedef struct tw_prefetch_tune {
  * L3 so it streams from memory, as decode does; 4 MiB..1 GiB), on `pool`,
  * timed in pairs without and with, alternating which goes first, for about
  * `seconds` (0.01..10). Turns it on when the median pair ran at least 3%
- * faster with it, else off, and reports the numbers in *out. With no packed
+ * faster with it, else off, and reports the numbers in *out. When it comes
+ * out on with the AVX2 kernels, a packed Q4_K matrix of the same size is
+ * timed the same way with and without that kernel's fetches, which stay on
+ * unless the median pair ran at least 3% faster without them. With no packed
  * kernels for the dispatched ISA (scalar) nothing is timed and it stays off.
  * Allocates and frees the matrix; drives the pool, so nothing else may use
  * it meanwhile. INVALID_ARGUMENT for a NULL pool or out, or sizes out of

@@ -42,17 +42,28 @@ static void test_refusals(void **state)
 
 /* The choice is the measured gain against the 3% threshold, and it is the
  * setting in force afterwards, whichever it was before. */
-static void check_measured(tw_pool *pool, bool before)
+static void check_measured(tw_pool *pool, bool before, size_t mib)
 {
     tw_kernels_set_decode_prefetch(before);
     tw_prefetch_tune t;
     tw_err err;
-    assert_int_equal(tw_kernels_tune_decode_prefetch(pool, 6 * MIB, 0.01, &t, &err), TW_OK);
+    assert_int_equal(tw_kernels_tune_decode_prefetch(pool, mib * MIB, 0.01, &t, &err), TW_OK);
     assert_true(t.pairs >= 3 && t.pairs <= 64);
-    assert_true(t.bytes <= 6 * MIB && t.bytes > 5 * MIB);
+    assert_true(t.bytes <= mib * MIB && t.bytes > (mib - 1) * MIB);
     assert_true(t.us_off > 0 && t.us_on > 0 && t.gain > 0);
     assert_int_equal(t.on, t.gain >= 1.03);
     assert_int_equal(tw_kernels_decode_prefetch(), t.on);
+    /* the AVX2 Q4_K kernel's fetches: measured only where they would run,
+     * kept unless going without them was 3% faster */
+    if (t.on && !strcmp(tw_kernels_isa(), "avx2")) {
+        assert_true(t.k_pairs >= 3 && t.k_pairs <= 64);
+        assert_true(t.k_gain > 0);
+        assert_int_equal(t.k_on, t.k_gain * 1.03 > 1.0);
+    } else {
+        assert_int_equal(t.k_pairs, 0);
+        assert_true(t.k_on);
+    }
+    assert_int_equal(tw_kernels_decode_prefetch_k(), t.k_on);
 }
 
 static void test_measures_and_applies(void **state)
@@ -62,10 +73,18 @@ static void test_measures_and_applies(void **state)
         skip();
     tw_pool *pool;
     assert_int_equal(tw_pool_create(2, &pool, NULL), TW_OK);
-    check_measured(pool, false);
-    check_measured(pool, true);
+    check_measured(pool, false, 6);
+    check_measured(pool, true, 6);
+    /* with the AVX2 kernels dispatched, as an AVX2-only machine has them,
+     * over a matrix past most L3s, where fetching ahead may pay */
+    assert_int_equal(tw_kernels_force_isa("avx2", NULL), TW_OK);
+    tw_kernels_set_decode_prefetch_k(false);
+    check_measured(pool, false, 96);
+    check_measured(pool, true, 96);
+    assert_int_equal(tw_kernels_force_isa("auto", NULL), TW_OK);
     tw_pool_destroy(pool);
     tw_kernels_set_decode_prefetch(false);
+    tw_kernels_set_decode_prefetch_k(true);
 }
 
 static void test_scalar_measures_nothing(void **state)
