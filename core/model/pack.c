@@ -122,15 +122,15 @@ static bool use_packed(tw_mat *mat, void *ctx)
 }
 
 /* Moves an embedding table of its own from the private copy to a view of
- * the file; false (nothing changed) where that cannot be had. */
-static bool embed_to_file(tw_model *m, pack_ctx *p)
+ * the file, where that can be had; else it stays (and the log says why). */
+static void embed_to_file(tw_model *m, pack_ctx *p)
 {
     const size_t bytes = m->embed.rows * m->embed.row_bytes;
     tw_err err;
     if (tw_wsource_file_view(m->src, m->embed.w, bytes, &m->embed_view, &err) != TW_OK) {
         tw_info("the embedding table (%.1f MiB) stays in memory: %s", (double)bytes / 1048576.0,
                 err.msg);
-        return false;
+        return;
     }
     release_pages(p, m->embed.w, bytes);
     m->embed.w = m->embed_view.data;
@@ -138,7 +138,6 @@ static bool embed_to_file(tw_model *m, pack_ctx *p)
     tw_info("the embedding table (%.1f MiB) is read from the file's page cache, a row at a "
             "time",
             (double)bytes / 1048576.0);
-    return true;
 }
 
 tw_status tw_model_pack_weights(tw_model *m, tw_err *err)
@@ -157,7 +156,7 @@ tw_status tw_model_pack_weights(tw_model *m, tw_err *err)
         return st;
     pack_ctx p = {0};
     if (own_embed)
-        (void)embed_to_file(m, &p);
+        embed_to_file(m, &p);
     if (total == 0)
         return TW_OK;
     void *mem = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
