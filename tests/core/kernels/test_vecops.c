@@ -236,6 +236,59 @@ static void test_axpy_isas_agree(void **state)
     tw_kernels_force_isa(NULL, NULL);
 }
 
+/* The exponential passes give the AVX2 bits with AVX-512: each value one
+ * lane of the same operations, each sum the same chunks in the same order.
+ * Lengths around the 8- and 16-wide steps; values across the clamp, ties
+ * of the rounding to k, signed zeros, infinities and NaNs. */
+static void test_exp_passes_isas_agree(void **state)
+{
+    (void)state;
+    if (!tw_kernels_isa_available("avx2") || !tw_kernels_isa_available("avx512")) {
+        print_message("SKIPPED (this CPU lacks AVX2 or AVX-512)\n");
+        skip();
+        return;
+    }
+    tw_test_rng rng = {23};
+    enum { MAXN = 4864 + 13 };
+    static float x0[MAXN], u[MAXN], a[MAXN], b[MAXN];
+    static const size_t ns[] = {0,  1,  7,  8,  9,  15,  16,  17,   23,  24,
+                                25, 31, 32, 33, 40, 100, 517, 4864, MAXN};
+    fill(x0, MAXN, 40.0f, &rng);
+    fill(u, MAXN, 2.0f, &rng);
+    const float special[] = {0.0f,   -0.0f,    88.7f,     88.8f, -87.3f,      -87.4f,       -200.0f,
+                             200.0f, INFINITY, -INFINITY, NAN,   0.34657359f, -0.34657359f, 1e-30f};
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++)
+        x0[3 + 5 * i] = special[i];
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+        const size_t n = ns[ni];
+        for (int fn = 0; fn < 4; fn++) {
+            float sum[2] = {0, 0};
+            float *out[2] = {a, b};
+            for (int k = 0; k < 2; k++) {
+                assert_int_equal(tw_kernels_force_isa(k ? "avx512" : "avx2", NULL), TW_OK);
+                memcpy(out[k], x0, sizeof x0);
+                if (fn == 0) {
+                    /* scores within a few units of their maximum,
+                     * as a softmax sees them: every term moves the sum */
+                    for (size_t i = 0; i < n; i++)
+                        out[k][i] = fabsf(x0[i]) <= 40.0f ? x0[i] / 8.0f : -1.0f;
+                    sum[k] = tw_exp_shift_f32(out[k], n, 5.0f);
+                } else if (fn == 3) {
+                    sum[k] = tw_exp_shift_f32(out[k], n, 1.5f);
+                } else if (fn == 1)
+                    tw_silu_mul_f32(out[k], u, n);
+                else
+                    tw_silu_f32(out[k], n);
+            }
+            static const char *const names[] = {"exp_shift", "silu_mul", "silu",
+                                                "exp_shift of the specials"};
+            if (memcmp(a, b, sizeof a) != 0 || memcmp(&sum[0], &sum[1], sizeof(float)) != 0)
+                fail_msg("%s n=%zu: AVX-512 and AVX2 differ", names[fn], n);
+        }
+    }
+    tw_kernels_force_isa(NULL, NULL);
+}
+
 /* Scaled scores and their maximum: each product the one multiply, the
  * maximum of the products, NaN never chosen, -INFINITY for no scores. */
 static void test_scale_max(void **state)
@@ -484,11 +537,17 @@ static void test_delta_rule(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dot_rows),   cmocka_unit_test(test_axpy_rows),
-        cmocka_unit_test(test_rows_multi), cmocka_unit_test(test_axpy_isas_agree),
-        cmocka_unit_test(test_scale_max),  cmocka_unit_test(test_argmax),
-        cmocka_unit_test(test_exp_shift),  cmocka_unit_test(test_silu_mul),
-        cmocka_unit_test(test_silu),       cmocka_unit_test(test_delta_rule),
+        cmocka_unit_test(test_dot_rows),
+        cmocka_unit_test(test_axpy_rows),
+        cmocka_unit_test(test_rows_multi),
+        cmocka_unit_test(test_axpy_isas_agree),
+        cmocka_unit_test(test_scale_max),
+        cmocka_unit_test(test_argmax),
+        cmocka_unit_test(test_exp_shift),
+        cmocka_unit_test(test_silu_mul),
+        cmocka_unit_test(test_silu),
+        cmocka_unit_test(test_delta_rule),
+        cmocka_unit_test(test_exp_passes_isas_agree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
