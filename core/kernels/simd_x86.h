@@ -14,6 +14,24 @@
 #define TW_AVX512 \
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")))
 
+/* The vector exponential's constants (exp256 in vecops_avx2.c, exp512 in
+ * vecops_avx512.c): one set, so the two widths give every lane the same
+ * bits. Inputs are clamped to [TW_EXP_LO, TW_EXP_HI]; x = k ln2 + r with
+ * ln2 in two parts (TW_EXP_LN2_HI exact in few bits, so r stays exact);
+ * e^r by its degree-6 Taylor polynomial, coefficients TW_EXP_C6 .. C0. */
+#define TW_EXP_LO     (-87.3f)
+#define TW_EXP_HI     88.7f
+#define TW_EXP_LOG2E  1.44269504088896341f
+#define TW_EXP_LN2_HI 0.693359375f
+#define TW_EXP_LN2_LO (-2.12194440e-4f)
+#define TW_EXP_C6     (1.0f / 720.0f)
+#define TW_EXP_C5     (1.0f / 120.0f)
+#define TW_EXP_C4     (1.0f / 24.0f)
+#define TW_EXP_C3     (1.0f / 6.0f)
+#define TW_EXP_C2     0.5f
+#define TW_EXP_C1     1.0f
+#define TW_EXP_C0     1.0f
+
 TW_AVX2 static inline float tw_hsum256(__m256 v)
 {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

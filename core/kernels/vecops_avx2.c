@@ -36,20 +36,20 @@ TW_AVX2 float tw_dot_f32_avx2(const float *a, const float *b, size_t n)
  * as expf's would be denormal or 0; above, expf overflows anyway. */
 TW_AVX2 static inline __m256 exp256(__m256 x)
 {
-    const __m256 lo = _mm256_set1_ps(-87.3f);
+    const __m256 lo = _mm256_set1_ps(TW_EXP_LO);
     const __m256 below = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-    x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(88.7f));
-    __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+    x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(TW_EXP_HI));
+    __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(TW_EXP_LOG2E)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.0f / 720.0f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(TW_EXP_LN2_HI), x);
+    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(TW_EXP_LN2_LO), r);
+    __m256 p = _mm256_set1_ps(TW_EXP_C6);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TW_EXP_C5));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TW_EXP_C4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TW_EXP_C3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TW_EXP_C2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TW_EXP_C1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(TW_EXP_C0));
     /* k in [-126, 128]: scale by 2^(k/2) twice so k = 128 cannot overflow
      * the exponent field */
     __m256i ki = _mm256_cvtps_epi32(k);

@@ -131,25 +131,24 @@ TW_AVX512 static void axpy_rows_multi_h16(const float *p, size_t p_stride, size_
 }
 
 /* exp(x) for 16 lanes by the AVX2 kernels' exp256, operation for
- * operation (clamp, k = round(x log2 e), two-part reduction, degree-6
- * polynomial, 2^k in two halves, flush below -87.3), so each lane gets the
- * bits an 8-lane call gives it. */
+ * operation and with its constants (TW_EXP_*), so each lane gets the bits
+ * an 8-lane call gives it. */
 TW_AVX512 static inline __m512 exp512(__m512 x)
 {
-    const __m512 lo = _mm512_set1_ps(-87.3f);
+    const __m512 lo = _mm512_set1_ps(TW_EXP_LO);
     const __mmask16 below = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-    x = _mm512_min_ps(_mm512_max_ps(x, lo), _mm512_set1_ps(88.7f));
-    __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+    x = _mm512_min_ps(_mm512_max_ps(x, lo), _mm512_set1_ps(TW_EXP_HI));
+    __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(TW_EXP_LOG2E)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 720.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(TW_EXP_LN2_HI), x);
+    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(TW_EXP_LN2_LO), r);
+    __m512 p = _mm512_set1_ps(TW_EXP_C6);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(TW_EXP_C5));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(TW_EXP_C4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(TW_EXP_C3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(TW_EXP_C2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(TW_EXP_C1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(TW_EXP_C0));
     const __m512i ki = _mm512_cvtps_epi32(k);
     const __m512i h = _mm512_srai_epi32(ki, 1);
     const __m512 s1 =
