@@ -17,6 +17,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "tw/blas.h"
 #include "tw/kernels.h"
 #include "tw/pool.h"
 #include "tw/tensor.h"
@@ -180,6 +181,11 @@ static void noop_task(void *ctx, int task, int n_tasks)
 
 int main(int argc, char **argv)
 {
+    /* before anything exists: a restart keeps only argv and the environment */
+    tw_err blas_err;
+    if (tw_blas_pick_core(argv, TW_BLAS_LEVEL_AVX512, &blas_err) != TW_OK)
+        fprintf(stderr, "%s: %s; going on with OpenBLAS's own choice\n", "tw-bench-kernels",
+                blas_err.msg);
     int threads = 2;
     size_t prefill_n = 128;
     bool quick = false;
@@ -218,7 +224,9 @@ int main(int argc, char **argv)
     }
     char cpu[256];
     cpu_model(cpu, sizeof cpu);
-    printf("cpu: %s\nthreads: %d\nbest isa: %s\n", cpu, threads, tw_kernels_isa());
+    char blas[192];
+    tw_blas_core_text(blas, sizeof blas);
+    printf("cpu: %s\nthreads: %d\nbest isa: %s\n%s\n", cpu, threads, tw_kernels_isa(), blas);
 
     const size_t shapes[][2] = {{896, 896}, {4864, 896}, {896, 4864}, {151936, 896}};
     const size_t n_shapes = quick ? 3 : 4;

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tw/blas.h"
 #include "tw/engine.h"
 
 #define MAX_ANSWER 256
@@ -163,6 +164,11 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
+    /* before anything exists: a restart keeps only argv and the environment */
+    tw_err blas_err;
+    if (tw_blas_pick_core(argv, TW_BLAS_LEVEL_AVX512, &blas_err) != TW_OK)
+        fprintf(stderr, "%s: %s; going on with OpenBLAS's own choice\n", "tw-bench-cache",
+                blas_err.msg);
     opts o = {.prefix = 12288, .question = 24, .answer = 30, .turns = 5, .verify_turns = true};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tw/blas.h"
 #include "tw/engine.h"
 #include "tw/hw.h"
 #include "tw/kernels.h"
@@ -480,6 +481,11 @@ static int run_workload(tw_engine *e, const workload *w, int m, const args *a, m
 
 int main(int argc, char **argv)
 {
+    /* before anything exists: a restart keeps only argv and the environment */
+    tw_err blas_err;
+    if (tw_blas_pick_core(argv, TW_BLAS_LEVEL_AVX512, &blas_err) != TW_OK)
+        fprintf(stderr, "%s: %s; going on with OpenBLAS's own choice\n", "tw-bench-spec",
+                blas_err.msg);
     args a;
     if (!parse_args(argc, argv, &a)) {
         usage(stderr);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "tw/blas.h"
 #include "tw/kernels.h"
 
 double bench_now(void)
@@ -138,8 +139,14 @@ double bench_machine_row(uint32_t threads, double seconds)
         bw1 = 0;
     if (threads == 1)
         bw1 = bw;
-    char extra[1024];
+    char extra[1200];
     char model[128];
+    /* OpenBLAS's names are plain words; anything else is not written into JSON */
+    char blas_core[32];
+    snprintf(blas_core, sizeof blas_core, "%s", tw_blas_core());
+    for (char *c = blas_core; *c; c++)
+        if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20)
+            *c = '_';
     size_t j = 0;
     for (size_t i = 0; hw.cpu_model[i] && j + 1 < sizeof model; i++)
         if (hw.cpu_model[i] != '"' && hw.cpu_model[i] != '\\')
@@ -151,13 +158,14 @@ double bench_machine_row(uint32_t threads, double seconds)
              "\"isa\":\"%s\",\"l1d\":%llu,\"l2\":%llu,\"l3\":%llu,\"mem_total\":%llu,"
              "\"mem_available\":%llu,\"bw_threads\":%u,\"bw_1thread\":%.4g,\"bw_bytes\":%zu,"
              "\"auto_threads\":%u,\"auto_max_batch\":%u,\"auto_prefill_chunk\":%u,"
-             "\"auto_fetch_ahead\":%llu",
+             "\"auto_fetch_ahead\":%llu,\"blas_core\":\"%s\",\"blas_core_set\":%s",
              model, hw.cpu_family, hw.cpu_model_number, hw.cpus_online, hw.cores_physical,
              hw.threads_per_core, hw.isa, (unsigned long long)hw.l1d_bytes,
              (unsigned long long)hw.l2_bytes, (unsigned long long)hw.l3_bytes,
              (unsigned long long)hw.mem_total_bytes, (unsigned long long)hw.mem_available_bytes,
              threads, bw1, bytes, ch.threads, ch.max_batch, ch.prefill_chunk,
-             (unsigned long long)ch.fetch_ahead);
+             (unsigned long long)ch.fetch_ahead, blas_core,
+             getenv("OPENBLAS_CORETYPE") ? "true" : "false");
     /* on a shared machine one probe can lose to a neighbour: the best of
      * the two is the machine's bandwidth */
     if (bw1 > bw)
@@ -170,7 +178,22 @@ double bench_machine_row(uint32_t threads, double seconds)
                    "bandwidth %.1f GB/s (%u threads), %.1f GB/s (1 thread) over %zu MiB",
                    hw.cpu_model, hw.cpu_family, hw.cpu_model_number, hw.cpus_online,
                    hw.cores_physical, hw.isa, l3, bw / 1e9, threads, bw1 / 1e9, bytes >> 20);
+    char blas[192];
+    tw_blas_core_text(blas, sizeof blas);
+    bench_progress("%s", blas);
     return bw;
+}
+
+void bench_pick_blas(const char *prog, char **argv)
+{
+    tw_blas_level cap = TW_BLAS_LEVEL_AVX512;
+    for (size_t i = 1; argv[i] && argv[i + 1]; i++)
+        if (!strcmp(argv[i], "--isa") && strcmp(argv[i + 1], "avx512") != 0 &&
+            strcmp(argv[i + 1], "auto") != 0)
+            cap = TW_BLAS_LEVEL_AVX2;
+    tw_err err;
+    if (tw_blas_pick_core(argv, cap, &err) != TW_OK)
+        fprintf(stderr, "%s: %s; going on with OpenBLAS's own choice\n", prog, err.msg);
 }
 
 bool bench_force_isa(const char *prog, const char *name)

@@ -43,6 +43,12 @@ void bench_row(const char *suite, const char *name, const char *model, double va
  * bandwidth in bytes per second (0 when the probe failed). */
 double bench_machine_row(uint32_t threads, double seconds);
 
+/* Runs OpenBLAS's kernel set for this CPU (tw_blas_pick_core), restarting
+ * the program when that changes it; with "--isa avx2" or "--isa scalar" in
+ * argv, the AVX2 set, as on a machine without AVX-512. Call first thing in
+ * main. */
+void bench_pick_blas(const char *prog, char **argv);
+
 /* Forces the kernels' ISA (tw_kernels_force_isa) to `name` for --isa;
  * false, with "prog: why" on stderr, when this machine or build lacks it. */
 bool bench_force_isa(const char *prog, const char *name);

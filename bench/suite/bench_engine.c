@@ -690,6 +690,7 @@ static bool parse_u32(const char *s, uint32_t *out)
 
 int main(int argc, char **argv)
 {
+    bench_pick_blas("tw-bench-engine", argv);
     tw_hw_info hw;
     tw_err err;
     tw_hw_detect(&hw, &err);

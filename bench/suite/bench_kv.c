@@ -77,6 +77,7 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
+    bench_pick_blas("tw-bench-kv", argv);
     const char *path = NULL;
     tw_hw_info hw;
     tw_hw_choice ch;

@@ -125,6 +125,7 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
+    bench_pick_blas("tw-bench-stream", argv);
     tw_hw_info hw;
     tw_hw_choice ch;
     tw_err err;

@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "server.h"
+#include "tw/blas.h"
 #include "tw/engine.h"
 #include "tw/hw.h"
 #include "tw/log.h"
@@ -46,6 +47,9 @@ static int run(const twd_config *cfg)
     tw_hw_log_choices(&hw, &used,
                       &(tw_hw_overrides){cfg->threads != 0, cfg->max_batch != 0,
                                          cfg->prefill_chunk != 0, cfg->fetch_ahead_set});
+    char blas[192];
+    tw_blas_core_text(blas, sizeof blas);
+    tw_info("%s", blas);
     static const char *const prefetch_modes[] = {"auto", "on", "off"};
     const char *pmode = prefetch_modes[cfg->decode_prefetch];
     tw_prefetch_tune tune;
@@ -118,6 +122,10 @@ static int run(const twd_config *cfg)
 
 int main(int argc, char **argv)
 {
+    /* before anything exists: a restart keeps only argv and the environment */
+    tw_err blas_err;
+    if (tw_blas_pick_core(argv, TW_BLAS_LEVEL_AVX512, &blas_err) != TW_OK)
+        tw_warn("%s; going on with OpenBLAS's own choice", blas_err.msg);
     /* Signals are taken synchronously by sigwait in the main thread; every
      * thread created from here on inherits the blocked mask. */
     sigset_t set;
