@@ -227,6 +227,25 @@ int bench_decode_prefetch(const char *mode, uint32_t threads)
     return 0;
 }
 
+int bench_f16_prefill(const char *mode, uint32_t threads)
+{
+    tw_err err;
+    tw_f16_prefill_tune t;
+    tw_status st = tw_hw_f16_prefill(mode, threads, &t, &err);
+    if (st == TW_INVALID_ARGUMENT)
+        return -1;
+    if (st != TW_OK)
+        bench_progress("F16 prefill tuning failed (%s); the tiles", err.msg);
+    char extra[256], text[256];
+    snprintf(extra, sizeof extra, "\"mode\":\"%s\",\"pairs\":%u,\"us_tiles\":%.1f,\"us_blas\":%.1f",
+             mode, t.pairs, t.us_tiles, t.us_blas);
+    bench_row("machine", "f16_prefill_blas", "", t.blas ? 1 : 0, "on", t.gain, "measured gain",
+              extra);
+    tw_hw_f16_prefill_text(mode, &t, text, sizeof text);
+    bench_progress("F16 prompts %s", text);
+    return 0;
+}
+
 bool bench_parse_size(const char *s, size_t lo, size_t hi, size_t *out)
 {
     char *end;

@@ -59,6 +59,11 @@ bool bench_force_isa(const char *prog, const char *name);
  * unknown mode. */
 int bench_decode_prefetch(const char *mode, uint32_t threads);
 
+/* Applies F16 prefill (tw_hw_f16_prefill) as `mode` says: "tiles", "blas"
+ * or "auto" (measured, as tokenwired does at start), and writes it as a
+ * machine row. Call after forcing the ISA. Returns -1 for an unknown mode. */
+int bench_f16_prefill(const char *mode, uint32_t threads);
+
 /* The read bandwidth (bytes/s) of `threads` threads now, from a probe of
  * about `seconds` over a buffer four times the L3; 0 when it fails. For
  * setting a measurement beside the bandwidth of its own moment on a machine

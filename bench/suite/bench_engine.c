@@ -28,6 +28,7 @@ typedef struct args {
     bool skip_engine;
     tw_kv_type kv_type;
     const char *prefetch; /* --decode-prefetch */
+    const char *f16_prefill; /* --f16-prefill */
 } args;
 
 static void usage(FILE *f)
@@ -35,7 +36,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: tw-bench-engine --model FILE.gguf [--label NAME] [--threads N|auto]\n"
                "                       [--chunk N] [--max-batch N] [--bandwidth GBPS]\n"
                "                       [--quick] [--no-engine] [--isa scalar|avx2|avx512]\n"
-               "                       [--kv-type f16|f32] [--decode-prefetch auto|on|off]\n");
+               "                       [--kv-type f16|f32] [--decode-prefetch auto|on|off]\n"
+               "                       [--f16-prefill auto|tiles|blas]\n");
 }
 
 /* Weight bytes one decode step reads: every tensor once, except an untied
@@ -701,6 +703,7 @@ int main(int argc, char **argv)
               .chunk = 512,
               .max_batch = 64,
               .prefetch = "auto",
+              .f16_prefill = "auto",
               .kv_type = TW_KV_F16};
     tw_kernels_set_fetch_ahead((size_t)ch.fetch_ahead);
     for (int i = 1; i < argc; i++) {
@@ -733,6 +736,8 @@ int main(int argc, char **argv)
             i++;
         } else if (!strcmp(s, "--decode-prefetch") && has) {
             a.prefetch = argv[++i];
+        } else if (!strcmp(s, "--f16-prefill") && has) {
+            a.f16_prefill = argv[++i];
         } else if (!strcmp(s, "--isa") && has) {
             /* Measure a lower kernel level than the CPU offers, e.g. the AVX2
              * paths that machines without AVX-512 run. */
@@ -749,7 +754,8 @@ int main(int argc, char **argv)
     }
     if (!a.label)
         a.label = a.model;
-    if (bench_decode_prefetch(a.prefetch, a.threads) != 0) {
+    if (bench_decode_prefetch(a.prefetch, a.threads) != 0 ||
+        bench_f16_prefill(a.f16_prefill, a.threads) != 0) {
         usage(stderr);
         return 2;
     }

@@ -2,7 +2,7 @@
  *
  *   tw-bench-kv --model FILE [--threads N|auto] [--prompt N] [--tokens N]
  *               [--prefills N] [--isa scalar|avx2|avx512]
- *               [--decode-prefetch auto|on|off]
+ *               [--decode-prefetch auto|on|off] [--f16-prefill auto|tiles|blas]
  *
  * The model is loaded twice in one process, once per K/V type. Both copies
  * prefill the same prompt --prefills times (5 by default), the two
@@ -72,7 +72,8 @@ static void usage(void)
 {
     fprintf(stderr, "usage: tw-bench-kv --model FILE [--threads N|auto] [--prompt N] [--tokens N]\n"
                     "                   [--prefills N] [--isa scalar|avx2|avx512]\n"
-                    "                   [--decode-prefetch auto|on|off]\n");
+                    "                   [--decode-prefetch auto|on|off]\n"
+                    "                   [--f16-prefill auto|tiles|blas]\n");
 }
 
 int main(int argc, char **argv)
@@ -85,7 +86,7 @@ int main(int argc, char **argv)
     tw_hw_detect(&hw, &herr);
     tw_hw_choose(&hw, &ch);
     size_t threads = ch.threads, prompt = 3584, tokens = 128, prefills = 5;
-    const char *prefetch = "auto";
+    const char *prefetch = "auto", *f16_prefill = "auto";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
@@ -107,6 +108,8 @@ int main(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--decode-prefetch") && has) {
             prefetch = argv[++i];
+        } else if (!strcmp(a, "--f16-prefill") && has) {
+            f16_prefill = argv[++i];
         } else if (!strcmp(a, "--isa") && has) {
             if (!bench_force_isa("tw-bench-kv", argv[++i]))
                 return 2;
@@ -122,7 +125,8 @@ int main(int argc, char **argv)
     tokens -= tokens % BURST;
     /* as tokenwired decides it: the attention kernels fetch K/V rows ahead
      * only with decode prefetch on */
-    if (bench_decode_prefetch(prefetch, (uint32_t)threads) != 0) {
+    if (bench_decode_prefetch(prefetch, (uint32_t)threads) != 0 ||
+        bench_f16_prefill(f16_prefill, (uint32_t)threads) != 0) {
         usage();
         return 2;
     }

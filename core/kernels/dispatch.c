@@ -105,6 +105,18 @@ bool tw_kernels_decode_prefetch(void)
     return atomic_load_explicit(&decode_prefetch, memory_order_relaxed);
 }
 
+static atomic_bool f16_prefill_blas;
+
+void tw_kernels_set_f16_prefill_blas(bool on)
+{
+    atomic_store_explicit(&f16_prefill_blas, on, memory_order_relaxed);
+}
+
+bool tw_kernels_f16_prefill_blas(void)
+{
+    return atomic_load_explicit(&f16_prefill_blas, memory_order_relaxed);
+}
+
 static _Atomic bool decode_prefetch_k = true;
 
 void tw_kernels_set_decode_prefetch_k(bool on)

@@ -524,6 +524,8 @@ static bool prepare_tiles(tw_pool *pool, tw_type type, size_t cols, float **tile
 static bool prefill_tiles(const tw_isa_table *t, tw_type type)
 {
     int k = tw_ktype_index(type);
+    if (type == TW_TYPE_F16 && tw_kernels_f16_prefill_blas())
+        return false;
     return k >= 0 && (t->prefill_tiles >> k) & 1u;
 }
 

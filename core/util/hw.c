@@ -514,6 +514,48 @@ void tw_hw_decode_prefetch_text(const char *mode, const tw_prefetch_tune *t, cha
                  t->k_on ? "on" : "off", t->k_pairs, t->k_gain);
 }
 
+tw_status tw_hw_f16_prefill(const char *mode, uint32_t threads, tw_f16_prefill_tune *out,
+                            tw_err *err)
+{
+    tw_kernels_set_f16_prefill_blas(false);
+    if (!mode || !out)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "F16 prefill: NULL mode or out");
+    *out = (tw_f16_prefill_tune){.gain = 1.0};
+    if (strcmp(mode, "auto") != 0) {
+        if (strcmp(mode, "tiles") != 0 && strcmp(mode, "blas") != 0)
+            return tw_errorf(err, TW_INVALID_ARGUMENT, "f16-prefill must be auto, tiles or blas");
+        out->blas = !strcmp(mode, "blas");
+        tw_kernels_set_f16_prefill_blas(out->blas);
+        return TW_OK;
+    }
+    if (threads < 1 || threads > 256)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "F16 prefill tuning: threads not 1..256");
+    tw_pool *pool = NULL;
+    tw_err perr;
+    if (tw_pool_create((int)threads, &pool, &perr) != TW_OK)
+        return tw_errorf(err, TW_INTERNAL, "F16 prefill tuning: no thread pool: %s", perr.msg);
+    tw_status st = tw_kernels_tune_f16_prefill(pool, 0.1, out, err);
+    tw_pool_destroy(pool);
+    return st;
+}
+
+void tw_hw_f16_prefill_text(const char *mode, const tw_f16_prefill_tune *t, char *buf, size_t cap)
+{
+    const char *how = t->blas ? "through OpenBLAS's sgemm" : "on the kernels' own tiles";
+    if (strcmp(mode, "auto") != 0)
+        snprintf(buf, cap, "%s (set by --f16-prefill)", how);
+    else if (t->pairs == 0)
+        snprintf(buf, cap,
+                 "%s (auto: the %s kernels have no F16 tiles of their own, or the "
+                 "measurement failed)",
+                 how, tw_kernels_isa());
+    else
+        snprintf(buf, cap,
+                 "%s (auto: a 128-token product took %.0f us on the tiles and %.0f through "
+                 "sgemm, median of %u pairs %.2fx)",
+                 how, t->us_tiles, t->us_blas, t->pairs, t->gain);
+}
+
 tw_status tw_hw_lock_memory(tw_err *err)
 {
     if (mlockall(MCL_CURRENT | MCL_FUTURE) == 0)

@@ -39,6 +39,10 @@ static const opt_def OPTS[] = {
     {"decode-prefetch", K_STR,
      "auto|on|off  whether kernels fetch weights ahead for single "
      "activations (auto, default: measured at start)"},
+    {"f16-prefill", K_STR,
+     "auto|tiles|blas  how F16 weights meet a prompt: the kernels' own "
+     "tiles (decode's bits) or OpenBLAS's sgemm (auto, default: "
+     "the faster, measured at start)"},
     {"fetch-ahead-bytes", K_SIZE,
      "N|auto  bytes of the next weights each compute thread "
      "fetches while it waits within a decode step (auto, "
@@ -372,6 +376,15 @@ static tw_status apply(loader *l, const opt_def *o, const char *v)
         cs = set_choice(&c, v, n, modes, 3, err);
         if (cs == TW_OK)
             cfg->decode_prefetch = (twd_prefetch)c;
+        return cs;
+    }
+    if (!strcmp(n, "f16-prefill")) {
+        static const choice modes[] = {{"auto", TWD_F16_PREFILL_AUTO},
+                                       {"tiles", TWD_F16_PREFILL_TILES},
+                                       {"blas", TWD_F16_PREFILL_BLAS}};
+        cs = set_choice(&c, v, n, modes, 3, err);
+        if (cs == TW_OK)
+            cfg->f16_prefill = (twd_f16_prefill)c;
         return cs;
     }
     if (!strcmp(n, "kv-type")) {

@@ -28,6 +28,13 @@ typedef struct twd_model_spec {
 /* --decode-prefetch: measured at start, or set. */
 typedef enum twd_prefetch { TWD_PREFETCH_AUTO = 0, TWD_PREFETCH_ON, TWD_PREFETCH_OFF } twd_prefetch;
 
+/* --f16-prefill: measured at start, or set. */
+typedef enum twd_f16_prefill {
+    TWD_F16_PREFILL_AUTO = 0,
+    TWD_F16_PREFILL_TILES,
+    TWD_F16_PREFILL_BLAS
+} twd_f16_prefill;
+
 typedef struct twd_config {
     twd_model_spec models[TWD_MAX_MODELS];
     size_t n_models;
@@ -48,6 +55,7 @@ typedef struct twd_config {
     tw_weight_pages weight_pages;  /* --weight-pages */
     tw_kv_type kv_type;            /* --kv-type */
     twd_prefetch decode_prefetch;  /* --decode-prefetch */
+    twd_f16_prefill f16_prefill;   /* --f16-prefill */
     bool fetch_ahead_set;          /* --fetch-ahead-bytes given (not "auto") */
     uint64_t fetch_ahead_bytes;    /* its bytes; 0: off */
     uint32_t long_context_chars;   /* 0: engine default (3000) */

@@ -119,6 +119,18 @@ tw_status tw_hw_tune_decode_prefetch(const tw_hw_info *hw, uint32_t threads,
 tw_status tw_hw_decode_prefetch(const char *mode, const tw_hw_info *hw, uint32_t threads,
                                 tw_prefetch_tune *out, tw_err *err);
 
+/* Chooses F16 prefill (tw_kernels_set_f16_prefill_blas) as `mode` says:
+ * "tiles", "blas", or "auto" (tw_kernels_tune_f16_prefill on a pool of
+ * `threads` threads, 1..256, for about 0.1 s). *out says what was chosen
+ * and measured. INVALID_ARGUMENT for another mode, NULL arguments or
+ * threads out of range; INTERNAL when no pool can be made; otherwise as
+ * tw_kernels_tune_f16_prefill. It is left off (the tiles) on any error. */
+tw_status tw_hw_f16_prefill(const char *mode, uint32_t threads, tw_f16_prefill_tune *out,
+                            tw_err *err);
+
+/* One line saying what tw_hw_f16_prefill chose and why, for logs. */
+void tw_hw_f16_prefill_text(const char *mode, const tw_f16_prefill_tune *t, char *buf, size_t cap);
+
 /* One line saying what tw_hw_decode_prefetch chose and why, for logs and
  * reports: "on (auto: a 63 MiB matrix swept in ...)", "off (set by
  * --decode-prefetch)". */

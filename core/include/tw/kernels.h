@@ -291,6 +291,18 @@ bool tw_kernels_decode_prefetch(void);
 void tw_kernels_set_decode_prefetch_k(bool on);
 bool tw_kernels_decode_prefetch_k(void);
 
+/* F16 prefill: whether batches of F16 weights past 16 activations run the
+ * ISA's own batch tiles where it has them (AVX-512: each output then has
+ * decode's bits; the default) or, when on, dequantized tiles through
+ * OpenBLAS's sgemm, as every ISA without them does (outputs then differ
+ * from decode's in the last bits). The tiles tied with sgemm on a 2-core
+ * Zen 5 EPYC; on a 2-core Emerald Rapids Xeon sgemm (SkylakeX kernels)
+ * prefilled an F16 qwen2-0.5b 1.15-1.66x as fast, so
+ * tw_kernels_tune_f16_prefill measures it. BF16 keeps its tiles.
+ * Process-wide; safe to change between products. */
+void tw_kernels_set_f16_prefill_blas(bool on);
+bool tw_kernels_f16_prefill_blas(void);
+
 /* Decode split: whether a single activation's rows are shared out so that
  * a pool thread done with its own run of a matrix takes rows from the back
  * of a slower thread's (on, the default), or each thread reads exactly its
@@ -343,6 +355,26 @@ typedef struct tw_prefetch_tune {
  * range; RESOURCE_EXHAUSTED when the matrix cannot be allocated. */
 tw_status tw_kernels_tune_decode_prefetch(tw_pool *pool, size_t bytes, double seconds,
                                           tw_prefetch_tune *out, tw_err *err);
+
+/* What tw_kernels_tune_f16_prefill measured. */
+typedef struct tw_f16_prefill_tune {
+    unsigned pairs;           /* products timed both ways, in alternation; 0: none */
+    double us_tiles, us_blas; /* median product time each way */
+    double gain;              /* median over the pairs of (tiles time / sgemm time) */
+    bool blas;                /* the setting chosen and applied */
+} tw_f16_prefill_tune;
+
+/* Chooses F16 prefill (tw_kernels_set_f16_prefill_blas) by measuring it: a
+ * 128-activation product over a 1024 x 1024 F16 matrix on `pool`, timed
+ * with the ISA's tiles and through sgemm in alternating pairs for about
+ * `seconds` (0.01..10). Turns sgemm on when the median pair ran at least 5%
+ * faster with it, else off. When the dispatched ISA has no F16 tiles there
+ * is nothing to choose: nothing is timed and it is left off. Drives the
+ * pool, so nothing else may use it meanwhile. INVALID_ARGUMENT for a NULL
+ * pool or out or seconds out of range; RESOURCE_EXHAUSTED when the matrix
+ * cannot be allocated. */
+tw_status tw_kernels_tune_f16_prefill(tw_pool *pool, double seconds, tw_f16_prefill_tune *out,
+                                      tw_err *err);
 
 /* Forces dispatch to "scalar", "avx2" or "avx512"; NULL or "auto" restores
  * the best available. Fails with FAILED_PRECONDITION when the CPU lacks the
