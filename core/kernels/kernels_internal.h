@@ -384,6 +384,12 @@ float tw_dot_f32_avx2(const float *a, const float *b, size_t n);
 /* The table kernels dispatch through now. */
 const tw_isa_table *tw_isa_current(void);
 
+/* For the measurements that choose kernel settings (tune.c,
+ * tune_prefill.c): a monotonic clock in microseconds, and the median of n
+ * values (sorts v). */
+double tw_tune_now_us(void);
+double tw_tune_median(double *v, unsigned n);
+
 /* Scalar activation quantizers, exposed so SIMD files can finish a tail. */
 void tw_quant_act_q8_scalar(size_t cols, tw_act *act);
 void tw_quant_act_q8k_scalar(size_t cols, tw_act *act);

@@ -22,7 +22,7 @@
  * move a pair of sweeps by. */
 #define TUNE_MIN_GAIN 1.03
 
-static double now_us(void)
+double tw_tune_now_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -35,7 +35,7 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static double median(double *v, unsigned n)
+double tw_tune_median(double *v, unsigned n)
 {
     qsort(v, n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
@@ -77,9 +77,9 @@ static double sweep_us(tw_pool *pool, bool k, bool on, const uint8_t *w, size_t 
         tw_kernels_set_decode_prefetch_k(on);
     else
         tw_kernels_set_decode_prefetch(on);
-    double t0 = now_us();
+    double t0 = tw_tune_now_us();
     tw_matvec(pool, k ? TW_TYPE_Q4_K_R8 : TW_TYPE_Q4_0_R8, w, row_bytes, rows, TUNE_COLS, x, y);
-    return now_us() - t0;
+    return tw_tune_now_us() - t0;
 }
 
 typedef struct pairs_result {
@@ -113,8 +113,8 @@ static tw_status time_pairs(tw_pool *pool, bool k, size_t bytes, double seconds,
     (void)sweep_us(pool, k, true, w, row_bytes, rows, x, y);
     double off[TUNE_MAX_PAIRS], on[TUNE_MAX_PAIRS], ratio[TUNE_MAX_PAIRS];
     unsigned n = 0;
-    const double end = now_us() + seconds * 1e6;
-    while (n < TUNE_MAX_PAIRS && (n < TUNE_MIN_PAIRS || now_us() < end)) {
+    const double end = tw_tune_now_us() + seconds * 1e6;
+    while (n < TUNE_MAX_PAIRS && (n < TUNE_MIN_PAIRS || tw_tune_now_us() < end)) {
         /* alternate which goes first, so neither always follows the other */
         if (n % 2) {
             on[n] = sweep_us(pool, k, true, w, row_bytes, rows, x, y);
@@ -128,9 +128,9 @@ static tw_status time_pairs(tw_pool *pool, bool k, size_t bytes, double seconds,
     }
     out->bytes = w_bytes;
     out->n = n;
-    out->gain = median(ratio, n);
-    out->us_off = median(off, n);
-    out->us_on = median(on, n);
+    out->gain = tw_tune_median(ratio, n);
+    out->us_off = tw_tune_median(off, n);
+    out->us_on = tw_tune_median(on, n);
     munmap(w, w_bytes);
     free(x);
     free(y);

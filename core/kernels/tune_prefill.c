@@ -6,7 +6,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "kernels/kernels_internal.h"
 #include "tw/kernels.h"
@@ -22,31 +21,12 @@
  * the tiles keep decode's bits, so a tie goes to them. */
 #define PF_MIN_GAIN 1.05
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median_of(double *v, unsigned n)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 static double product_us(tw_pool *pool, bool blas, const uint16_t *w, const float *x, float *y)
 {
     tw_kernels_set_f16_prefill_blas(blas);
-    double t0 = now_us();
+    double t0 = tw_tune_now_us();
     tw_matmul(pool, TW_TYPE_F16, w, PF_DIM * sizeof *w, PF_DIM, PF_DIM, x, PF_ACTS, y);
-    return now_us() - t0;
+    return tw_tune_now_us() - t0;
 }
 
 tw_status tw_kernels_tune_f16_prefill(tw_pool *pool, double seconds, tw_f16_prefill_tune *out,
@@ -84,8 +64,8 @@ tw_status tw_kernels_tune_f16_prefill(tw_pool *pool, double seconds, tw_f16_pref
     (void)product_us(pool, true, w, x, y);
     double tiles[PF_MAX_PAIRS], blas[PF_MAX_PAIRS], ratio[PF_MAX_PAIRS];
     unsigned n = 0;
-    const double end = now_us() + seconds * 1e6;
-    while (n < PF_MAX_PAIRS && (n < PF_MIN_PAIRS || now_us() < end)) {
+    const double end = tw_tune_now_us() + seconds * 1e6;
+    while (n < PF_MAX_PAIRS && (n < PF_MIN_PAIRS || tw_tune_now_us() < end)) {
         if (n % 2) {
             blas[n] = product_us(pool, true, w, x, y);
             tiles[n] = product_us(pool, false, w, x, y);
@@ -97,9 +77,9 @@ tw_status tw_kernels_tune_f16_prefill(tw_pool *pool, double seconds, tw_f16_pref
         n++;
     }
     out->pairs = n;
-    out->gain = median_of(ratio, n);
-    out->us_tiles = median_of(tiles, n);
-    out->us_blas = median_of(blas, n);
+    out->gain = tw_tune_median(ratio, n);
+    out->us_tiles = tw_tune_median(tiles, n);
+    out->us_blas = tw_tune_median(blas, n);
     out->blas = out->gain >= PF_MIN_GAIN;
     tw_kernels_set_f16_prefill_blas(out->blas);
     free(w);
