@@ -172,6 +172,56 @@ static void packed_vs_plain(tw_pool *pool, const char *only_type, const float *x
     }
 }
 
+/* The prompt paths for half-precision weights (tw_kernels_set_f16_prefill:
+ * the ISA's tiles, its panels, dequantized tiles through sgemm) over the
+ * prefill shapes, each ISA's paths timed in alternation, the better of
+ * three rounds each, with their speed against sgemm. */
+static void half_paths(tw_pool *pool, const char *only_type, const float *x, float *y, size_t n,
+                       double min_time)
+{
+    static const tw_type half[] = {TW_TYPE_F16, TW_TYPE_BF16};
+    static const tw_f16_prefill paths[] = {TW_F16_PREFILL_TILES, TW_F16_PREFILL_PANELS,
+                                           TW_F16_PREFILL_BLAS};
+    const size_t shapes[][2] = {{896, 896}, {4864, 896}, {896, 4864}};
+    const tw_f16_prefill before = tw_kernels_f16_prefill();
+    printf("\nhalf-precision prompt paths (%zu tokens), per call\n", n);
+    printf("%-6s %-14s %-7s %-7s %10s %9s %8s\n", "type", "shape", "isa", "path", "ms", "GFLOP/s",
+           "x blas");
+    for (size_t ti = 0; ti < sizeof half / sizeof half[0]; ti++) {
+        tw_type t = half[ti];
+        if (only_type && strcasecmp(only_type, tw_type_name(t)) != 0)
+            continue;
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            size_t rows = shapes[si][0], cols = shapes[si][1], rb;
+            void *w = make_weights(t, rows, cols, &rb);
+            if (!w)
+                continue;
+            for (int ii = 1; ii < N_ISAS; ii++) {
+                if (tw_kernels_force_isa(isas[ii], NULL) != TW_OK)
+                    continue;
+                double best[3] = {1e30, 1e30, 1e30};
+                for (int round = 0; round < 3; round++)
+                    for (size_t p = 0; p < 3; p++) {
+                        if (!tw_kernels_f16_prefill_has(paths[p]))
+                            continue;
+                        tw_kernels_set_f16_prefill(paths[p]);
+                        double sec = time_matvec(pool, t, w, rb, rows, cols, x, y, n, min_time / 3);
+                        best[p] = sec < best[p] ? sec : best[p];
+                    }
+                for (size_t p = 0; p < 3; p++)
+                    if (best[p] < 1e30)
+                        printf("%-6s %6zux%-7zu %-7s %-7s %10.3f %9.2f %8.2f\n", tw_type_name(t),
+                               rows, cols, isas[ii], tw_kernels_f16_prefill_name(paths[p]),
+                               best[p] * 1e3,
+                               2.0 * (double)rows * (double)cols * (double)n / best[p] * 1e-9,
+                               best[2] / best[p]);
+            }
+            free(w);
+        }
+    }
+    tw_kernels_set_f16_prefill(before);
+}
+
 static void noop_task(void *ctx, int task, int n_tasks)
 {
     (void)ctx;
@@ -321,6 +371,7 @@ int main(int argc, char **argv)
             free(w);
         }
     }
+    half_paths(pool, only_type, x, y, prefill_n, min_time);
     packed_vs_plain(pool, only_type, x, y, min_time);
     tw_kernels_force_isa(NULL, NULL);
     free(x);

@@ -236,13 +236,16 @@ int bench_f16_prefill(const char *mode, uint32_t threads)
         return -1;
     if (st != TW_OK)
         bench_progress("F16 prefill tuning failed (%s); the tiles", err.msg);
-    char extra[256], text[256];
-    snprintf(extra, sizeof extra, "\"mode\":\"%s\",\"pairs\":%u,\"us_tiles\":%.1f,\"us_blas\":%.1f",
-             mode, t.pairs, t.us_tiles, t.us_blas);
-    bench_row("machine", "f16_prefill_blas", "", t.blas ? 1 : 0, "on", t.gain, "measured gain",
-              extra);
+    char extra[320], text[320];
+    snprintf(extra, sizeof extra,
+             "\"mode\":\"%s\",\"path\":\"%s\",\"rounds\":%u,\"us_tiles\":%.1f,"
+             "\"us_panels\":%.1f,\"us_blas\":%.1f",
+             mode, tw_kernels_f16_prefill_name(t.path), t.rounds, t.us_tiles, t.us_panels,
+             t.us_blas);
+    bench_row("machine", "f16_prefill_path", "", (double)t.path, "0 tiles, 1 panels, 2 blas",
+              t.gain, "measured gain", extra);
     tw_hw_f16_prefill_text(mode, &t, text, sizeof text);
-    bench_progress("F16 prompts %s", text);
+    bench_progress("F16 and BF16 prompts %s", text);
     return 0;
 }
 

@@ -59,8 +59,8 @@ bool bench_force_isa(const char *prog, const char *name);
  * unknown mode. */
 int bench_decode_prefetch(const char *mode, uint32_t threads);
 
-/* Applies F16 prefill (tw_hw_f16_prefill) as `mode` says: "tiles", "blas"
- * or "auto" (measured, as tokenwired does at start), and writes it as a
+/* Applies F16 prefill (tw_hw_f16_prefill) as `mode` says: "tiles",
+ * "panels", "blas" or "auto" (measured, as tokenwired does at start), and writes it as a
  * machine row. Call after forcing the ISA. Returns -1 for an unknown mode. */
 int bench_f16_prefill(const char *mode, uint32_t threads);
 

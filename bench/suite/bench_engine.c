@@ -37,7 +37,7 @@ static void usage(FILE *f)
                "                       [--chunk N] [--max-batch N] [--bandwidth GBPS]\n"
                "                       [--quick] [--no-engine] [--isa scalar|avx2|avx512]\n"
                "                       [--kv-type f16|f32] [--decode-prefetch auto|on|off]\n"
-               "                       [--f16-prefill auto|tiles|blas]\n");
+               "                       [--f16-prefill auto|tiles|panels|blas]\n");
 }
 
 /* Weight bytes one decode step reads: every tensor once, except an untied

@@ -2,7 +2,7 @@
  *
  *   tw-bench-kv --model FILE [--threads N|auto] [--prompt N] [--tokens N]
  *               [--prefills N] [--isa scalar|avx2|avx512]
- *               [--decode-prefetch auto|on|off] [--f16-prefill auto|tiles|blas]
+ *               [--decode-prefetch auto|on|off] [--f16-prefill auto|tiles|panels|blas]
  *
  * The model is loaded twice in one process, once per K/V type. Both copies
  * prefill the same prompt --prefills times (5 by default), the two
@@ -73,7 +73,7 @@ static void usage(void)
     fprintf(stderr, "usage: tw-bench-kv --model FILE [--threads N|auto] [--prompt N] [--tokens N]\n"
                     "                   [--prefills N] [--isa scalar|avx2|avx512]\n"
                     "                   [--decode-prefetch auto|on|off]\n"
-                    "                   [--f16-prefill auto|tiles|blas]\n");
+                    "                   [--f16-prefill auto|tiles|panels|blas]\n");
 }
 
 int main(int argc, char **argv)

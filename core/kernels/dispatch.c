@@ -105,16 +105,36 @@ bool tw_kernels_decode_prefetch(void)
     return atomic_load_explicit(&decode_prefetch, memory_order_relaxed);
 }
 
-static atomic_bool f16_prefill_blas;
+static _Atomic int f16_prefill = TW_F16_PREFILL_TILES;
 
-void tw_kernels_set_f16_prefill_blas(bool on)
+void tw_kernels_set_f16_prefill(tw_f16_prefill path)
 {
-    atomic_store_explicit(&f16_prefill_blas, on, memory_order_relaxed);
+    if (path != TW_F16_PREFILL_PANELS && path != TW_F16_PREFILL_BLAS)
+        path = TW_F16_PREFILL_TILES;
+    atomic_store_explicit(&f16_prefill, (int)path, memory_order_relaxed);
 }
 
-bool tw_kernels_f16_prefill_blas(void)
+tw_f16_prefill tw_kernels_f16_prefill(void)
 {
-    return atomic_load_explicit(&f16_prefill_blas, memory_order_relaxed);
+    return (tw_f16_prefill)atomic_load_explicit(&f16_prefill, memory_order_relaxed);
+}
+
+const char *tw_kernels_f16_prefill_name(tw_f16_prefill path)
+{
+    return path == TW_F16_PREFILL_PANELS ? "panels"
+           : path == TW_F16_PREFILL_BLAS ? "blas"
+                                         : "tiles";
+}
+
+bool tw_kernels_f16_prefill_has(tw_f16_prefill path)
+{
+    const tw_isa_table *t = tw_isa_current();
+    const int k = tw_ktype_index(TW_TYPE_F16);
+    if (path == TW_F16_PREFILL_PANELS)
+        return t->panels[k] != NULL;
+    if (path == TW_F16_PREFILL_BLAS)
+        return true;
+    return (t->prefill_tiles >> k) & 1u;
 }
 
 static _Atomic bool decode_prefetch_k = true;

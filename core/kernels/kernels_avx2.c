@@ -691,6 +691,7 @@ void tw_isa_fill_avx2(tw_isa_table *t)
     tw_isa_fill_vecops_avx2(t);
     tw_isa_fill_dequant_avx2(t->dequant);
     tw_isa_fill_packed_avx2(t);
+    tw_isa_fill_panels_avx2(t);
     /* 128-token prefill, one thread: the K types gain 1.3-1.7x over sgemm
      * from skipping dequantization and amortizing their float work over
      * 256-value blocks; the 32-value types need a float multiply-add per

@@ -380,6 +380,7 @@ void tw_isa_fill_avx512(tw_isa_table *t)
     t->batch_copy_max_cols = SIZE_MAX;
     t->batch_copy_types = 1u << tw_ktype_index(TW_TYPE_Q8_0) | 1u << tw_ktype_index(TW_TYPE_Q4_0);
     tw_isa_fill_vecops_avx512(t);
+    tw_isa_fill_panels_avx512(t);
 }
 
 #else

@@ -252,6 +252,14 @@ int tw_ktype_index(tw_type type); /* -1 for unsupported */
 typedef void (*tw_rows_fn)(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
                            const tw_act *acts, size_t n_act, float *y, size_t y_stride);
 
+/* y[t * y_stride + r] = dot(row r, x + t * cols) for r < rows, t < n, over
+ * half-precision rows (row_bytes apart) and f32 activations, each output
+ * one multiply-add chain in column order (h16_panels.h); wp is scratch of
+ * TW_PANELS_SCRATCH_BYTES, 64-byte aligned. */
+typedef void (*tw_panels_fn)(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                             const float *x, size_t n, float *y, size_t y_stride, float *wp);
+#define TW_PANELS_SCRATCH_BYTES ((size_t)256 * 32 * sizeof(float))
+
 /* The packed types (Q8_0_R8, Q4_0_R8, Q5_0_R8, Q5_1_R8, Q4_K_R8, Q5_K_R8, Q6_K_R8;
  * kernels/blocks.h) in scalar arithmetic, which every ISA's packed kernels
  * reproduce bit for bit: row r of a packed range of `rows` rows (starting
@@ -320,6 +328,9 @@ typedef struct tw_isa_table {
     const char *name;
     tw_rows_fn rows[TW_KTYPE_COUNT];
     tw_dequant_fn dequant[TW_KTYPE_COUNT];
+    /* Half-precision batch panels (F16, BF16; NULL elsewhere), one of the
+     * paths tw_kernels_set_f16_prefill chooses for prompts. */
+    tw_panels_fn panels[TW_KTYPE_COUNT];
     tw_actq_fn quant_act[3]; /* indexed by tw_act_kind; [TW_ACT_F32] unused */
     tw_dot_fn dot_f32;
     tw_dot_rows_multi_fn dot_rows_multi_f32;
@@ -370,6 +381,10 @@ void tw_isa_fill_avx512(tw_isa_table *t);
 /* The packed kernels of packed_x86.c into t. */
 void tw_isa_fill_packed_avx2(tw_isa_table *t);
 void tw_isa_fill_packed_avx512(tw_isa_table *t);
+
+/* The half-precision panels (h16_panels_avx2.c, h16_panels_avx512.c). */
+void tw_isa_fill_panels_avx2(tw_isa_table *t);
+void tw_isa_fill_panels_avx512(tw_isa_table *t);
 
 /* The scalar (reference) dequantizers, in tw_ktype_index order. */
 void tw_isa_fill_dequant_scalar(tw_dequant_fn *dq);

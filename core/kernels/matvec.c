@@ -423,7 +423,8 @@ typedef struct mm_job {
     const float *x;
     size_t n;
     float *y;
-    float **tiles; /* per thread */
+    float **tiles;       /* per thread */
+    tw_panels_fn panels; /* instead of dequantized tiles and sgemm; NULL: those */
 } mm_job;
 
 /* Whether a tile may hold a run of a row's columns rather than all of it:
@@ -463,6 +464,11 @@ static void mm_task(void *ctx, int task, int n_tasks, int thread)
         return;
     }
     float *tile = j->tiles[thread];
+    if (j->panels) {
+        j->panels(j->w + r0 * j->row_bytes, j->row_bytes, nr, j->cols, j->x, j->n, j->y + r0,
+                  j->rows, tile);
+        return;
+    }
     tw_dequant_fn dq = j->t->dequant[tw_ktype_index(j->type)];
     size_t kc = tile_cols(j->type, nr, j->cols);
     for (size_t c0 = 0; c0 < j->cols; c0 += kc) {
@@ -521,12 +527,25 @@ static bool prepare_tiles(tw_pool *pool, tw_type type, size_t cols, float **tile
 /* Whether large batches of this type run on the integer tile kernels
  * rather than dequantized tiles + sgemm; each ISA table says, from
  * tw-bench-kernels measurements. */
+static bool half_type(tw_type type)
+{
+    return type == TW_TYPE_F16 || type == TW_TYPE_BF16;
+}
+
 static bool prefill_tiles(const tw_isa_table *t, tw_type type)
 {
     int k = tw_ktype_index(type);
-    if (type == TW_TYPE_F16 && tw_kernels_f16_prefill_blas())
+    if (half_type(type) && tw_kernels_f16_prefill() != TW_F16_PREFILL_TILES)
         return false;
     return k >= 0 && (t->prefill_tiles >> k) & 1u;
+}
+
+/* The ISA's half-precision panels when prompts of this type take them. */
+static tw_panels_fn prefill_panels(const tw_isa_table *t, tw_type type)
+{
+    if (!half_type(type) || tw_kernels_f16_prefill() != TW_F16_PREFILL_PANELS)
+        return NULL;
+    return t->panels[tw_ktype_index(type)];
 }
 
 static bool blas_dims_ok(size_t rows, size_t cols, size_t n, size_t row_bytes)
@@ -567,6 +586,7 @@ void tw_matmul(tw_pool *pool, tw_type type, const void *w, size_t row_bytes, siz
             .n = n,
             .y = y,
             .tiles = tiles,
+            .panels = prefill_panels(t, type),
         };
         int n_tasks = (int)((rows + j.tile_rows - 1) / j.tile_rows);
         tw_pool_run_threads(pool, mm_task, &j, n_tasks);

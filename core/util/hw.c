@@ -517,16 +517,21 @@ void tw_hw_decode_prefetch_text(const char *mode, const tw_prefetch_tune *t, cha
 tw_status tw_hw_f16_prefill(const char *mode, uint32_t threads, tw_f16_prefill_tune *out,
                             tw_err *err)
 {
-    tw_kernels_set_f16_prefill_blas(false);
+    tw_kernels_set_f16_prefill(TW_F16_PREFILL_TILES);
     if (!mode || !out)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "F16 prefill: NULL mode or out");
     *out = (tw_f16_prefill_tune){.gain = 1.0};
     if (strcmp(mode, "auto") != 0) {
-        if (strcmp(mode, "tiles") != 0 && strcmp(mode, "blas") != 0)
-            return tw_errorf(err, TW_INVALID_ARGUMENT, "f16-prefill must be auto, tiles or blas");
-        out->blas = !strcmp(mode, "blas");
-        tw_kernels_set_f16_prefill_blas(out->blas);
-        return TW_OK;
+        static const tw_f16_prefill paths[] = {TW_F16_PREFILL_TILES, TW_F16_PREFILL_PANELS,
+                                               TW_F16_PREFILL_BLAS};
+        for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
+            if (!strcmp(mode, tw_kernels_f16_prefill_name(paths[i]))) {
+                out->path = paths[i];
+                tw_kernels_set_f16_prefill(out->path);
+                return TW_OK;
+            }
+        return tw_errorf(err, TW_INVALID_ARGUMENT,
+                         "f16-prefill must be auto, tiles, panels or blas");
     }
     if (threads < 1 || threads > 256)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "F16 prefill tuning: threads not 1..256");
@@ -539,21 +544,42 @@ tw_status tw_hw_f16_prefill(const char *mode, uint32_t threads, tw_f16_prefill_t
     return st;
 }
 
+/* What a path does for F16 and BF16 prompts on the dispatched kernels. */
+static const char *f16_prefill_how(tw_f16_prefill path)
+{
+    if (!tw_kernels_f16_prefill_has(path))
+        return "through OpenBLAS's sgemm (the kernels have none of their own for it)";
+    if (path == TW_F16_PREFILL_PANELS)
+        return "on the kernels' half-precision panels";
+    if (path == TW_F16_PREFILL_BLAS)
+        return "through OpenBLAS's sgemm";
+    return "on the kernels' own tiles";
+}
+
 void tw_hw_f16_prefill_text(const char *mode, const tw_f16_prefill_tune *t, char *buf, size_t cap)
 {
-    const char *how = t->blas ? "through OpenBLAS's sgemm" : "on the kernels' own tiles";
-    if (strcmp(mode, "auto") != 0)
-        snprintf(buf, cap, "%s (set by --f16-prefill)", how);
-    else if (t->pairs == 0)
+    const char *how = f16_prefill_how(t->path);
+    if (strcmp(mode, "auto") != 0) {
+        snprintf(buf, cap, "%s (set by --f16-prefill %s)", how,
+                 tw_kernels_f16_prefill_name(t->path));
+        return;
+    }
+    if (t->rounds == 0) {
         snprintf(buf, cap,
-                 "%s (auto: the %s kernels have no F16 tiles of their own, or the "
-                 "measurement failed)",
-                 how, tw_kernels_isa());
-    else
-        snprintf(buf, cap,
-                 "%s (auto: a 128-token product took %.0f us on the tiles and %.0f through "
-                 "sgemm, median of %u pairs %.2fx)",
-                 how, t->us_tiles, t->us_blas, t->pairs, t->gain);
+                 "%s (auto: the %s kernels have one path only, or the measurement failed)", how,
+                 tw_kernels_isa());
+        return;
+    }
+    char tiles[48] = "", panels[48] = "";
+    if (t->us_tiles > 0)
+        snprintf(tiles, sizeof tiles, "%.0f us on the tiles, ", t->us_tiles);
+    if (t->us_panels > 0)
+        snprintf(panels, sizeof panels, "%.0f us on the panels, ", t->us_panels);
+    snprintf(buf, cap,
+             "%s (auto: a 128-token product took %s%s%.0f us through sgemm, median of %u rounds; "
+             "%.2fx over the %s)",
+             how, tiles, panels, t->us_blas, t->rounds, t->gain,
+             t->us_tiles > 0 ? "tiles" : "sgemm");
 }
 
 tw_status tw_hw_lock_memory(tw_err *err)

@@ -40,9 +40,9 @@ static const opt_def OPTS[] = {
      "auto|on|off  whether kernels fetch weights ahead for single "
      "activations (auto, default: measured at start)"},
     {"f16-prefill", K_STR,
-     "auto|tiles|blas  how F16 weights meet a prompt: the kernels' own "
-     "tiles (decode's bits) or OpenBLAS's sgemm (auto, default: "
-     "the faster, measured at start)"},
+     "auto|tiles|panels|blas  how F16 and BF16 weights meet a prompt: "
+     "the kernels' own tiles (decode's bits), their panels, or OpenBLAS's "
+     "sgemm (auto, default: the fastest, measured at start)"},
     {"fetch-ahead-bytes", K_SIZE,
      "N|auto  bytes of the next weights each compute thread "
      "fetches while it waits within a decode step (auto, "
@@ -381,8 +381,9 @@ static tw_status apply(loader *l, const opt_def *o, const char *v)
     if (!strcmp(n, "f16-prefill")) {
         static const choice modes[] = {{"auto", TWD_F16_PREFILL_AUTO},
                                        {"tiles", TWD_F16_PREFILL_TILES},
+                                       {"panels", TWD_F16_PREFILL_PANELS},
                                        {"blas", TWD_F16_PREFILL_BLAS}};
-        cs = set_choice(&c, v, n, modes, 3, err);
+        cs = set_choice(&c, v, n, modes, 4, err);
         if (cs == TW_OK)
             cfg->f16_prefill = (twd_f16_prefill)c;
         return cs;

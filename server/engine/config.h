@@ -28,10 +28,11 @@ typedef struct twd_model_spec {
 /* --decode-prefetch: measured at start, or set. */
 typedef enum twd_prefetch { TWD_PREFETCH_AUTO = 0, TWD_PREFETCH_ON, TWD_PREFETCH_OFF } twd_prefetch;
 
-/* --f16-prefill: measured at start, or set. */
+/* --f16-prefill (F16 and BF16 prompts): measured at start, or set. */
 typedef enum twd_f16_prefill {
     TWD_F16_PREFILL_AUTO = 0,
     TWD_F16_PREFILL_TILES,
+    TWD_F16_PREFILL_PANELS,
     TWD_F16_PREFILL_BLAS
 } twd_f16_prefill;
 

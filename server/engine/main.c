@@ -58,13 +58,13 @@ static int run(const twd_config *cfg)
         tw_warn("decode prefetch off: %s", err.msg);
     tw_hw_decode_prefetch_text(pmode, &tune, ptext, sizeof ptext);
     tw_info("decode prefetch %s", ptext);
-    static const char *const f16_modes[] = {"auto", "tiles", "blas"};
+    static const char *const f16_modes[] = {"auto", "tiles", "panels", "blas"};
     const char *fmode = f16_modes[cfg->f16_prefill];
     tw_f16_prefill_tune ftune;
     if (tw_hw_f16_prefill(fmode, eo.threads, &ftune, &err) != TW_OK)
-        tw_warn("F16 prompts on the kernels' own tiles: %s", err.msg);
+        tw_warn("F16 and BF16 prompts on the kernels' own tiles: %s", err.msg);
     tw_hw_f16_prefill_text(fmode, &ftune, ptext, sizeof ptext);
-    tw_info("F16 prompts %s", ptext);
+    tw_info("F16 and BF16 prompts %s", ptext);
     tw_engine *engine = NULL;
     tw_status st = tw_engine_create(&eo, &engine, &err);
     if (st != TW_OK) {

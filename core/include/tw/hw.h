@@ -119,12 +119,13 @@ tw_status tw_hw_tune_decode_prefetch(const tw_hw_info *hw, uint32_t threads,
 tw_status tw_hw_decode_prefetch(const char *mode, const tw_hw_info *hw, uint32_t threads,
                                 tw_prefetch_tune *out, tw_err *err);
 
-/* Chooses F16 prefill (tw_kernels_set_f16_prefill_blas) as `mode` says:
- * "tiles", "blas", or "auto" (tw_kernels_tune_f16_prefill on a pool of
- * `threads` threads, 1..256, for about 0.1 s). *out says what was chosen
- * and measured. INVALID_ARGUMENT for another mode, NULL arguments or
- * threads out of range; INTERNAL when no pool can be made; otherwise as
- * tw_kernels_tune_f16_prefill. It is left off (the tiles) on any error. */
+/* Chooses F16 and BF16 prefill (tw_kernels_set_f16_prefill) as `mode`
+ * says: "tiles", "panels", "blas", or "auto" (tw_kernels_tune_f16_prefill
+ * on a pool of `threads` threads, 1..256, for about 0.1 s). *out says what
+ * was chosen and measured. INVALID_ARGUMENT for another mode, NULL
+ * arguments or threads out of range; INTERNAL when no pool can be made;
+ * otherwise as tw_kernels_tune_f16_prefill. The tiles are set on any
+ * error. */
 tw_status tw_hw_f16_prefill(const char *mode, uint32_t threads, tw_f16_prefill_tune *out,
                             tw_err *err);
 

@@ -291,17 +291,28 @@ bool tw_kernels_decode_prefetch(void);
 void tw_kernels_set_decode_prefetch_k(bool on);
 bool tw_kernels_decode_prefetch_k(void);
 
-/* F16 prefill: whether batches of F16 weights past 16 activations run the
- * ISA's own batch tiles where it has them (AVX-512: each output then has
- * decode's bits; the default) or, when on, dequantized tiles through
- * OpenBLAS's sgemm, as every ISA without them does (outputs then differ
- * from decode's in the last bits). The tiles tied with sgemm on a 2-core
- * Zen 5 EPYC; on a 2-core Emerald Rapids Xeon sgemm (SkylakeX kernels)
- * prefilled an F16 qwen2-0.5b 1.15-1.66x as fast, so
- * tw_kernels_tune_f16_prefill measures it. BF16 keeps its tiles.
- * Process-wide; safe to change between products. */
-void tw_kernels_set_f16_prefill_blas(bool on);
-bool tw_kernels_f16_prefill_blas(void);
+/* How batches past 16 activations (prompts) over F16 and BF16 weights run.
+ * TILES: the ISA's own batch tiles where it has them for prompts (AVX-512:
+ * each output then has decode's bits; the default), else as BLAS. PANELS:
+ * the ISA's half-precision panels (AVX2, AVX-512: each output one
+ * multiply-add chain in column order, the same bits on both ISAs), else as
+ * BLAS. BLAS: dequantized tiles through OpenBLAS's sgemm. PANELS and BLAS
+ * differ from decode's outputs in the last bits. Which is fastest depends
+ * on the core and on the kernel set OpenBLAS runs, so
+ * tw_kernels_tune_f16_prefill measures it. Process-wide; safe to change
+ * between products. */
+typedef enum tw_f16_prefill {
+    TW_F16_PREFILL_TILES = 0,
+    TW_F16_PREFILL_PANELS,
+    TW_F16_PREFILL_BLAS,
+} tw_f16_prefill;
+void tw_kernels_set_f16_prefill(tw_f16_prefill path);
+tw_f16_prefill tw_kernels_f16_prefill(void);
+/* "tiles", "panels" or "blas". */
+const char *tw_kernels_f16_prefill_name(tw_f16_prefill path);
+/* Whether the dispatched ISA has its own kernels for that path (BLAS:
+ * always). */
+bool tw_kernels_f16_prefill_has(tw_f16_prefill path);
 
 /* Decode split: whether a single activation's rows are shared out so that
  * a pool thread done with its own run of a matrix takes rows from the back
@@ -358,21 +369,25 @@ tw_status tw_kernels_tune_decode_prefetch(tw_pool *pool, size_t bytes, double se
 
 /* What tw_kernels_tune_f16_prefill measured. */
 typedef struct tw_f16_prefill_tune {
-    unsigned pairs;           /* products timed both ways, in alternation; 0: none */
-    double us_tiles, us_blas; /* median product time each way */
-    double gain;              /* median over the pairs of (tiles time / sgemm time) */
-    bool blas;                /* the setting chosen and applied */
+    unsigned rounds; /* rounds timed, each path the ISA has once a round; 0: none */
+    /* median product time on each path; 0 for a path the ISA lacks */
+    double us_tiles, us_panels, us_blas;
+    /* median over the rounds of (the default path's time / the chosen
+     * one's): what the choice gains over TILES (BLAS where the ISA has no
+     * tiles); 1 when nothing was timed */
+    double gain;
+    tw_f16_prefill path; /* the path chosen and applied */
 } tw_f16_prefill_tune;
 
-/* Chooses F16 prefill (tw_kernels_set_f16_prefill_blas) by measuring it: a
- * 128-activation product over a 1024 x 1024 F16 matrix on `pool`, timed
- * with the ISA's tiles and through sgemm in alternating pairs for about
- * `seconds` (0.01..10). Turns sgemm on when the median pair ran at least 5%
- * faster with it, else off. When the dispatched ISA has no F16 tiles there
- * is nothing to choose: nothing is timed and it is left off. Drives the
- * pool, so nothing else may use it meanwhile. INVALID_ARGUMENT for a NULL
- * pool or out or seconds out of range; RESOURCE_EXHAUSTED when the matrix
- * cannot be allocated. */
+/* Chooses F16 prefill (tw_kernels_set_f16_prefill) by measuring it: a
+ * 128-activation product over a 1024 x 1024 F16 matrix on `pool`, timed on
+ * each path the dispatched ISA has, in rounds that rotate which goes first,
+ * for about `seconds` (0.01..10). Takes the path with the least median
+ * time, but keeps the tiles (decode's bits) unless another is at least 5%
+ * faster. With only BLAS to run (scalar) nothing is timed. Drives the pool,
+ * so nothing else may use it meanwhile. INVALID_ARGUMENT for a NULL pool or
+ * out or seconds out of range (the tiles are then set); RESOURCE_EXHAUSTED
+ * when the matrix cannot be allocated. */
 tw_status tw_kernels_tune_f16_prefill(tw_pool *pool, double seconds, tw_f16_prefill_tune *out,
                                       tw_err *err);
 

@@ -1,0 +1,60 @@
+/* Half-precision (F16 / BF16) batch products in the form of a blocked
+ * matrix multiply: a panel of PR rows, widened to f32 and turned so that
+ * each column's PR weights lie side by side (PR / lanes vectors), meets up
+ * to PT activations at a time, each activation value broadcast against the
+ * panel's column. Every output is one multiply-add chain in column order,
+ * starting from zero and carried through y between column blocks, so it
+ * has the same bits whatever the row range, the batch grouping and the
+ * vector width (the AVX2 and AVX-512 panels agree bit for bit, and with a
+ * scalar fmaf loop); they differ from decode's two-accumulator rows in the
+ * last bits, as sgemm's do.
+ *
+ * Against the batch tiles (each output a dot product of a row and an
+ * activation), a step loads PR / lanes weight vectors and PT broadcasts for
+ * PR / lanes x PT multiply-adds, and the activations are read once per
+ * panel instead of once per tile of rows; against dequantized tiles through
+ * sgemm it skips the f32 copy of the weights and sgemm's own packing. */
+#ifndef TW_KERNELS_H16_PANELS_H
+#define TW_KERNELS_H16_PANELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Columns of one block: a panel of 32 rows (AVX-512) takes 32 KiB of f32,
+ * 16 rows (AVX2) 16 KiB, within L1 beside the PT activations' columns.
+ * 128, 192, 384 and 512 read no faster on an Emerald Rapids Xeon. */
+#define TW_PANEL_KC 256
+
+/* Runs the products of one ISA's panels; the including file defines
+ * PANEL_PACK(h, row_elems, nr, kc, wp, is_bf16), which widens and turns
+ * rows [0, nr) of columns [0, kc) of h into wp (zeros for rows past nr),
+ * and PANEL_GROUP(tb, wp, kc, x, x_stride, y, y_stride, first, nr), which
+ * runs tb (1..PT) activations against the panel. */
+#define TW_PANELS_DRIVER(ATTR, name, PR, PT, is_bf16)                                             \
+    ATTR static void panels_##name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,  \
+                                   const float *x, size_t n, float *y, size_t y_stride, float *wp) \
+    {                                                                                             \
+        const uint16_t *h = (const uint16_t *)(const void *)w;                                    \
+        const size_t re = row_bytes / 2;                                                          \
+        if (n == 0 || rows == 0)                                                                  \
+            return;                                                                               \
+        /* near-equal groups: the first n_big take tb_big activations, the rest one less */      \
+        const size_t groups = (n + (PT)-1) / (PT);                                                \
+        const size_t tb_big = (n + groups - 1) / groups;                                          \
+        const size_t n_big = n - groups * (tb_big - 1);                                           \
+        for (size_t k0 = 0; k0 < cols; k0 += TW_PANEL_KC) {                                       \
+            const size_t kc = cols - k0 < TW_PANEL_KC ? cols - k0 : TW_PANEL_KC;                  \
+            for (size_t r0 = 0; r0 < rows; r0 += (PR)) {                                          \
+                const size_t nr = rows - r0 < (PR) ? rows - r0 : (PR);                            \
+                PANEL_PACK(h + r0 * re + k0, re, nr, kc, wp, is_bf16);                            \
+                for (size_t g = 0, t = 0; g < groups; g++) {                                      \
+                    const size_t tb = g < n_big ? tb_big : tb_big - 1;                            \
+                    PANEL_GROUP(tb, wp, kc, x + t * cols + k0, cols, y + t * y_stride + r0,       \
+                                y_stride, k0 == 0, nr);                                           \
+                    t += tb;                                                                      \
+                }                                                                                 \
+            }                                                                                     \
+        }                                                                                         \
+    }
+
+#endif

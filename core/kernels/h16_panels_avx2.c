@@ -1,0 +1,134 @@
+/* AVX2 half-precision panels (h16_panels.h): 16 rows, two ymm a column,
+ * against 6 activations, 12 accumulators, which with the two weight vectors
+ * and a broadcast fill the 16 ymm registers. */
+#include "kernels/h16_panels.h"
+#include "kernels/kernels_internal.h"
+#include "kernels/simd_x86.h"
+
+#ifdef TW_HAVE_X86
+
+#define PR 16
+#define PT 6
+
+/* Eight vectors of 8 floats turned about their diagonal. */
+TW_AVX2 static inline void transpose8(__m256 r[8])
+{
+    __m256 t[8], s[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    /* s[4h + j]: in each 128-bit lane L, column 4L + j of rows 4h..4h+3 */
+    for (int h = 0; h < 2; h++) {
+        s[4 * h] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
+        s[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE);
+        s[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
+        s[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; j++) {
+        r[j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x20);
+        r[4 + j] = _mm256_permute2f128_ps(s[j], s[4 + j], 0x31);
+    }
+}
+
+/* Eight half-precision values from h widened (n < 8: the first n, zeros
+ * after them). */
+TW_AVX2 static inline __m256 load_h8(const uint16_t *h, size_t n, const int is_bf16)
+{
+    __m128i v;
+    if (n >= 8) {
+        v = _mm_loadu_si128((const __m128i *)(const void *)h);
+    } else {
+        uint16_t part[8] = {0};
+        memcpy(part, h, n * sizeof *h);
+        v = _mm_loadu_si128((const __m128i *)(const void *)part);
+    }
+    if (is_bf16)
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+    return _mm256_cvtph_ps(v);
+}
+
+/* Rows [0, nr) of h's columns [0, kc) widened into wp, column k's 16
+ * weights at wp + k * PR, in 8 x 8 blocks. */
+TW_AVX2 static inline void pack_panel(const uint16_t *h, size_t re, size_t nr, size_t kc,
+                                      float *wp, const int is_bf16)
+{
+    for (size_t rb = 0; rb < PR; rb += 8) {
+        for (size_t kb = 0; kb < kc; kb += 8) {
+            const size_t nk = kc - kb < 8 ? kc - kb : 8;
+            __m256 v[8];
+            for (size_t i = 0; i < 8; i++)
+                v[i] = rb + i < nr ? load_h8(h + (rb + i) * re + kb, nk, is_bf16)
+                                   : _mm256_setzero_ps();
+            transpose8(v);
+            for (size_t j = 0; j < nk; j++)
+                _mm256_store_ps(wp + (kb + j) * PR + rb, v[j]);
+        }
+    }
+}
+
+/* TB activations (x, rows x_stride apart) against a packed panel over kc
+ * columns into y (rows y_stride apart), adding to what y holds unless
+ * first; lanes past nr are neither read nor written. */
+TW_AVX2 static inline void panel_tile(const float *wp, size_t kc, const float *x, size_t x_stride,
+                                      float *y, size_t y_stride, bool first, size_t nr,
+                                      const int TB)
+{
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nr), lane);
+    const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nr - 8), lane);
+    /* all PT set, so the compiler sees no lane of a narrower group unset */
+    __m256 a0[PT], a1[PT];
+#pragma GCC unroll 6
+    for (int t = 0; t < PT; t++)
+        a0[t] = a1[t] = _mm256_setzero_ps();
+#pragma GCC unroll 6
+    for (int t = 0; t < TB; t++) {
+        a0[t] = first ? _mm256_setzero_ps() : _mm256_maskload_ps(y + t * y_stride, m0);
+        a1[t] = first ? _mm256_setzero_ps() : _mm256_maskload_ps(y + t * y_stride + 8, m1);
+    }
+    for (size_t k = 0; k < kc; k++) {
+        const __m256 w0 = _mm256_load_ps(wp + k * PR);
+        const __m256 w1 = _mm256_load_ps(wp + k * PR + 8);
+#pragma GCC unroll 6
+        for (int t = 0; t < TB; t++) {
+            const __m256 b = _mm256_broadcast_ss(x + t * x_stride + k);
+            a0[t] = _mm256_fmadd_ps(w0, b, a0[t]);
+            a1[t] = _mm256_fmadd_ps(w1, b, a1[t]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int t = 0; t < TB; t++) {
+        _mm256_maskstore_ps(y + t * y_stride, m0, a0[t]);
+        _mm256_maskstore_ps(y + t * y_stride + 8, m1, a1[t]);
+    }
+}
+
+#define PANEL_PACK pack_panel
+#define PANEL_GROUP(tb, wp, kc, x, xs, y, ys, first, nr)                                          \
+    switch (tb) {                                                                                 \
+    case 6: panel_tile(wp, kc, x, xs, y, ys, first, nr, 6); break;                                \
+    case 5: panel_tile(wp, kc, x, xs, y, ys, first, nr, 5); break;                                \
+    case 4: panel_tile(wp, kc, x, xs, y, ys, first, nr, 4); break;                                \
+    case 3: panel_tile(wp, kc, x, xs, y, ys, first, nr, 3); break;                                \
+    case 2: panel_tile(wp, kc, x, xs, y, ys, first, nr, 2); break;                                \
+    default: panel_tile(wp, kc, x, xs, y, ys, first, nr, 1); break;                               \
+    }
+
+TW_PANELS_DRIVER(TW_AVX2, f16, PR, PT, 0)
+TW_PANELS_DRIVER(TW_AVX2, bf16, PR, PT, 1)
+
+void tw_isa_fill_panels_avx2(tw_isa_table *t)
+{
+    t->panels[tw_ktype_index(TW_TYPE_F16)] = panels_f16;
+    t->panels[tw_ktype_index(TW_TYPE_BF16)] = panels_bf16;
+}
+
+#else
+
+void tw_isa_fill_panels_avx2(tw_isa_table *t)
+{
+    (void)t;
+}
+
+#endif
