@@ -30,31 +30,31 @@
  * rows [0, nr) of columns [0, kc) of h into wp (zeros for rows past nr),
  * and PANEL_GROUP(tb, wp, kc, x, x_stride, y, y_stride, first, nr), which
  * runs tb (1..PT) activations against the panel. */
-#define TW_PANELS_DRIVER(ATTR, name, PR, PT, is_bf16)                                             \
-    ATTR static void panels_##name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,  \
+#define TW_PANELS_DRIVER(ATTR, name, PR, PT, is_bf16)                                              \
+    ATTR static void panels_##name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,   \
                                    const float *x, size_t n, float *y, size_t y_stride, float *wp) \
-    {                                                                                             \
-        const uint16_t *h = (const uint16_t *)(const void *)w;                                    \
-        const size_t re = row_bytes / 2;                                                          \
-        if (n == 0 || rows == 0)                                                                  \
-            return;                                                                               \
-        /* near-equal groups: the first n_big take tb_big activations, the rest one less */      \
-        const size_t groups = (n + (PT)-1) / (PT);                                                \
-        const size_t tb_big = (n + groups - 1) / groups;                                          \
-        const size_t n_big = n - groups * (tb_big - 1);                                           \
-        for (size_t k0 = 0; k0 < cols; k0 += TW_PANEL_KC) {                                       \
-            const size_t kc = cols - k0 < TW_PANEL_KC ? cols - k0 : TW_PANEL_KC;                  \
-            for (size_t r0 = 0; r0 < rows; r0 += (PR)) {                                          \
-                const size_t nr = rows - r0 < (PR) ? rows - r0 : (PR);                            \
-                PANEL_PACK(h + r0 * re + k0, re, nr, kc, wp, is_bf16);                            \
-                for (size_t g = 0, t = 0; g < groups; g++) {                                      \
-                    const size_t tb = g < n_big ? tb_big : tb_big - 1;                            \
-                    PANEL_GROUP(tb, wp, kc, x + t * cols + k0, cols, y + t * y_stride + r0,       \
-                                y_stride, k0 == 0, nr);                                           \
-                    t += tb;                                                                      \
-                }                                                                                 \
-            }                                                                                     \
-        }                                                                                         \
+    {                                                                                              \
+        const uint16_t *h = (const uint16_t *)(const void *)w;                                     \
+        const size_t re = row_bytes / 2;                                                           \
+        if (n == 0 || rows == 0)                                                                   \
+            return;                                                                                \
+        /* near-equal groups: the first n_big take tb_big activations, the rest one less */        \
+        const size_t groups = (n + (PT)-1) / (PT);                                                 \
+        const size_t tb_big = (n + groups - 1) / groups;                                           \
+        const size_t n_big = n - groups * (tb_big - 1);                                            \
+        for (size_t k0 = 0; k0 < cols; k0 += TW_PANEL_KC) {                                        \
+            const size_t kc = cols - k0 < TW_PANEL_KC ? cols - k0 : TW_PANEL_KC;                   \
+            for (size_t r0 = 0; r0 < rows; r0 += (PR)) {                                           \
+                const size_t nr = rows - r0 < (PR) ? rows - r0 : (PR);                             \
+                PANEL_PACK(h + r0 * re + k0, re, nr, kc, wp, is_bf16);                             \
+                for (size_t g = 0, t = 0; g < groups; g++) {                                       \
+                    const size_t tb = g < n_big ? tb_big : tb_big - 1;                             \
+                    PANEL_GROUP(tb, wp, kc, x + t * cols + k0, cols, y + t * y_stride + r0,        \
+                                y_stride, k0 == 0, nr);                                            \
+                    t += tb;                                                                       \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
     }
 
 #endif

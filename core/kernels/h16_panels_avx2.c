@@ -50,8 +50,8 @@ TW_AVX2 static inline __m256 load_h8(const uint16_t *h, size_t n, const int is_b
 
 /* Rows [0, nr) of h's columns [0, kc) widened into wp, column k's 16
  * weights at wp + k * PR, in 8 x 8 blocks. */
-TW_AVX2 static inline void pack_panel(const uint16_t *h, size_t re, size_t nr, size_t kc,
-                                      float *wp, const int is_bf16)
+TW_AVX2 static inline void pack_panel(const uint16_t *h, size_t re, size_t nr, size_t kc, float *wp,
+                                      const int is_bf16)
 {
     for (size_t rb = 0; rb < PR; rb += 8) {
         for (size_t kb = 0; kb < kc; kb += 8) {
@@ -105,6 +105,7 @@ TW_AVX2 static inline void panel_tile(const float *wp, size_t kc, const float *x
 }
 
 #define PANEL_PACK pack_panel
+/* clang-format off */
 #define PANEL_GROUP(tb, wp, kc, x, xs, y, ys, first, nr)                                          \
     switch (tb) {                                                                                 \
     case 6: panel_tile(wp, kc, x, xs, y, ys, first, nr, 6); break;                                \
@@ -114,6 +115,7 @@ TW_AVX2 static inline void panel_tile(const float *wp, size_t kc, const float *x
     case 2: panel_tile(wp, kc, x, xs, y, ys, first, nr, 2); break;                                \
     default: panel_tile(wp, kc, x, xs, y, ys, first, nr, 1); break;                               \
     }
+/* clang-format on */
 
 TW_PANELS_DRIVER(TW_AVX2, f16, PR, PT, 0)
 TW_PANELS_DRIVER(TW_AVX2, bf16, PR, PT, 1)

@@ -57,8 +57,9 @@ TW_AVX512 static inline void pack_panel(const uint16_t *h, size_t re, size_t nr,
                     continue;
                 }
                 const __m256i hv = _mm256_maskz_loadu_epi16(m, h + (rb + i) * re + kb);
-                v[i] = is_bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(hv), 16))
-                               : _mm512_cvtph_ps(hv);
+                v[i] = is_bf16
+                           ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(hv), 16))
+                           : _mm512_cvtph_ps(hv);
             }
             transpose16(v);
             for (size_t j = 0; j < nk; j++)
@@ -70,13 +71,14 @@ TW_AVX512 static inline void pack_panel(const uint16_t *h, size_t re, size_t nr,
 /* TB activations (x, rows x_stride apart) against a packed panel over kc
  * columns into y (rows y_stride apart), adding to what y holds unless
  * first; lanes past nr are neither read nor written. */
-TW_AVX512 static inline void panel_tile(const float *wp, size_t kc, const float *x,
-                                        size_t x_stride, float *y, size_t y_stride, bool first,
-                                        size_t nr, const int TB)
+TW_AVX512 static inline void panel_tile(const float *wp, size_t kc, const float *x, size_t x_stride,
+                                        float *y, size_t y_stride, bool first, size_t nr,
+                                        const int TB)
 {
     const __mmask16 m0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1u);
-    const __mmask16 m1 =
-        nr >= 32 ? (__mmask16)0xFFFF : nr <= 16 ? (__mmask16)0 : (__mmask16)((1u << (nr - 16)) - 1u);
+    const __mmask16 m1 = nr >= 32   ? (__mmask16)0xFFFF
+                         : nr <= 16 ? (__mmask16)0
+                                    : (__mmask16)((1u << (nr - 16)) - 1u);
     /* all PT set, so the compiler sees no lane of a narrower group unset */
     __m512 a0[PT], a1[PT];
 #pragma GCC unroll 12
@@ -105,6 +107,7 @@ TW_AVX512 static inline void panel_tile(const float *wp, size_t kc, const float 
 }
 
 #define PANEL_PACK pack_panel
+/* clang-format off */
 #define PANEL_GROUP(tb, wp, kc, x, xs, y, ys, first, nr)                                          \
     switch (tb) {                                                                                 \
     case 12: panel_tile(wp, kc, x, xs, y, ys, first, nr, 12); break;                              \
@@ -120,6 +123,7 @@ TW_AVX512 static inline void panel_tile(const float *wp, size_t kc, const float 
     case 2: panel_tile(wp, kc, x, xs, y, ys, first, nr, 2); break;                                \
     default: panel_tile(wp, kc, x, xs, y, ys, first, nr, 1); break;                               \
     }
+/* clang-format on */
 
 TW_PANELS_DRIVER(TW_AVX512, f16, PR, PT, 0)
 TW_PANELS_DRIVER(TW_AVX512, bf16, PR, PT, 1)

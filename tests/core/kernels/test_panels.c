@@ -32,8 +32,7 @@ static float half_to_f32(tw_type type, uint16_t h)
     return type == TW_TYPE_BF16 ? tw_bf16_to_f32(h) : tw_f16_to_f32(h);
 }
 
-static void make_case(case_data *c, tw_type type, size_t rows, size_t cols, size_t n,
-                      unsigned seed)
+static void make_case(case_data *c, tw_type type, size_t rows, size_t cols, size_t n, unsigned seed)
 {
     *c = (case_data){.type = type, .rows = rows, .cols = cols, .n = n};
     c->w = malloc(sizeof *c->w * rows * cols);
@@ -112,8 +111,7 @@ static void test_kernels_match_fmaf_chain(void **state)
                         for (size_t t = 0; t < c.n; t++) {
                             memcpy(c.y + t * c.rows, y + t * stride, sizeof *y * c.rows);
                             if (y[t * stride + c.rows] != 12345.0f)
-                                fail_msg("%s wrote past row %zu of token %zu", isas[ii], c.rows,
-                                         t);
+                                fail_msg("%s wrote past row %zu of token %zu", isas[ii], c.rows, t);
                         }
                         expect_ref(&c, isas[ii]);
                         free(y);
