@@ -577,9 +577,9 @@ void tw_hw_f16_prefill_text(const char *mode, const tw_f16_prefill_tune *t, char
         snprintf(panels, sizeof panels, "%.0f us on the panels, ", t->us_panels);
     snprintf(buf, cap,
              "%s (auto: a 128-token product took %s%s%.0f us through sgemm, median of %u rounds; "
-             "%.2fx over the %s)",
+             "%.2fx over %s)",
              how, tiles, panels, t->us_blas, t->rounds, t->gain,
-             t->us_tiles > 0 ? "tiles" : "sgemm");
+             t->us_tiles > 0 ? "the tiles" : "sgemm");
 }
 
 tw_status tw_hw_lock_memory(tw_err *err)
