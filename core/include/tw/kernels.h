@@ -355,7 +355,7 @@ typedef struct tw_prefetch_tune {
  * products over a packed Q4_0 matrix of about `bytes` (give more than the
  * L3 so it streams from memory, as decode does; 4 MiB..1 GiB), on `pool`,
  * timed in pairs without and with, alternating which goes first, for about
- * `seconds` (0.01..10). Turns it on when the median pair ran at least 3%
+ * `seconds` (0.01..10) and at least seven pairs. Turns it on when the median pair ran at least 3%
  * faster with it, else off, and reports the numbers in *out. When it comes
  * out on with the AVX2 kernels, a packed Q4_K matrix of the same size is
  * timed the same way with and without that kernel's fetches, which stay on
