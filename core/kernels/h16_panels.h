@@ -25,12 +25,36 @@
  * 128, 192, 384 and 512 read no faster on an Emerald Rapids Xeon. */
 #define TW_PANEL_KC 256
 
-/* Runs the products of one ISA's panels; the including file defines
- * PANEL_PACK(h, row_elems, nr, kc, wp, is_bf16), which widens and turns
- * rows [0, nr) of columns [0, kc) of h into wp (zeros for rows past nr),
- * and PANEL_GROUP(tb, wp, kc, x, x_stride, y, y_stride, first, nr), which
- * runs tb (1..PT) activations against the panel. */
-#define TW_PANELS_DRIVER(ATTR, name, PR, PT, is_bf16)                                              \
+/* Runs TILE(wp, kc, x, x_stride, y, y_stride, first, nr, TB) with TB the
+ * group size tb (1..PT, PT at most 12) as a constant, so the tile's loops
+ * over the group unroll; sizes past PT never come, and their cases are
+ * clamped to PT only so that they compile. */
+#define TW_PANEL_CASE(TILE, n, PT, wp, kc, x, xs, y, ys, first, nr)                                \
+    case n:                                                                                        \
+        TILE(wp, kc, x, xs, y, ys, first, nr, (n) > (PT) ? (PT) : (n));                            \
+        break;
+#define TW_PANEL_SWITCH(TILE, tb, PT, ...)                                                         \
+    switch (tb) {                                                                                  \
+        TW_PANEL_CASE(TILE, 12, PT, __VA_ARGS__)                                                   \
+        TW_PANEL_CASE(TILE, 11, PT, __VA_ARGS__)                                                   \
+        TW_PANEL_CASE(TILE, 10, PT, __VA_ARGS__)                                                   \
+        TW_PANEL_CASE(TILE, 9, PT, __VA_ARGS__)                                                    \
+        TW_PANEL_CASE(TILE, 8, PT, __VA_ARGS__)                                                    \
+        TW_PANEL_CASE(TILE, 7, PT, __VA_ARGS__)                                                    \
+        TW_PANEL_CASE(TILE, 6, PT, __VA_ARGS__)                                                    \
+        TW_PANEL_CASE(TILE, 5, PT, __VA_ARGS__)                                                    \
+        TW_PANEL_CASE(TILE, 4, PT, __VA_ARGS__)                                                    \
+        TW_PANEL_CASE(TILE, 3, PT, __VA_ARGS__)                                                    \
+        TW_PANEL_CASE(TILE, 2, PT, __VA_ARGS__)                                                    \
+    default:                                                                                       \
+        TW_PANEL_CASE(TILE, 1, PT, __VA_ARGS__)                                                    \
+    }
+
+/* Runs the products of one ISA's panels: PACK(h, row_elems, nr, kc, wp,
+ * is_bf16) widens and turns rows [0, nr) of columns [0, kc) of h into wp
+ * (zeros for rows past nr), and TILE (see TW_PANEL_SWITCH) runs a group of
+ * activations against the panel. */
+#define TW_PANELS_DRIVER(ATTR, name, PACK, TILE, PR, PT, is_bf16)                                  \
     ATTR static void panels_##name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,   \
                                    const float *x, size_t n, float *y, size_t y_stride, float *wp) \
     {                                                                                              \
@@ -46,11 +70,11 @@
             const size_t kc = cols - k0 < TW_PANEL_KC ? cols - k0 : TW_PANEL_KC;                   \
             for (size_t r0 = 0; r0 < rows; r0 += (PR)) {                                           \
                 const size_t nr = rows - r0 < (PR) ? rows - r0 : (PR);                             \
-                PANEL_PACK(h + r0 * re + k0, re, nr, kc, wp, is_bf16);                             \
+                PACK(h + r0 * re + k0, re, nr, kc, wp, is_bf16);                                   \
                 for (size_t g = 0, t = 0; g < groups; g++) {                                       \
                     const size_t tb = g < n_big ? tb_big : tb_big - 1;                             \
-                    PANEL_GROUP(tb, wp, kc, x + t * cols + k0, cols, y + t * y_stride + r0,        \
-                                y_stride, k0 == 0, nr);                                            \
+                    TW_PANEL_SWITCH(TILE, tb, PT, wp, kc, x + t * cols + k0, cols,                 \
+                                    y + t * y_stride + r0, y_stride, k0 == 0, nr);                 \
                     t += tb;                                                                       \
                 }                                                                                  \
             }                                                                                      \

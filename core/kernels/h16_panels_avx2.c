@@ -104,21 +104,8 @@ TW_AVX2 static inline void panel_tile(const float *wp, size_t kc, const float *x
     }
 }
 
-#define PANEL_PACK pack_panel
-/* clang-format off */
-#define PANEL_GROUP(tb, wp, kc, x, xs, y, ys, first, nr)                                          \
-    switch (tb) {                                                                                 \
-    case 6: panel_tile(wp, kc, x, xs, y, ys, first, nr, 6); break;                                \
-    case 5: panel_tile(wp, kc, x, xs, y, ys, first, nr, 5); break;                                \
-    case 4: panel_tile(wp, kc, x, xs, y, ys, first, nr, 4); break;                                \
-    case 3: panel_tile(wp, kc, x, xs, y, ys, first, nr, 3); break;                                \
-    case 2: panel_tile(wp, kc, x, xs, y, ys, first, nr, 2); break;                                \
-    default: panel_tile(wp, kc, x, xs, y, ys, first, nr, 1); break;                               \
-    }
-/* clang-format on */
-
-TW_PANELS_DRIVER(TW_AVX2, f16, PR, PT, 0)
-TW_PANELS_DRIVER(TW_AVX2, bf16, PR, PT, 1)
+TW_PANELS_DRIVER(TW_AVX2, f16, pack_panel, panel_tile, PR, PT, 0)
+TW_PANELS_DRIVER(TW_AVX2, bf16, pack_panel, panel_tile, PR, PT, 1)
 
 void tw_isa_fill_panels_avx2(tw_isa_table *t)
 {

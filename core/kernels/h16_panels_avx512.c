@@ -106,27 +106,8 @@ TW_AVX512 static inline void panel_tile(const float *wp, size_t kc, const float 
     }
 }
 
-#define PANEL_PACK pack_panel
-/* clang-format off */
-#define PANEL_GROUP(tb, wp, kc, x, xs, y, ys, first, nr)                                          \
-    switch (tb) {                                                                                 \
-    case 12: panel_tile(wp, kc, x, xs, y, ys, first, nr, 12); break;                              \
-    case 11: panel_tile(wp, kc, x, xs, y, ys, first, nr, 11); break;                              \
-    case 10: panel_tile(wp, kc, x, xs, y, ys, first, nr, 10); break;                              \
-    case 9: panel_tile(wp, kc, x, xs, y, ys, first, nr, 9); break;                                \
-    case 8: panel_tile(wp, kc, x, xs, y, ys, first, nr, 8); break;                                \
-    case 7: panel_tile(wp, kc, x, xs, y, ys, first, nr, 7); break;                                \
-    case 6: panel_tile(wp, kc, x, xs, y, ys, first, nr, 6); break;                                \
-    case 5: panel_tile(wp, kc, x, xs, y, ys, first, nr, 5); break;                                \
-    case 4: panel_tile(wp, kc, x, xs, y, ys, first, nr, 4); break;                                \
-    case 3: panel_tile(wp, kc, x, xs, y, ys, first, nr, 3); break;                                \
-    case 2: panel_tile(wp, kc, x, xs, y, ys, first, nr, 2); break;                                \
-    default: panel_tile(wp, kc, x, xs, y, ys, first, nr, 1); break;                               \
-    }
-/* clang-format on */
-
-TW_PANELS_DRIVER(TW_AVX512, f16, PR, PT, 0)
-TW_PANELS_DRIVER(TW_AVX512, bf16, PR, PT, 1)
+TW_PANELS_DRIVER(TW_AVX512, f16, pack_panel, panel_tile, PR, PT, 0)
+TW_PANELS_DRIVER(TW_AVX512, bf16, pack_panel, panel_tile, PR, PT, 1)
 
 void tw_isa_fill_panels_avx512(tw_isa_table *t)
 {
