@@ -25,6 +25,15 @@
  * 128, 192, 384 and 512 read no faster on an Emerald Rapids Xeon. */
 #define TW_PANEL_KC 256
 
+/* Activations of one pass over the weights: a pass's output rows (a task's
+ * up to 256 rows) and activation columns (one column block) then take
+ * 128 KiB each, within a 512 KiB L2 (Zen 2) beside the panel, however long
+ * the prompt, where a 512-token pass would need 512 KiB of each. The
+ * weights are widened again for each pass (about 7% of a pass on the
+ * Emerald Rapids Xeon), and the start-up measurement, a 128-token product,
+ * times what prompts of every length then run. */
+#define TW_PANEL_NB 128
+
 /* Runs TILE(wp, kc, x, x_stride, y, y_stride, first, nr, TB) with TB the
  * group size tb (1..PT, PT at most 12) as a constant, so the tile's loops
  * over the group unroll; sizes past PT never come, and their cases are
@@ -53,15 +62,13 @@
 /* Runs the products of one ISA's panels: PACK(h, row_elems, nr, kc, wp,
  * is_bf16) widens and turns rows [0, nr) of columns [0, kc) of h into wp
  * (zeros for rows past nr), and TILE (see TW_PANEL_SWITCH) runs a group of
- * activations against the panel. */
+ * activations against the panel. A batch goes TW_PANEL_NB activations at a
+ * time. */
 #define TW_PANELS_DRIVER(ATTR, name, PACK, TILE, PR, PT, is_bf16)                                  \
-    ATTR static void panels_##name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,   \
-                                   const float *x, size_t n, float *y, size_t y_stride, float *wp) \
+    ATTR static void panels_block_##name(const uint16_t *h, size_t re, size_t rows, size_t cols,   \
+                                         const float *x, size_t n, float *y, size_t y_stride,      \
+                                         float *wp)                                                \
     {                                                                                              \
-        const uint16_t *h = (const uint16_t *)(const void *)w;                                     \
-        const size_t re = row_bytes / 2;                                                           \
-        if (n == 0 || rows == 0)                                                                   \
-            return;                                                                                \
         /* near-equal groups: the first n_big take tb_big activations, the rest one less */        \
         const size_t groups = (n + (PT)-1) / (PT);                                                 \
         const size_t tb_big = (n + groups - 1) / groups;                                           \
@@ -79,6 +86,15 @@
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \
+    }                                                                                              \
+    ATTR static void panels_##name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,   \
+                                   const float *x, size_t n, float *y, size_t y_stride, float *wp) \
+    {                                                                                              \
+        const uint16_t *h = (const uint16_t *)(const void *)w;                                     \
+        for (size_t t0 = 0; t0 < n; t0 += TW_PANEL_NB)                                             \
+            panels_block_##name(h, row_bytes / 2, rows, cols, x + t0 * cols,                       \
+                                n - t0 < TW_PANEL_NB ? n - t0 : TW_PANEL_NB, y + t0 * y_stride,    \
+                                y_stride, wp);                                                     \
     }
 
 #endif

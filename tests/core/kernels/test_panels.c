@@ -82,7 +82,8 @@ static void test_kernels_match_fmaf_chain(void **state)
     (void)state;
     static const size_t rows[] = {1, 15, 33, 70};
     static const size_t cols[] = {7, 16, 300, 530};
-    static const size_t ns[] = {1, 5, 13, 17, 25};
+    /* 140: a pass of TW_PANEL_NB activations and a short one */
+    static const size_t ns[] = {1, 5, 13, 17, 25, 140};
     static const tw_type types[] = {TW_TYPE_F16, TW_TYPE_BF16};
     float *wp = aligned_alloc(64, TW_PANELS_SCRATCH_BYTES);
     assert_non_null(wp);
@@ -95,7 +96,7 @@ static void test_kernels_match_fmaf_chain(void **state)
             assert_non_null(fn);
             for (size_t a = 0; a < 4; a++)
                 for (size_t b = 0; b < 4; b++)
-                    for (size_t d = 0; d < 5; d++) {
+                    for (size_t d = 0; d < sizeof ns / sizeof *ns; d++) {
                         case_data c;
                         make_case(&c, types[ti], rows[a], cols[b], ns[d],
                                   (unsigned)(a * 100 + b * 10 + d));
