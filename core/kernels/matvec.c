@@ -524,14 +524,15 @@ static bool prepare_tiles(tw_pool *pool, tw_type type, size_t cols, float **tile
     return true;
 }
 
-/* Whether large batches of this type run on the integer tile kernels
- * rather than dequantized tiles + sgemm; each ISA table says, from
- * tw-bench-kernels measurements. */
 static bool half_type(tw_type type)
 {
     return type == TW_TYPE_F16 || type == TW_TYPE_BF16;
 }
 
+/* Whether large batches of this type run on the ISA's own tile kernels
+ * rather than dequantized tiles + sgemm; each ISA table says, from
+ * tw-bench-kernels measurements, and for F16 and BF16 the chosen prefill
+ * path (tw_kernels_set_f16_prefill). */
 static bool prefill_tiles(const tw_isa_table *t, tw_type type)
 {
     int k = tw_ktype_index(type);
