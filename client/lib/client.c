@@ -158,8 +158,10 @@ tw_status tw_client_open(const tw_client_opts *o_in, tw_client **out, tw_err *er
         st = tw_errorf(err, TW_INTERNAL, "cannot open REQ socket: %s", nng_strerror(rv));
         goto fail;
     }
-    /* A request is sent again only when its connection drops (the engine
-     * restarted), never on a timer: a long Generate must not run twice. */
+    /* Never sent again on a timer: a long Generate must not run twice. With
+     * no resend time NNG also fails a request whose connection drops after
+     * it went out (NNG_ECONNRESET) instead of sending it again;
+     * tw_client_call sends the read-only ones again itself. */
     nng_socket_set_ms(c->req, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
     nng_socket_set_size(c->req, NNG_OPT_RECVMAXSZ, 0);
     st = dial(c->req, rpc_url, c->tls, &c->req_dialer, err);
@@ -275,11 +277,13 @@ void tw_client_sub_check(tw_client *c)
 }
 
 /* Sends bytes on a fresh context and waits for the answer, within
- * timeout_ms overall. */
+ * timeout_ms overall. *reset says whether the request went out and its
+ * connection then dropped before an answer came. */
 static tw_status rpc(tw_client *c, const uint8_t *buf, size_t len, uint32_t timeout_ms,
-                     nng_msg **out, tw_err *err)
+                     nng_msg **out, bool *reset, tw_err *err)
 {
     *out = NULL;
+    *reset = false;
     nng_ctx ctx;
     nng_aio *aio = NULL;
     nng_msg *msg = NULL;
@@ -324,6 +328,7 @@ static tw_status rpc(tw_client *c, const uint8_t *buf, size_t len, uint32_t time
         *out = nng_aio_get_msg(aio);
         goto done;
     }
+    *reset = rv == NNG_ECONNRESET;
     if (rv == NNG_ETIMEDOUT)
         st = tw_errorf(err, TW_DEADLINE_EXCEEDED, "no reply from the engine at %s within %u ms",
                        c->rpc_url, timeout_ms);
@@ -333,6 +338,25 @@ done:
     nng_aio_free(aio);
     nng_ctx_close(ctx);
     return st;
+}
+
+/* Whether a method only reads what the engine holds, so that a request
+ * whose connection dropped after it went out may go out again: the engine
+ * acting on it twice changes nothing. Generate, model loads and unloads and
+ * Cancel act, and are not sent twice. */
+static bool read_only(Tokenwire__V1__Request__MethodCase m)
+{
+    switch (m) {
+    case TOKENWIRE__V1__REQUEST__METHOD_TOKENIZE:
+    case TOKENWIRE__V1__REQUEST__METHOD_DETOKENIZE:
+    case TOKENWIRE__V1__REQUEST__METHOD_LIST_MODELS:
+    case TOKENWIRE__V1__REQUEST__METHOD_HEALTH:
+    case TOKENWIRE__V1__REQUEST__METHOD_STATS:
+    case TOKENWIRE__V1__REQUEST__METHOD_RESUME:
+        return true;
+    default:
+        return false;
+    }
 }
 
 tw_status tw_client_call(tw_client *c, const Tokenwire__V1__Request *req,
@@ -368,7 +392,17 @@ tw_status tw_client_call(tw_client *c, const Tokenwire__V1__Request *req,
     if (st != TW_OK)
         return st;
     nng_msg *msg;
-    st = rpc(c, buf, len, timeout, &msg, err);
+    bool reset;
+    const nng_time start = nng_clock();
+    st = rpc(c, buf, len, timeout, &msg, &reset, err);
+    /* a read-only call goes out again while its time lasts (the engine
+     * restarted, or closed the connection to listen again) */
+    while (st != TW_OK && reset && read_only(r.method_case)) {
+        const nng_time spent = nng_clock() - start;
+        if (spent >= timeout)
+            break;
+        st = rpc(c, buf, len, (uint32_t)(timeout - spent), &msg, &reset, err);
+    }
     free(buf);
     if (st != TW_OK)
         return st;

@@ -2,8 +2,12 @@
  *
  * A tw_client holds one REQ socket dialed to the engine's RPC URL and one SUB
  * socket dialed to its PUB URL (tcp://, ipc:// or tls+tcp://). Both redial
- * on their own when the engine restarts; a call in flight while the engine
- * is away is sent again once it is back (within the call's timeout).
+ * on their own when the engine restarts; a call made while the engine is
+ * away goes out once it is back (within the call's timeout). A call whose
+ * connection drops after its request went out is sent again, within its
+ * timeout, when it only reads (Tokenize, Detokenize, ListModels, Health,
+ * Stats, Resume); any other fails with UNAVAILABLE ("Connection reset"), as
+ * the engine may have acted on it (a Generate is never run twice).
  *
  * Thread-safety: one tw_client may be used by any number of threads at once.
  * Every call opens its own NNG context on the shared sockets, so calls never
