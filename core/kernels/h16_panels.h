@@ -20,10 +20,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/kernels_internal.h"
+
 /* Columns of one block: a panel of 32 rows (AVX-512) takes 32 KiB of f32,
  * 16 rows (AVX2) 16 KiB, within L1 beside the PT activations' columns.
  * 128, 192, 384 and 512 read no faster on an Emerald Rapids Xeon. */
 #define TW_PANEL_KC 256
+/* The widest panel, 32 rows of a block, is what TW_PANELS_SCRATCH_BYTES
+ * promises room for. */
+_Static_assert(TW_PANELS_SCRATCH_BYTES >= TW_PANEL_KC * 32 * sizeof(float),
+               "panel scratch smaller than a block of 32 rows");
 
 /* Activations of one pass over the weights: a pass's output rows (a task's
  * up to 256 rows) and activation columns (one column block) then take

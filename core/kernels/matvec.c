@@ -28,6 +28,8 @@
  * tile may have: sgemm slows down sharply on narrow tiles (896x4864 weights
  * went from 74 to 89 GFLOP/s when tiles grew from 16 to 64 rows). */
 #define TILE_BYTES (1024 * 1024)
+_Static_assert(TILE_BYTES >= TW_PANELS_SCRATCH_BYTES,
+               "the half-precision panels pack into a thread's tile scratch");
 #define TILE_MIN_ROWS 64
 #define TILE_ROWS 256
 /* A batch's activations hold at least this many values before quantizing
