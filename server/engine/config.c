@@ -36,6 +36,9 @@ static const opt_def OPTS[] = {
      "auto|map|huge  GGUF weights in a private huge-page copy (huge), "
      "the file mapping (map), or huge when the kernel has transparent "
      "huge pages (auto, default)"},
+    {"isa", K_STR,
+     "auto|scalar|avx2|avx512  the instruction set the kernels run (auto, default: the widest "
+     "this CPU has; a narrower one also asks OpenBLAS for kernels of its level)"},
     {"decode-prefetch", K_STR,
      "auto|on|off  whether kernels fetch weights ahead for single "
      "activations (auto, default: measured at start)"},
@@ -141,6 +144,12 @@ void twd_config_usage(void *fp, const char *prog)
                "speculates for a.gguf with a-draft.gguf and serves b.gguf without a draft.\n"
                "Defaults: --listen %s --publish %s\n",
             TWD_DEFAULT_LISTEN, TWD_DEFAULT_PUBLISH);
+}
+
+const char *twd_isa_name(twd_isa isa)
+{
+    static const char *const names[] = {"auto", "scalar", "avx2", "avx512"};
+    return (unsigned)isa < sizeof names / sizeof *names ? names[isa] : "auto";
 }
 
 /* ------------------------------------------------------------ values */
@@ -368,6 +377,16 @@ static tw_status apply(loader *l, const opt_def *o, const char *v)
         cs = set_choice(&c, v, n, pages, 3, err);
         if (cs == TW_OK)
             cfg->weight_pages = (tw_weight_pages)c;
+        return cs;
+    }
+    if (!strcmp(n, "isa")) {
+        static const choice isas[] = {{"auto", TWD_ISA_AUTO},
+                                      {"scalar", TWD_ISA_SCALAR},
+                                      {"avx2", TWD_ISA_AVX2},
+                                      {"avx512", TWD_ISA_AVX512}};
+        cs = set_choice(&c, v, n, isas, 4, err);
+        if (cs == TW_OK)
+            cfg->isa = (twd_isa)c;
         return cs;
     }
     if (!strcmp(n, "decode-prefetch")) {

@@ -25,6 +25,13 @@ typedef struct twd_model_spec {
     char *draft; /* draft model for speculative decoding; NULL: none */
 } twd_model_spec;
 
+/* --isa: the kernels' instruction set, the widest the CPU has or a
+ * narrower one. */
+typedef enum twd_isa { TWD_ISA_AUTO = 0, TWD_ISA_SCALAR, TWD_ISA_AVX2, TWD_ISA_AVX512 } twd_isa;
+
+/* Its name for tw_kernels_force_isa ("auto" for TWD_ISA_AUTO). */
+const char *twd_isa_name(twd_isa isa);
+
 /* --decode-prefetch: measured at start, or set. */
 typedef enum twd_prefetch { TWD_PREFETCH_AUTO = 0, TWD_PREFETCH_ON, TWD_PREFETCH_OFF } twd_prefetch;
 
@@ -55,6 +62,7 @@ typedef struct twd_config {
     bool no_long_context_thinking; /* --long-context-thinking off */
     tw_weight_pages weight_pages;  /* --weight-pages */
     tw_kv_type kv_type;            /* --kv-type */
+    twd_isa isa;                   /* --isa */
     twd_prefetch decode_prefetch;  /* --decode-prefetch */
     twd_f16_prefill f16_prefill;   /* --f16-prefill */
     bool fetch_ahead_set;          /* --fetch-ahead-bytes given (not "auto") */

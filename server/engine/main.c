@@ -22,6 +22,13 @@ static int run(const twd_config *cfg)
     tw_err err;
     tw_engine_opts eo;
     tw_engine_opts_init(&eo);
+    /* the ISA first: the hardware report and every measurement below run
+     * on the kernels it selects */
+    const char *widest = tw_kernels_isa();
+    if (tw_kernels_force_isa(twd_isa_name(cfg->isa), &err) != TW_OK) {
+        fprintf(stderr, "tokenwired: isa %s: %s\n", twd_isa_name(cfg->isa), err.msg);
+        return 2;
+    }
     /* every setting the user left at 0 comes from the hardware */
     tw_hw_info hw;
     tw_hw_choice hc;
@@ -47,6 +54,10 @@ static int run(const twd_config *cfg)
     tw_hw_log_choices(&hw, &used,
                       &(tw_hw_overrides){cfg->threads != 0, cfg->max_batch != 0,
                                          cfg->prefill_chunk != 0, cfg->fetch_ahead_set});
+    if (cfg->isa == TWD_ISA_AUTO)
+        tw_info("kernels %s (auto: the widest this CPU has)", tw_kernels_isa());
+    else
+        tw_info("kernels %s (set by --isa; this CPU has %s)", tw_kernels_isa(), widest);
     char blas[192];
     tw_blas_core_text(blas, sizeof blas);
     tw_info("%s", blas);
@@ -127,12 +138,23 @@ static int run(const twd_config *cfg)
     return 0;
 }
 
+/* OpenBLAS's kernel set follows the kernels' ISA: a narrower --isa asks for
+ * the AVX2 set, as a machine without AVX-512 runs. OpenBLAS reads its choice
+ * only while loading, so this may start the program again (with the same
+ * argv; a restart keeps only argv and the environment): it runs before any
+ * thread or socket exists. */
+static void pick_blas(const twd_config *cfg, char **argv)
+{
+    tw_blas_level cap = cfg->isa == TWD_ISA_AUTO || cfg->isa == TWD_ISA_AVX512
+                            ? TW_BLAS_LEVEL_AVX512
+                            : TW_BLAS_LEVEL_AVX2;
+    tw_err err;
+    if (tw_blas_pick_core(argv, cap, &err) != TW_OK)
+        tw_warn("%s; going on with OpenBLAS's own choice", err.msg);
+}
+
 int main(int argc, char **argv)
 {
-    /* before anything exists: a restart keeps only argv and the environment */
-    tw_err blas_err;
-    if (tw_blas_pick_core(argv, TW_BLAS_LEVEL_AVX512, &blas_err) != TW_OK)
-        tw_warn("%s; going on with OpenBLAS's own choice", blas_err.msg);
     /* Signals are taken synchronously by sigwait in the main thread; every
      * thread created from here on inherits the blocked mask. */
     sigset_t set;
@@ -159,6 +181,13 @@ int main(int argc, char **argv)
         twd_config_free(&cfg);
         return 0;
     }
+    if (cfg.isa != TWD_ISA_AUTO && !tw_kernels_isa_available(twd_isa_name(cfg.isa))) {
+        fprintf(stderr, "tokenwired: isa %s: this CPU cannot run the %s kernels (it has %s)\n",
+                twd_isa_name(cfg.isa), twd_isa_name(cfg.isa), tw_kernels_isa());
+        twd_config_free(&cfg);
+        return 2;
+    }
+    pick_blas(&cfg, argv);
     if (cfg.verbose)
         tw_log_set_level(TW_LOG_DEBUG);
     int rc = run(&cfg);

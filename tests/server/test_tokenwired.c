@@ -18,6 +18,7 @@
 #include "daemon_fixture.h"
 #include "proc_fixture.h"
 #include "test_support.h"
+#include "tw/kernels.h"
 
 static void daemon_start(twt_daemon *d, const char *const *extra, const char *env_key)
 {
@@ -324,15 +325,16 @@ static int collect(void *user, const Tokenwire__V1__StreamChunk *ch)
 
 /* The reference greedy tokens, non-streamed, streamed and resumed, with
  * the sequences' K/V stored as kv_type ("f32" or "f16": the reference
- * margins are far above the rounding of K and V to half). */
-static void generate_golden(const char *shared, const char *kv_type)
+ * margins are far above the rounding of K and V to half), on the kernels
+ * of isa ("auto": the widest the CPU has). */
+static void generate_golden(const char *shared, const char *kv_type, const char *isa)
 {
     golden gd;
     char model_dir[1024];
     load_golden(shared, &gd, model_dir, sizeof model_dir);
     twt_daemon d;
     const char *extra[] = {"--model",   model_dir, "--model-name", "qwen2", "--threads", "2",
-                           "--kv-type", kv_type,   NULL};
+                           "--kv-type", kv_type,   "--isa",        isa,     NULL};
     daemon_start(&d, extra, NULL);
     tw_client *c = connect_to(&d, NULL);
     Tokenwire__V1__Reply *rep = NULL;
@@ -414,6 +416,14 @@ static void generate_golden(const char *shared, const char *kv_type)
     assert_non_null(text);
     if (!strstr(text, want))
         fail_msg("the load log does not mention \"%s\": %s", want, text);
+    /* and which kernels it runs, and why */
+    if (strcmp(isa, "auto") != 0)
+        snprintf(want, sizeof want, "kernels %s (set by --isa; this CPU has %s)", isa,
+                 tw_kernels_isa());
+    else
+        snprintf(want, sizeof want, "kernels %s (auto", tw_kernels_isa());
+    if (!strstr(text, want))
+        fail_msg("the start log does not say \"%s\": %s", want, text);
     free(text);
     daemon_stop(&d);
 }
@@ -422,14 +432,42 @@ static void test_generate_golden(void **state)
 {
     (void)state;
     TW_REQUIRE_SHARED(shared);
-    generate_golden(shared, "f32");
+    generate_golden(shared, "f32", "auto");
 }
 
 static void test_generate_kv_f16(void **state)
 {
     (void)state;
     TW_REQUIRE_SHARED(shared);
-    generate_golden(shared, "f16");
+    generate_golden(shared, "f16", "auto");
+}
+
+/* --isa runs narrower kernels than the CPU's widest, to the same reference
+ * tokens, and says so; an ISA the CPU lacks is refused at start, named. */
+static void test_generate_narrower_isa(void **state)
+{
+    (void)state;
+    TW_REQUIRE_SHARED(shared);
+    const char *widest = tw_kernels_isa();
+    const char *narrower = strcmp(widest, "avx512") == 0 ? "avx2" : "scalar";
+    generate_golden(shared, "f16", narrower);
+    if (tw_kernels_isa_available("avx512"))
+        return;
+    char prog[4096];
+    tw_test_build_path(prog, sizeof prog, "server/engine/tokenwired");
+    char *dir = tw_test_mkdtemp();
+    char log[4200];
+    snprintf(log, sizeof log, "%s/out.log", dir);
+    const char *argv[] = {prog, "--isa", "avx512", NULL};
+    tw_test_spawn_opts o = {.log_path = log, .stdin_null = true};
+    assert_int_equal(tw_test_run(argv, &o, 10000), 2);
+    char *text = tw_test_read_file(log, NULL);
+    assert_non_null(text);
+    if (!strstr(text, "cannot run the avx512 kernels"))
+        fail_msg("--isa avx512 on an AVX2 CPU: %s", text);
+    free(text);
+    tw_test_rmtree(dir);
+    free(dir);
 }
 
 /* Settings with a fixed set of values refuse anything else at start, with
@@ -442,10 +480,10 @@ static void test_bad_setting_values(void **state)
     char *dir = tw_test_mkdtemp();
     char log[4200];
     snprintf(log, sizeof log, "%s/out.log", dir);
-    const char *cases[][2] = {{"--weight-pages", "tiny"},   {"--long-context-thinking", "maybe"},
-                              {"--kv-type", "f8"},          {"--decode-prefetch", "sometimes"},
-                              {"--f16-prefill", "gpu"},     {"--fetch-ahead-bytes", "lots"},
-                              {"--fetch-ahead-bytes", "1G"}};
+    const char *cases[][2] = {{"--weight-pages", "tiny"},    {"--long-context-thinking", "maybe"},
+                              {"--kv-type", "f8"},           {"--decode-prefetch", "sometimes"},
+                              {"--f16-prefill", "gpu"},      {"--fetch-ahead-bytes", "lots"},
+                              {"--fetch-ahead-bytes", "1G"}, {"--isa", "sse9"}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const char *argv[] = {prog, cases[i][0], cases[i][1], NULL};
         tw_test_spawn_opts o = {.log_path = log, .stdin_null = true};
@@ -471,6 +509,7 @@ int main(void)
         cmocka_unit_test_teardown(test_concurrent_callers, twt_daemon_teardown),
         cmocka_unit_test_teardown(test_generate_kv_f16, twt_daemon_teardown),
         cmocka_unit_test_teardown(test_generate_golden, twt_daemon_teardown),
+        cmocka_unit_test_teardown(test_generate_narrower_isa, twt_daemon_teardown),
         cmocka_unit_test(test_bad_setting_values),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
