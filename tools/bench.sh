@@ -3,7 +3,13 @@
 # models (random weights, gpt-2 vocabulary) when missing, runs every
 # benchmark and writes JSON, Markdown and PNG charts to results/<date>-<host>/.
 #
-#   tools/bench.sh [--quick] [--threads N] [--llamacpp] [--rounds N]
+#   tools/bench.sh [--quick] [--threads N] [--isa ISA] [--llamacpp] [--rounds N]
+#
+# --isa avx2 (or scalar, avx512; default auto) runs tokenwire's kernels of
+# that instruction set and OpenBLAS's of its level, as a machine without
+# the wider ones would; with --llamacpp, llama-bench is then built for the
+# same level (AVX2, FMA and F16C; for scalar the x86-64 baseline) in a build
+# folder of its own.
 #
 # --llamacpp also runs llama.cpp on every model file, right after tokenwire
 # on it, so both meet the same phase of a shared machine. The npm package
@@ -30,10 +36,19 @@ QUICK=""
 THREADS=""
 LLAMACPP=""
 ROUNDS=1
+ISA=auto
 while [ $# -gt 0 ]; do
     case "$1" in
     --quick) QUICK=--quick ;;
     --threads) THREADS="$2"; shift ;;
+    --isa)
+        ISA="${2:-}"
+        shift
+        case "$ISA" in
+        auto | scalar | avx2 | avx512) ;;
+        *) echo "bench.sh: --isa takes auto, scalar, avx2 or avx512" >&2; exit 2 ;;
+        esac
+        ;;
     --llamacpp) LLAMACPP=1 ;;
     --rounds)
         ROUNDS="${2:-}"
@@ -109,7 +124,24 @@ if [ -n "$LLAMACPP" ]; then
     fi
     cp bench/llamacpp/llamacpp.mjs "$LDIR/"
     LSRC="$LDIR/llama.cpp"
-    if [ ! -x "$LSRC/build/bin/llama-bench" ]; then
+    # the build for the ISA tokenwire runs: this CPU's flags, or a level's
+    LBUILD="$LSRC/build"
+    LFLAGS=(-DGGML_NATIVE=ON)
+    LWHAT="this CPU's flags"
+    case "$ISA" in
+    avx2)
+        LBUILD="$LSRC/build-avx2"
+        LFLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+            -DGGML_BMI2=ON -DGGML_AVX512=OFF)
+        LWHAT="AVX2, FMA and F16C"
+        ;;
+    scalar)
+        LBUILD="$LSRC/build-baseline"
+        LFLAGS=(-DGGML_NATIVE=OFF)
+        LWHAT="the x86-64 baseline"
+        ;;
+    esac
+    if [ ! -x "$LBUILD/bin/llama-bench" ]; then
         for tool in git cmake g++; do
             if ! command -v "$tool" >/dev/null 2>&1; then
                 apt_install "to build llama-bench" git cmake g++ || true
@@ -119,14 +151,17 @@ if [ -n "$LLAMACPP" ]; then
         if command -v git >/dev/null 2>&1 && command -v cmake >/dev/null 2>&1 &&
             command -v g++ >/dev/null 2>&1; then
             say "building llama-bench from the llama.cpp source node-llama-cpp carries" \
-                "(this CPU's flags; several minutes, once)"
-            rm -rf "$LSRC"
-            if git clone -q "$LDIR/node_modules/node-llama-cpp/llama/gitRelease.bundle" "$LSRC" \
-                2>/dev/null &&
-                cmake -S "$LSRC" -B "$LSRC/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+                "($LWHAT; several minutes, once)"
+            if [ ! -f "$LSRC/CMakeLists.txt" ]; then
+                rm -rf "$LSRC"
+                git clone -q "$LDIR/node_modules/node-llama-cpp/llama/gitRelease.bundle" "$LSRC" \
+                    2>/dev/null || true
+            fi
+            if [ -f "$LSRC/CMakeLists.txt" ] &&
+                cmake -S "$LSRC" -B "$LBUILD" -DCMAKE_BUILD_TYPE=Release "${LFLAGS[@]}" \
                     -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
                     -DLLAMA_BUILD_SERVER=OFF >"$LDIR/build.log" 2>&1 &&
-                cmake --build "$LSRC/build" --target llama-bench -j "$(nproc)" \
+                cmake --build "$LBUILD" --target llama-bench -j "$(nproc)" \
                     >>"$LDIR/build.log" 2>&1; then
                 say "llama-bench built"
             else
@@ -136,7 +171,7 @@ if [ -n "$LLAMACPP" ]; then
             say "no git, cmake or g++: the prebuilt llama.cpp instead of llama-bench"
         fi
     fi
-    if [ -x "$LSRC/build/bin/llama-bench" ]; then LBENCH="$LSRC/build/bin/llama-bench"; fi
+    if [ -x "$LBUILD/bin/llama-bench" ]; then LBENCH="$LBUILD/bin/llama-bench"; fi
 fi
 
 # ---- run -----------------------------------------------------------------------
@@ -146,6 +181,9 @@ ROWS="$OUT/rows.jsonl"
 : >"$ROWS"
 TARGS=()
 [ -n "$THREADS" ] && TARGS=(--threads "$THREADS")
+# the programs that run kernels also take the ISA
+KARGS=("${TARGS[@]}")
+[ "$ISA" != auto ] && KARGS+=(--isa "$ISA")
 BW=""
 LREPS=3
 [ -n "$QUICK" ] && LREPS=2
@@ -164,7 +202,7 @@ for round in $(seq 1 "$ROUNDS"); do
         [ -n "$BW" ] && EXTRA=(--bandwidth "$BW")
         say "engine benchmarks: qwen2-0.5b $t"
         "$B/bench/suite/tw-bench-engine" --model "$f" --label "qwen2-0.5b-$t" $QUICK \
-            "${TARGS[@]}" "${ENGINE[@]}" "${EXTRA[@]}" >>"$RROWS"
+            "${KARGS[@]}" "${ENGINE[@]}" "${EXTRA[@]}" >>"$RROWS"
         if [ -n "$LLAMACPP" ]; then
             say "llama.cpp on the same file: qwen2-0.5b $t"
             if [ -n "$LBENCH" ]; then
@@ -193,7 +231,7 @@ say "decode kernels against a plain read of the same matrices"
 SROUNDS=15
 [ -n "$QUICK" ] && SROUNDS=7
 for st in F16 Q8_0 Q4_0 Q5_0 Q4_K Q6_K; do
-    "$B/bench/suite/tw-bench-stream" --type "$st" --rounds "$SROUNDS" "${TARGS[@]}" >>"$ROWS" ||
+    "$B/bench/suite/tw-bench-stream" --type "$st" --rounds "$SROUNDS" "${KARGS[@]}" >>"$ROWS" ||
         say "stream benchmark of $st failed"
 done
 
@@ -202,7 +240,7 @@ if [ -f "$CACHE/qwen2-0.5b-Q8_0.gguf" ]; then
     KVP=3584
     [ -n "$QUICK" ] && KVP=1024
     "$B/bench/suite/tw-bench-kv" --model "$CACHE/qwen2-0.5b-Q8_0.gguf" --prompt "$KVP" --prefills 3 \
-        "${TARGS[@]}" >>"$ROWS"
+        "${KARGS[@]}" >>"$ROWS"
 fi
 
 say "tokenizer benchmark"
@@ -224,7 +262,7 @@ PORT=$((17000 + RANDOM % 2000))
 RPC="tcp://127.0.0.1:$PORT"
 PUB="tcp://127.0.0.1:$((PORT + 1))"
 "$B/server/engine/tokenwired" --model "$MODEL" --model-name bench --listen "$RPC" \
-    --publish "$PUB" "${TARGS[@]}" 2>"$OUT/tokenwired.log" &
+    --publish "$PUB" "${KARGS[@]}" 2>"$OUT/tokenwired.log" &
 TWD=$!
 trap 'kill $TWD 2>/dev/null || true' EXIT
 "$B/bench/suite/tw-bench-rpc" --rpc "$RPC" --pub "$PUB" --model "$MODEL" --label qwen2-0.5b-Q8_0 \
