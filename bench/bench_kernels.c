@@ -10,6 +10,7 @@
  * -q skips the vocabulary-sized shape and shortens every measurement.
  * Shapes whose width is not a whole number of blocks of a type (896 columns
  * for the 256-wide K types) are left out for that type. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,6 +230,18 @@ static void noop_task(void *ctx, int task, int n_tasks)
     (void)n_tasks;
 }
 
+/* A decimal number in [lo, hi], the whole of s. */
+static bool whole_number(const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return false;
+    *out = (int)v;
+    return true;
+}
+
 int main(int argc, char **argv)
 {
     /* before anything exists: a restart keeps only argv and the environment */
@@ -241,31 +254,48 @@ int main(int argc, char **argv)
     bool quick = false;
     const char *only_type = NULL;
     int opt;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help"))
+            argv[i] = "-h";
     while ((opt = getopt(argc, argv, "t:n:qcT:h")) != -1) {
         switch (opt) {
         case 't':
-            threads = atoi(optarg);
+            if (!whole_number(optarg, 1, 256, &threads)) {
+                fprintf(stderr, "tw-bench-kernels: -t takes 1 to 256 threads, not '%s'\n", optarg);
+                return 2;
+            }
             break;
-        case 'n':
-            prefill_n = (size_t)strtoul(optarg, NULL, 10);
+        case 'n': {
+            int n;
+            if (!whole_number(optarg, 2, 4096, &n)) {
+                fprintf(stderr, "tw-bench-kernels: -n takes 2 to 4096 tokens, not '%s'\n", optarg);
+                return 2;
+            }
+            prefill_n = (size_t)n;
             break;
+        }
         case 'q':
             quick = true;
             break;
         case 'c':
             bench_clock = CLOCK_PROCESS_CPUTIME_ID;
             break;
-        case 'T':
+        case 'T': {
+            tw_type t;
+            tw_err terr;
+            if (tw_type_from_name(optarg, &t, &terr) != TW_OK) {
+                fprintf(stderr, "tw-bench-kernels: -T: %s\n", terr.msg);
+                return 2;
+            }
             only_type = optarg;
             break;
+        }
         default:
             fprintf(stderr, "usage: %s [-t threads] [-n prefill_tokens] [-q] [-c] [-T type]\n",
                     argv[0]);
             return opt == 'h' ? 0 : 2;
         }
     }
-    if (prefill_n < 2)
-        prefill_n = 2;
     tw_pool *pool = NULL;
     tw_err err;
     if (tw_pool_create(threads, &pool, &err) != TW_OK) {
