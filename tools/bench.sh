@@ -266,7 +266,7 @@ PUB="tcp://127.0.0.1:$((PORT + 1))"
 TWD=$!
 trap 'kill $TWD 2>/dev/null || true' EXIT
 "$B/bench/suite/tw-bench-rpc" --rpc "$RPC" --pub "$PUB" --model "$MODEL" --label qwen2-0.5b-Q8_0 \
-    $QUICK "${TARGS[@]}" >>"$ROWS" || say "RPC benchmark failed (see $OUT/tokenwired.log)"
+    $QUICK "${KARGS[@]}" >>"$ROWS" || say "RPC benchmark failed (see $OUT/tokenwired.log)"
 kill "$TWD" 2>/dev/null || true
 wait "$TWD" 2>/dev/null || true
 trap - EXIT

@@ -1,8 +1,9 @@
 /* tw-bench-rpc: what the wire costs. Against a running tokenwired: the
  * Health round trip, and a streamed generation's time per token compared
  * with the same generation through the in-process engine API (loaded here
- * from the same file with the same thread count, run while the daemon is
- * idle), plus concurrent streams end to end. */
+ * from the same file with the same thread count and kernels (--isa, as the
+ * daemon was given), run while the daemon is idle), plus concurrent
+ * streams end to end. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,8 +139,9 @@ static void *conc_run(void *p)
 int main(int argc, char **argv)
 {
     const char *rpc = TW_CLIENT_DEFAULT_RPC_URL, *pub = TW_CLIENT_DEFAULT_PUB_URL;
+    bench_pick_blas("tw-bench-rpc", argv);
     const char *model = NULL, *label = "model";
-    uint32_t threads = 0;
+    size_t threads = 0;
     bool quick = false;
     for (int i = 1; i < argc; i++) {
         bool has = i + 1 < argc;
@@ -151,13 +153,20 @@ int main(int argc, char **argv)
             model = argv[++i];
         else if (!strcmp(argv[i], "--label") && has)
             label = argv[++i];
-        else if (!strcmp(argv[i], "--threads") && has)
-            threads = (uint32_t)strtoul(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--quick"))
+        else if (!strcmp(argv[i], "--threads") && has && !strcmp(argv[i + 1], "auto"))
+            threads = 0, i++;
+        else if (!strcmp(argv[i], "--threads") && has &&
+                 bench_parse_size(argv[i + 1], 1, 1024, &threads))
+            i++;
+        else if (!strcmp(argv[i], "--isa") && has) {
+            if (!bench_force_isa("tw-bench-rpc", argv[++i]))
+                return 2;
+        } else if (!strcmp(argv[i], "--quick"))
             quick = true;
         else {
-            fprintf(stderr, "usage: tw-bench-rpc --model FILE [--rpc URL] [--pub URL] "
-                            "[--label NAME] [--threads N] [--quick]\n");
+            fprintf(stderr, "usage: tw-bench-rpc [--model FILE] [--rpc URL] [--pub URL] "
+                            "[--label NAME] [--threads N|auto]\n"
+                            "                    [--isa scalar|avx2|avx512] [--quick]\n");
             return 2;
         }
     }
@@ -165,9 +174,22 @@ int main(int argc, char **argv)
     tw_client_opts_init(&o);
     o.rpc_url = rpc;
     o.pub_url = pub;
-    o.timeout_ms = 120000;
     tw_client *c = NULL;
     tw_err err;
+    /* a daemon that is not there is said at once, not after a long call's wait */
+    o.timeout_ms = 10000;
+    Tokenwire__V1__Reply *hello = NULL;
+    tw_status reach = tw_client_open(&o, &c, &err);
+    if (reach == TW_OK)
+        reach = tw_client_health(c, NULL, &hello, &err);
+    tw_wire_free_reply(hello);
+    tw_client_close(c);
+    c = NULL;
+    if (reach != TW_OK) {
+        fprintf(stderr, "tw-bench-rpc: tokenwired at %s: %s\n", rpc, err.msg);
+        return 1;
+    }
+    o.timeout_ms = 120000;
     if (tw_client_open(&o, &c, &err) != TW_OK) {
         fprintf(stderr, "tw-bench-rpc: %s\n", err.msg);
         return 1;
@@ -216,7 +238,7 @@ int main(int argc, char **argv)
     if (model) {
         tw_engine_opts eo;
         tw_engine_opts_init(&eo);
-        eo.threads = threads;
+        eo.threads = (uint32_t)threads;
         tw_engine *e = NULL;
         tw_load_opts lo;
         tw_load_opts_init(&lo);
