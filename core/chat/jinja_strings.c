@@ -181,6 +181,69 @@ bool jstr_splitlines(jrender *r, const jnode *at, const jstr *s, bool keepends, 
     return true;
 }
 
+/* Widest field and longest precision a %-format takes: Python allows any,
+ * but the C library builds every digit of a precision of millions before a
+ * bounded buffer cuts it, at seconds and gigabytes a call that the
+ * renderer's step and memory limits never see. */
+#define PERCENT_FIELD_MAX 256
+
+/* One %-conversion's flags, width and precision (-1: none). */
+typedef struct percent_spec {
+    char flags[8];
+    int width, prec;
+} percent_spec;
+
+/* A run of decimal digits from fmt at *i (none: -1); false past
+ * PERCENT_FIELD_MAX. */
+static bool percent_number(const jstr *fmt, size_t *i, int *out)
+{
+    *out = -1;
+    while (*i < fmt->len && fmt->data[*i] >= '0' && fmt->data[*i] <= '9') {
+        int d = fmt->data[(*i)++] - '0';
+        *out = (*out < 0 ? 0 : *out) * 10 + d;
+        if (*out > PERCENT_FIELD_MAX)
+            return false;
+    }
+    return true;
+}
+
+/* t with a conversion's precision (at most that many characters) and
+ * width (padded with spaces to that many, on the left unless the '-'
+ * flag), counted in code points as Python counts them. */
+static bool percent_pad_str(jrender *r, const jnode *at, jbuf *b, const char *t, size_t len,
+                            const percent_spec *ps)
+{
+    size_t cut = 0, chars = 0;
+    while (cut < len && (ps->prec < 0 || chars < (size_t)ps->prec)) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t n =
+            utf8proc_iterate((const utf8proc_uint8_t *)t + cut, (utf8proc_ssize_t)(len - cut), &cp);
+        cut += n > 0 ? (size_t)n : 1;
+        chars++;
+    }
+    size_t pad = ps->width > 0 && (size_t)ps->width > chars ? (size_t)ps->width - chars : 0;
+    const bool left = strchr(ps->flags, '-') != NULL;
+    bool ok = true;
+    for (size_t k = 0; ok && !left && k < pad; k++)
+        ok = jbuf_put(r, at, b, " ", 1);
+    ok = ok && jbuf_put(r, at, b, t, cut);
+    for (size_t k = 0; ok && left && k < pad; k++)
+        ok = jbuf_put(r, at, b, " ", 1);
+    return ok;
+}
+
+/* A numeric conversion through snprintf: spec's fields, the length
+ * modifier mod ("" or "ll") and conv. */
+static int percent_c(char *dst, size_t cap, const percent_spec *ps, const char *mod, char conv)
+{
+    int n = snprintf(dst, cap, "%%%s", ps->flags);
+    if (ps->width >= 0)
+        n += snprintf(dst + n, cap - (size_t)n, "%d", ps->width);
+    if (ps->prec >= 0)
+        n += snprintf(dst + n, cap - (size_t)n, ".%d", ps->prec);
+    return n + snprintf(dst + n, cap - (size_t)n, "%s%c", mod, conv);
+}
+
 bool jstr_percent(jrender *r, const jnode *at, const jstr *fmt, const jv *args, size_t nargs,
                   jv *out)
 {
@@ -193,17 +256,22 @@ bool jstr_percent(jrender *r, const jnode *at, const jstr *fmt, const jv *args, 
             ok = jbuf_put(r, at, &b, &c, 1);
             continue;
         }
-        char spec[32] = "%";
-        size_t sl = 1;
+        percent_spec ps = {.width = -1, .prec = -1};
+        size_t fl = 0;
         i++;
-        while (i < fmt->len && strchr("-+ 0#", fmt->data[i]) && sl < 8)
-            spec[sl++] = fmt->data[i++];
-        while (i < fmt->len && fmt->data[i] >= '0' && fmt->data[i] <= '9' && sl < 16)
-            spec[sl++] = fmt->data[i++];
-        if (i < fmt->len && fmt->data[i] == '.') {
-            spec[sl++] = fmt->data[i++];
-            while (i < fmt->len && fmt->data[i] >= '0' && fmt->data[i] <= '9' && sl < 24)
-                spec[sl++] = fmt->data[i++];
+        while (i < fmt->len && strchr("-+ 0#", fmt->data[i]) && fl + 1 < sizeof ps.flags)
+            ps.flags[fl++] = fmt->data[i++];
+        bool fits = percent_number(fmt, &i, &ps.width);
+        if (fits && i < fmt->len && fmt->data[i] == '.') {
+            i++;
+            fits = percent_number(fmt, &i, &ps.prec);
+            if (ps.prec < 0)
+                ps.prec = 0; /* "%.f": precision 0, as in C and Python */
+        }
+        if (!fits) {
+            ok = jr_fail(r, at, TW_INVALID_ARGUMENT, "format: width or precision over %d",
+                         PERCENT_FIELD_MAX);
+            break;
         }
         if (i >= fmt->len) {
             ok = jr_fail(r, at, TW_INVALID_ARGUMENT, "incomplete format");
@@ -219,24 +287,17 @@ bool jstr_percent(jrender *r, const jnode *at, const jstr *fmt, const jv *args, 
             break;
         }
         jv v = args[ai++];
-        char tmp[512];
+        /* a number of at most PERCENT_FIELD_MAX digits after the point and
+         * 309 before it, or a field that wide */
+        char tmp[640], spec[48];
+        int n = 0;
         switch (conv) {
         case 's':
         case 'r': {
             jbuf t = {0};
             ok = conv == 's' ? jv_str_append(r, at, &t, v) : jv_repr_append(r, at, &t, v);
-            if (ok) {
-                /* width/precision on strings: honour only the common plain case */
-                if (sl == 1)
-                    ok = jbuf_put(r, at, &b, t.data ? t.data : "", t.len);
-                else {
-                    spec[sl++] = 's';
-                    spec[sl] = '\0';
-                    char *cut = t.data ? t.data : "";
-                    snprintf(tmp, sizeof tmp, spec, cut);
-                    ok = jbuf_put(r, at, &b, tmp, strlen(tmp));
-                }
-            }
+            if (ok)
+                ok = percent_pad_str(r, at, &b, t.data ? t.data : "", t.len, &ps);
             jbuf_release(r, &t);
             break;
         }
@@ -252,12 +313,11 @@ bool jstr_percent(jrender *r, const jnode *at, const jstr *fmt, const jv *args, 
                              conv);
                 break;
             }
-            memcpy(spec + sl, "ll", 2);
-            sl += 2;
-            spec[sl++] = conv == 'i' ? 'd' : conv;
-            spec[sl] = '\0';
-            snprintf(tmp, sizeof tmp, spec, (long long)(v.kind == JV_INT ? v.u.i : v.u.b));
-            ok = jbuf_put(r, at, &b, tmp, strlen(tmp));
+            percent_c(spec, sizeof spec, &ps, "ll", conv == 'i' ? 'd' : conv);
+            n = snprintf(tmp, sizeof tmp, spec, (long long)(v.kind == JV_INT ? v.u.i : v.u.b));
+            ok = n >= 0 && (size_t)n < sizeof tmp
+                     ? jbuf_put(r, at, &b, tmp, (size_t)n)
+                     : jr_fail(r, at, TW_INTERNAL, "format: %%%c result too long", conv);
             break;
         case 'f':
         case 'F':
@@ -270,11 +330,14 @@ bool jstr_percent(jrender *r, const jnode *at, const jstr *fmt, const jv *args, 
                              conv);
                 break;
             }
-            spec[sl++] = conv;
-            spec[sl] = '\0';
-            snprintf(tmp, sizeof tmp, spec,
-                     v.kind == JV_FLOAT ? v.u.f : v.kind == JV_INT ? (double)v.u.i : (double)v.u.b);
-            ok = jbuf_put(r, at, &b, tmp, strlen(tmp));
+            percent_c(spec, sizeof spec, &ps, "", conv);
+            n = snprintf(tmp, sizeof tmp, spec,
+                         v.kind == JV_FLOAT ? v.u.f
+                         : v.kind == JV_INT ? (double)v.u.i
+                                            : (double)v.u.b);
+            ok = n >= 0 && (size_t)n < sizeof tmp
+                     ? jbuf_put(r, at, &b, tmp, (size_t)n)
+                     : jr_fail(r, at, TW_INTERNAL, "format: %%%c result too long", conv);
             break;
         default:
             ok = jr_fail(r, at, TW_INVALID_ARGUMENT, "unsupported format character '%c'", conv);
