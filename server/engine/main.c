@@ -17,18 +17,12 @@
 #define TWD_VERSION "unknown"
 #endif
 
-static int run(const twd_config *cfg)
+/* widest: the ISA the CPU would run by itself (cfg->isa is in force). */
+static int run(const twd_config *cfg, const char *widest)
 {
     tw_err err;
     tw_engine_opts eo;
     tw_engine_opts_init(&eo);
-    /* the ISA first: the hardware report and every measurement below run
-     * on the kernels it selects */
-    const char *widest = tw_kernels_isa();
-    if (tw_kernels_force_isa(twd_isa_name(cfg->isa), &err) != TW_OK) {
-        fprintf(stderr, "tokenwired: isa %s: %s\n", twd_isa_name(cfg->isa), err.msg);
-        return 2;
-    }
     /* every setting the user left at 0 comes from the hardware */
     tw_hw_info hw;
     tw_hw_choice hc;
@@ -181,16 +175,19 @@ int main(int argc, char **argv)
         twd_config_free(&cfg);
         return 0;
     }
-    if (cfg.isa != TWD_ISA_AUTO && !tw_kernels_isa_available(twd_isa_name(cfg.isa))) {
-        fprintf(stderr, "tokenwired: isa %s: this CPU cannot run the %s kernels (it has %s)\n",
-                twd_isa_name(cfg.isa), twd_isa_name(cfg.isa), tw_kernels_isa());
+    /* the ISA before anything measures or loads: the hardware report, the
+     * start-up tunes and the weights' layout all follow it */
+    const char *widest = tw_kernels_isa();
+    if (tw_kernels_force_isa(twd_isa_name(cfg.isa), &err) != TW_OK) {
+        fprintf(stderr, "tokenwired: isa %s: %s (it has %s)\n", twd_isa_name(cfg.isa), err.msg,
+                widest);
         twd_config_free(&cfg);
         return 2;
     }
     pick_blas(&cfg, argv);
     if (cfg.verbose)
         tw_log_set_level(TW_LOG_DEBUG);
-    int rc = run(&cfg);
+    int rc = run(&cfg, widest);
     twd_config_free(&cfg);
     return rc;
 }
