@@ -19,10 +19,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_common.h"
 #include "tw/blas.h"
 #include "tw/engine.h"
 
 #define MAX_ANSWER 256
+/* tokens of the shared prefix (and of a question) at most: past any model's
+ * context, so the engine's own limit is the one a run meets */
+#define MAX_PREFIX ((size_t)1 << 20)
+#define PROG       "tw-bench-cache"
 
 typedef struct run_result {
     pthread_mutex_t mu;
@@ -172,30 +177,42 @@ int main(int argc, char **argv)
     opts o = {.prefix = 12288, .question = 24, .answer = 30, .turns = 5, .verify_turns = true};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--prefix") && v)
-            o.prefix = strtoul(argv[++i], NULL, 10);
-        else if (!strcmp(a, "--question") && v)
-            o.question = strtoul(argv[++i], NULL, 10);
-        else if (!strcmp(a, "--answer") && v)
-            o.answer = strtoul(argv[++i], NULL, 10);
-        else if (!strcmp(a, "--turns") && v)
-            o.turns = strtoul(argv[++i], NULL, 10);
-        else if (!strcmp(a, "--threads") && v)
-            o.threads = (uint32_t)strtoul(argv[++i], NULL, 10);
-        else if (!strcmp(a, "--state-dir") && v)
-            o.state_dir = argv[++i];
-        else if (!strcmp(a, "--no-verify-turns"))
+        if (!strcmp(a, "--no-verify-turns")) {
             o.verify_turns = false;
-        else if (a[0] != '-' && !o.model)
+            continue;
+        }
+        if (a[0] != '-' && !o.model) {
             o.model = a;
+            continue;
+        }
+        /* the other options take a value */
+        const char *v = i + 1 < argc ? argv[++i] : NULL;
+        size_t threads = 0;
+        bool ok = true;
+        if (!strcmp(a, "--prefix"))
+            ok = bench_arg_size(PROG, a, v, 0, MAX_PREFIX, &o.prefix);
+        else if (!strcmp(a, "--question"))
+            ok = bench_arg_size(PROG, a, v, 1, MAX_PREFIX, &o.question);
+        else if (!strcmp(a, "--answer"))
+            ok = bench_arg_size(PROG, a, v, 1, MAX_ANSWER, &o.answer);
+        else if (!strcmp(a, "--turns"))
+            ok = bench_arg_size(PROG, a, v, 1, 50, &o.turns);
+        else if (!strcmp(a, "--threads")) {
+            ok = bench_arg_size(PROG, a, v, 0, 1024, &threads);
+            o.threads = (uint32_t)threads;
+        } else if (!strcmp(a, "--state-dir"))
+            ok = (o.state_dir = bench_arg_value(PROG, a, v)) != NULL;
         else {
+            bench_arg_unknown(PROG, a);
+            ok = false;
+        }
+        if (!ok) {
             usage();
             return 2;
         }
     }
-    if (!o.model || o.answer == 0 || o.answer > MAX_ANSWER || o.question == 0 || o.turns == 0 ||
-        o.turns > 50) {
+    if (!o.model) {
+        fprintf(stderr, PROG ": the model file is required\n");
         usage();
         return 2;
     }

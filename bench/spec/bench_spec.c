@@ -20,14 +20,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_common.h"
 #include "tw/blas.h"
 #include "tw/engine.h"
 #include "tw/hw.h"
 #include "tw/kernels.h"
 #include "tw/log.h"
+#include "tw/spec.h"
 
 #include "spec_costs.h"
 
+#define PROG          "tw-bench-spec"
 #define DEFAULT_MODEL "models/tokenwire-coder-24m-q8_0.gguf"
 #define DEFAULT_DRAFT "models/tokenwire-coder-draft-3m-q8_0.gguf"
 #define MAX_OUT 1024
@@ -349,46 +352,46 @@ static bool parse_args(int argc, char **argv, args *a)
     /* every option takes a value: they come in pairs */
     for (int i = 1; i < argc; i += 2) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        uint32_t *num = NULL;
+        size_t n = 0;
+        bool ok = true;
         if (!strcmp(o, "--model"))
-            a->model = v;
+            ok = (a->model = bench_arg_value(PROG, o, v)) != NULL;
         else if (!strcmp(o, "--draft"))
-            a->draft = v;
-        else if (!strcmp(o, "--threads"))
-            num = &a->threads;
-        else if (!strcmp(o, "--tokens"))
-            num = &a->tokens;
-        else if (!strcmp(o, "--reps"))
-            num = &a->reps;
-        else if (!strcmp(o, "--k"))
-            num = &a->k;
-        else if (!strcmp(o, "--parallel"))
-            num = &a->parallel;
-        else if (!strcmp(o, "--decode-prefetch") && v && (!strcmp(v, "auto") ||
-                                                           !strcmp(v, "on") || !strcmp(v, "off")))
-            a->prefetch = v;
-        else if (!strcmp(o, "--isa") && v) {
+            ok = (a->draft = bench_arg_value(PROG, o, v)) != NULL;
+        else if (!strcmp(o, "--threads")) {
+            ok = bench_arg_size(PROG, o, v, 1, 1024, &n);
+            a->threads = ok ? (uint32_t)n : a->threads;
+        } else if (!strcmp(o, "--tokens")) {
+            ok = bench_arg_size(PROG, o, v, 2, MAX_OUT, &n);
+            a->tokens = ok ? (uint32_t)n : a->tokens;
+        } else if (!strcmp(o, "--reps")) {
+            ok = bench_arg_size(PROG, o, v, 1, MAX_REPS, &n);
+            a->reps = ok ? (uint32_t)n : a->reps;
+        } else if (!strcmp(o, "--k")) {
+            ok = bench_arg_size(PROG, o, v, 0, TW_SPEC_MAX_DRAFT, &n);
+            a->k = (uint32_t)n;
+        } else if (!strcmp(o, "--parallel")) {
+            ok = bench_arg_size(PROG, o, v, 0, 1, &n);
+            a->parallel = (uint32_t)n;
+        } else if (!strcmp(o, "--decode-prefetch")) {
+            ok = bench_arg_value(PROG, o, v) &&
+                 (!strcmp(v, "auto") || !strcmp(v, "on") || !strcmp(v, "off"));
+            if (ok)
+                a->prefetch = v;
+            else if (v)
+                fprintf(stderr, PROG ": --decode-prefetch must be auto, on or off, not '%s'\n", v);
+        } else if (!strcmp(o, "--isa"))
             /* a lower kernel level than the CPU offers, e.g. the AVX2 paths
              * machines without AVX-512 run */
-            tw_err ierr;
-            if (tw_kernels_force_isa(v, &ierr) != TW_OK) {
-                fprintf(stderr, "tw-bench-spec: %s\n", ierr.msg);
-                return false;
-            }
-        } else
-            return false;
-        if (!v)
-            return false;
-        if (num) {
-            char *end;
-            unsigned long x = strtoul(v, &end, 10);
-            if (*end || end == v || x > 100000)
-                return false;
-            *num = (uint32_t)x;
+            ok = bench_arg_value(PROG, o, v) && bench_force_isa(PROG, v);
+        else {
+            bench_arg_unknown(PROG, o);
+            ok = false;
         }
+        if (!ok)
+            return false;
     }
-    return a->reps >= 1 && a->reps <= MAX_REPS && a->tokens >= 2 && a->tokens <= MAX_OUT &&
-           a->threads >= 1 && a->parallel <= 1;
+    return true;
 }
 
 static double best_of(const double *v, uint32_t n)

@@ -212,8 +212,10 @@ int bench_decode_prefetch(const char *mode, uint32_t threads)
     tw_prefetch_tune t;
     tw_hw_detect(&hw, &err);
     tw_status st = tw_hw_decode_prefetch(mode, &hw, threads, &t, &err);
-    if (st == TW_INVALID_ARGUMENT)
+    if (st == TW_INVALID_ARGUMENT) {
+        fprintf(stderr, "%s\n", err.msg);
         return -1;
+    }
     if (st != TW_OK)
         bench_progress("decode prefetch tuning failed (%s); off", err.msg);
     char extra[256], text[256];
@@ -232,8 +234,10 @@ int bench_f16_prefill(const char *mode, uint32_t threads)
     tw_err err;
     tw_f16_prefill_tune t;
     tw_status st = tw_hw_f16_prefill(mode, threads, &t, &err);
-    if (st == TW_INVALID_ARGUMENT)
+    if (st == TW_INVALID_ARGUMENT) {
+        fprintf(stderr, "%s\n", err.msg);
         return -1;
+    }
     if (st != TW_OK)
         bench_progress("F16 prefill tuning failed (%s); the tiles", err.msg);
     char extra[320], text[320];
@@ -258,4 +262,45 @@ bool bench_parse_size(const char *s, size_t lo, size_t hi, size_t *out)
         return false;
     *out = (size_t)v;
     return true;
+}
+
+const char *bench_arg_value(const char *prog, const char *flag, const char *value)
+{
+    if (!value)
+        fprintf(stderr, "%s: %s needs a value\n", prog, flag);
+    return value;
+}
+
+bool bench_arg_size(const char *prog, const char *flag, const char *value, size_t lo, size_t hi,
+                    size_t *out)
+{
+    if (!bench_arg_value(prog, flag, value))
+        return false;
+    if (bench_parse_size(value, lo, hi, out))
+        return true;
+    fprintf(stderr, "%s: %s wants a whole number from %zu to %zu, not '%s'\n", prog, flag, lo, hi,
+            value);
+    return false;
+}
+
+bool bench_arg_positive(const char *prog, const char *flag, const char *value, double hi,
+                        double *out)
+{
+    if (!bench_arg_value(prog, flag, value))
+        return false;
+    char *end;
+    errno = 0;
+    double v = strtod(value, &end);
+    if (*value && !*end && !errno && v > 0 && v <= hi) {
+        *out = v;
+        return true;
+    }
+    fprintf(stderr, "%s: %s wants a number above 0 and at most %g, not '%s'\n", prog, flag, hi,
+            value);
+    return false;
+}
+
+void bench_arg_unknown(const char *prog, const char *arg)
+{
+    fprintf(stderr, "%s: unknown option '%s'\n", prog, arg);
 }

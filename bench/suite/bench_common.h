@@ -26,6 +26,24 @@ uint64_t bench_heap_bytes(void);
  * nothing: false (and *out untouched) for anything else. */
 bool bench_parse_size(const char *s, size_t lo, size_t hi, size_t *out);
 
+/* The value of the option `flag` (NULL when the command line ended before
+ * it), or NULL after "prog: flag needs a value" on stderr. */
+const char *bench_arg_value(const char *prog, const char *flag, const char *value);
+
+/* bench_parse_size() for the value of `flag`; anything else is said on
+ * stderr ("prog: flag wants a whole number from lo to hi, not 'x'") and
+ * gives false. */
+bool bench_arg_size(const char *prog, const char *flag, const char *value, size_t lo, size_t hi,
+                    size_t *out);
+
+/* A decimal number in (0, hi] for `flag`, said on stderr like
+ * bench_arg_size() when it is anything else. */
+bool bench_arg_positive(const char *prog, const char *flag, const char *value, double hi,
+                        double *out);
+
+/* Says "prog: unknown option 'arg'" on stderr. */
+void bench_arg_unknown(const char *prog, const char *arg);
+
 /* Prints a progress line to stderr ("[bench] ..."). */
 void bench_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

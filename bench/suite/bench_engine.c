@@ -680,15 +680,7 @@ static int bench_engine_api(const args *a, const model_results *mr)
     return 0;
 }
 
-static bool parse_u32(const char *s, uint32_t *out)
-{
-    char *end;
-    unsigned long v = strtoul(s, &end, 10);
-    if (!*s || *end || v == 0 || v > 4096)
-        return false;
-    *out = (uint32_t)v;
-    return true;
-}
+#define PROG "tw-bench-engine"
 
 int main(int argc, char **argv)
 {
@@ -708,47 +700,59 @@ int main(int argc, char **argv)
     tw_kernels_set_fetch_ahead((size_t)ch.fetch_ahead);
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
-        bool has = i + 1 < argc;
-        if (!strcmp(s, "--model") && has) {
-            a.model = argv[++i];
-        } else if (!strcmp(s, "--label") && has) {
-            a.label = argv[++i];
-        } else if (!strcmp(s, "--threads") && has) {
-            if (strcmp(argv[++i], "auto") != 0 && !parse_u32(argv[i], &a.threads)) {
-                usage(stderr);
-                return 2;
-            }
-        } else if (!strcmp(s, "--chunk") && has && parse_u32(argv[i + 1], &a.chunk)) {
-            i++;
-        } else if (!strcmp(s, "--max-batch") && has && parse_u32(argv[i + 1], &a.max_batch)) {
-            i++;
-        } else if (!strcmp(s, "--bandwidth") && has) {
-            a.bandwidth = strtod(argv[++i], NULL) * 1e9;
-        } else if (!strcmp(s, "--quick")) {
-            a.quick = true;
-        } else if (!strcmp(s, "--no-engine")) {
-            a.skip_engine = true;
-        } else if (!strcmp(s, "--kv-type") && has && !strcmp(argv[i + 1], "f32")) {
-            a.kv_type = TW_KV_F32;
-            i++;
-        } else if (!strcmp(s, "--kv-type") && has && !strcmp(argv[i + 1], "f16")) {
-            a.kv_type = TW_KV_F16;
-            i++;
-        } else if (!strcmp(s, "--decode-prefetch") && has) {
-            a.prefetch = argv[++i];
-        } else if (!strcmp(s, "--f16-prefill") && has) {
-            a.f16_prefill = argv[++i];
-        } else if (!strcmp(s, "--isa") && has) {
+        if (!strcmp(s, "--quick") || !strcmp(s, "--no-engine")) {
+            a.quick |= !strcmp(s, "--quick");
+            a.skip_engine |= !strcmp(s, "--no-engine");
+            continue;
+        }
+        /* the others take a value */
+        const char *v = i + 1 < argc ? argv[++i] : NULL;
+        bool ok = true;
+        size_t n = 0;
+        if (!strcmp(s, "--model")) {
+            ok = (a.model = bench_arg_value(PROG, s, v)) != NULL;
+        } else if (!strcmp(s, "--label")) {
+            ok = (a.label = bench_arg_value(PROG, s, v)) != NULL;
+        } else if (!strcmp(s, "--threads") && v && !strcmp(v, "auto")) {
+            a.threads = ch.threads;
+        } else if (!strcmp(s, "--threads")) {
+            ok = bench_arg_size(PROG, s, v, 1, 4096, &n);
+            a.threads = ok ? (uint32_t)n : a.threads;
+        } else if (!strcmp(s, "--chunk")) {
+            ok = bench_arg_size(PROG, s, v, 1, 4096, &n);
+            a.chunk = ok ? (uint32_t)n : a.chunk;
+        } else if (!strcmp(s, "--max-batch")) {
+            ok = bench_arg_size(PROG, s, v, 1, 4096, &n);
+            a.max_batch = ok ? (uint32_t)n : a.max_batch;
+        } else if (!strcmp(s, "--bandwidth")) {
+            double gbps = 0;
+            ok = bench_arg_positive(PROG, s, v, 1e5, &gbps);
+            a.bandwidth = gbps * 1e9;
+        } else if (!strcmp(s, "--kv-type")) {
+            ok = bench_arg_value(PROG, s, v) && (!strcmp(v, "f32") || !strcmp(v, "f16"));
+            if (ok)
+                a.kv_type = !strcmp(v, "f32") ? TW_KV_F32 : TW_KV_F16;
+            else if (v)
+                fprintf(stderr, PROG ": --kv-type must be f16 or f32, not '%s'\n", v);
+        } else if (!strcmp(s, "--decode-prefetch")) {
+            ok = (a.prefetch = bench_arg_value(PROG, s, v)) != NULL;
+        } else if (!strcmp(s, "--f16-prefill")) {
+            ok = (a.f16_prefill = bench_arg_value(PROG, s, v)) != NULL;
+        } else if (!strcmp(s, "--isa")) {
             /* Measure a lower kernel level than the CPU offers, e.g. the AVX2
              * paths that machines without AVX-512 run. */
-            if (!bench_force_isa("tw-bench-engine", argv[++i]))
-                return 2;
+            ok = bench_arg_value(PROG, s, v) && bench_force_isa(PROG, v);
         } else {
+            bench_arg_unknown(PROG, s);
+            ok = false;
+        }
+        if (!ok) {
             usage(stderr);
             return 2;
         }
     }
     if (!a.model) {
+        fprintf(stderr, PROG ": --model is required\n");
         usage(stderr);
         return 2;
     }

@@ -76,6 +76,8 @@ static void usage(void)
                     "                   [--f16-prefill auto|tiles|panels|blas]\n");
 }
 
+#define PROG "tw-bench-kv"
+
 int main(int argc, char **argv)
 {
     bench_pick_blas("tw-bench-kv", argv);
@@ -88,37 +90,37 @@ int main(int argc, char **argv)
     size_t threads = ch.threads, prompt = 3584, tokens = 128, prefills = 5;
     const char *prefetch = "auto", *f16_prefill = "auto";
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has = i + 1 < argc;
-        if (!strcmp(a, "--model") && has) {
-            path = argv[++i];
-        } else if (!strcmp(a, "--threads") && has && !strcmp(argv[i + 1], "auto")) {
-            i++;
-        } else if (!strcmp(a, "--threads") && has &&
-                   bench_parse_size(argv[i + 1], 1, 1024, &threads)) {
-            i++;
-        } else if (!strcmp(a, "--prompt") && has &&
-                   bench_parse_size(argv[i + 1], 1, 1 << 20, &prompt)) {
-            i++;
-        } else if (!strcmp(a, "--tokens") && has &&
-                   bench_parse_size(argv[i + 1], BURST, 1 << 16, &tokens)) {
-            i++;
-        } else if (!strcmp(a, "--prefills") && has &&
-                   bench_parse_size(argv[i + 1], 1, MAX_PREFILLS, &prefills)) {
-            i++;
-        } else if (!strcmp(a, "--decode-prefetch") && has) {
-            prefetch = argv[++i];
-        } else if (!strcmp(a, "--f16-prefill") && has) {
-            f16_prefill = argv[++i];
-        } else if (!strcmp(a, "--isa") && has) {
-            if (!bench_force_isa("tw-bench-kv", argv[++i]))
-                return 2;
-        } else {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[++i] : NULL;
+        bool ok = true;
+        if (!strcmp(a, "--model"))
+            ok = (path = bench_arg_value(PROG, a, v)) != NULL;
+        else if (!strcmp(a, "--threads") && v && !strcmp(v, "auto"))
+            threads = ch.threads;
+        else if (!strcmp(a, "--threads"))
+            ok = bench_arg_size(PROG, a, v, 1, 1024, &threads);
+        else if (!strcmp(a, "--prompt"))
+            ok = bench_arg_size(PROG, a, v, 1, 1 << 20, &prompt);
+        else if (!strcmp(a, "--tokens"))
+            ok = bench_arg_size(PROG, a, v, BURST, 1 << 16, &tokens);
+        else if (!strcmp(a, "--prefills"))
+            ok = bench_arg_size(PROG, a, v, 1, MAX_PREFILLS, &prefills);
+        else if (!strcmp(a, "--decode-prefetch"))
+            ok = (prefetch = bench_arg_value(PROG, a, v)) != NULL;
+        else if (!strcmp(a, "--f16-prefill"))
+            ok = (f16_prefill = bench_arg_value(PROG, a, v)) != NULL;
+        else if (!strcmp(a, "--isa"))
+            ok = bench_arg_value(PROG, a, v) && bench_force_isa(PROG, v);
+        else {
+            bench_arg_unknown(PROG, a);
+            ok = false;
+        }
+        if (!ok) {
             usage();
             return 2;
         }
     }
     if (!path) {
+        fprintf(stderr, PROG ": --model is required\n");
         usage();
         return 2;
     }

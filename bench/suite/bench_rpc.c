@@ -136,6 +136,8 @@ static void *conc_run(void *p)
     return NULL;
 }
 
+#define PROG "tw-bench-rpc"
+
 int main(int argc, char **argv)
 {
     const char *rpc = TW_CLIENT_DEFAULT_RPC_URL, *pub = TW_CLIENT_DEFAULT_PUB_URL;
@@ -144,26 +146,33 @@ int main(int argc, char **argv)
     size_t threads = 0;
     bool quick = false;
     for (int i = 1; i < argc; i++) {
-        bool has = i + 1 < argc;
-        if (!strcmp(argv[i], "--rpc") && has)
-            rpc = argv[++i];
-        else if (!strcmp(argv[i], "--pub") && has)
-            pub = argv[++i];
-        else if (!strcmp(argv[i], "--model") && has)
-            model = argv[++i];
-        else if (!strcmp(argv[i], "--label") && has)
-            label = argv[++i];
-        else if (!strcmp(argv[i], "--threads") && has && !strcmp(argv[i + 1], "auto"))
-            threads = 0, i++;
-        else if (!strcmp(argv[i], "--threads") && has &&
-                 bench_parse_size(argv[i + 1], 1, 1024, &threads))
-            i++;
-        else if (!strcmp(argv[i], "--isa") && has) {
-            if (!bench_force_isa("tw-bench-rpc", argv[++i]))
-                return 2;
-        } else if (!strcmp(argv[i], "--quick"))
+        const char *a = argv[i];
+        if (!strcmp(a, "--quick")) {
             quick = true;
+            continue;
+        }
+        /* the others take a value */
+        const char *v = i + 1 < argc ? argv[++i] : NULL;
+        bool ok = true;
+        if (!strcmp(a, "--rpc"))
+            ok = (rpc = bench_arg_value(PROG, a, v)) != NULL;
+        else if (!strcmp(a, "--pub"))
+            ok = (pub = bench_arg_value(PROG, a, v)) != NULL;
+        else if (!strcmp(a, "--model"))
+            ok = (model = bench_arg_value(PROG, a, v)) != NULL;
+        else if (!strcmp(a, "--label"))
+            ok = (label = bench_arg_value(PROG, a, v)) != NULL;
+        else if (!strcmp(a, "--threads") && v && !strcmp(v, "auto"))
+            threads = 0;
+        else if (!strcmp(a, "--threads"))
+            ok = bench_arg_size(PROG, a, v, 1, 1024, &threads);
+        else if (!strcmp(a, "--isa"))
+            ok = bench_arg_value(PROG, a, v) && bench_force_isa(PROG, v);
         else {
+            bench_arg_unknown(PROG, a);
+            ok = false;
+        }
+        if (!ok) {
             fprintf(stderr, "usage: tw-bench-rpc [--model FILE] [--rpc URL] [--pub URL] "
                             "[--label NAME] [--threads N|auto]\n"
                             "                    [--isa scalar|avx2|avx512] [--quick]\n");

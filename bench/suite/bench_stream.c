@@ -123,6 +123,8 @@ static void usage(void)
             "                       [--isa scalar|avx2|avx512] [--decode-prefetch auto|on|off]\n");
 }
 
+#define PROG "tw-bench-stream"
+
 int main(int argc, char **argv)
 {
     bench_pick_blas("tw-bench-stream", argv);
@@ -135,30 +137,32 @@ int main(int argc, char **argv)
     tw_type type = TW_TYPE_Q4_0;
     const char *prefetch = "auto";
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has = i + 1 < argc;
-        if (!strcmp(a, "--type") && has) {
-            if (tw_type_from_name(argv[++i], &type, &err) != TW_OK) {
-                fprintf(stderr, "tw-bench-stream: %s\n", err.msg);
-                return 2;
+        /* every option takes a value */
+        const char *a = argv[i], *v = i + 1 < argc ? argv[++i] : NULL;
+        bool ok = true;
+        if (!strcmp(a, "--type")) {
+            ok = bench_arg_value(PROG, a, v) != NULL;
+            if (ok && tw_type_from_name(v, &type, &err) != TW_OK) {
+                fprintf(stderr, PROG ": %s\n", err.msg);
+                ok = false;
             }
-        } else if (!strcmp(a, "--threads") && has && !strcmp(argv[i + 1], "auto")) {
-            i++;
-        } else if (!strcmp(a, "--threads") && has &&
-                   bench_parse_size(argv[i + 1], 1, 256, &threads)) {
-            i++;
-        } else if (!strcmp(a, "--layers") && has &&
-                   bench_parse_size(argv[i + 1], 1, MAX_LAYERS, &layers)) {
-            i++;
-        } else if (!strcmp(a, "--rounds") && has &&
-                   bench_parse_size(argv[i + 1], 3, 1000, &rounds)) {
-            i++;
-        } else if (!strcmp(a, "--decode-prefetch") && has) {
-            prefetch = argv[++i];
-        } else if (!strcmp(a, "--isa") && has) {
-            if (!bench_force_isa("tw-bench-stream", argv[++i]))
-                return 2;
+        } else if (!strcmp(a, "--threads") && v && !strcmp(v, "auto")) {
+            threads = ch.threads;
+        } else if (!strcmp(a, "--threads")) {
+            ok = bench_arg_size(PROG, a, v, 1, 256, &threads);
+        } else if (!strcmp(a, "--layers")) {
+            ok = bench_arg_size(PROG, a, v, 1, MAX_LAYERS, &layers);
+        } else if (!strcmp(a, "--rounds")) {
+            ok = bench_arg_size(PROG, a, v, 3, 1000, &rounds);
+        } else if (!strcmp(a, "--decode-prefetch")) {
+            ok = (prefetch = bench_arg_value(PROG, a, v)) != NULL;
+        } else if (!strcmp(a, "--isa")) {
+            ok = bench_arg_value(PROG, a, v) && bench_force_isa(PROG, v);
         } else {
+            bench_arg_unknown(PROG, a);
+            ok = false;
+        }
+        if (!ok) {
             usage();
             return 2;
         }
