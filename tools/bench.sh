@@ -219,8 +219,9 @@ for round in $(seq 1 "$ROUNDS"); do
             fi
         fi
         if [ -z "$BW" ]; then
-            BW=$(grep '"suite":"machine"' "$RROWS" | head -1 |
-                sed 's/.*"value":\([0-9.e+]*\).*/\1/' | awk '{printf "%.3f", $1 / 1e9}')
+            # a failed probe (0) leaves the next model to probe again
+            BW=$(grep '"suite":"machine","name":"read_bandwidth"' "$RROWS" | head -1 |
+                sed 's/.*"value":\([0-9.e+]*\).*/\1/' | awk '$1 > 0 {printf "%.3f", $1 / 1e9}')
         fi
     done
 done

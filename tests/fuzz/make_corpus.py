@@ -170,6 +170,16 @@ def main():
         "api-key = k1\nmax-message-bytes = 16M\nstream-grace-ms = 100\n"
         "\n%%ARGS%%\n--threads=2\n--model\nc=/y.gguf\n--verbose\n--max-streams=3")
     put(tw, "bad", "x = \n[\n\n%%ARGS%%\n-z\n--help")
+
+    # fuzz_seq_state: odd selectors fill a real header's body (format from
+    # the selector, token count from the next byte); even ones are whole blobs
+    ss = os.path.join(out, "seq_state")
+    nan, inf = struct.pack("<f", float("nan")), struct.pack("<f", float("inf"))
+    put(ss, "f32_nan", b"\x01\x05" + nan + struct.pack("<f", 1.5) + inf)
+    put(ss, "q8_scales", b"\x03\x18" + inf + bytes(range(32)) + struct.pack("<f", 3e38))
+    put(ss, "f16_full", b"\x05\x17\x00\x7c\x00\xfc\xff\x7f\x01\x3c")
+    put(ss, "blob_header", b"\x00TWSQ" + struct.pack("<IIIIII", 1, 0, 2, 2, 16, 2) +
+        bytes(64 - 28))
     return 0
 
 
