@@ -383,7 +383,7 @@ static bool parse_args(int argc, char **argv, args *a)
         } else if (!strcmp(o, "--isa"))
             /* a lower kernel level than the CPU offers, e.g. the AVX2 paths
              * machines without AVX-512 run */
-            ok = bench_arg_value(PROG, o, v) && bench_force_isa(PROG, v);
+            ok = bench_force_isa(PROG, v);
         else {
             bench_arg_unknown(PROG, o);
             ok = false;

@@ -198,6 +198,8 @@ void bench_pick_blas(const char *prog, char **argv)
 
 bool bench_force_isa(const char *prog, const char *name)
 {
+    if (!bench_arg_value(prog, "--isa", name))
+        return false;
     tw_err err;
     if (tw_kernels_force_isa(name, &err) == TW_OK)
         return true;

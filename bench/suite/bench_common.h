@@ -68,7 +68,8 @@ double bench_machine_row(uint32_t threads, double seconds);
 void bench_pick_blas(const char *prog, char **argv);
 
 /* Forces the kernels' ISA (tw_kernels_force_isa) to `name` for --isa;
- * false, with "prog: why" on stderr, when this machine or build lacks it. */
+ * false, with "prog: why" on stderr, when this machine or build lacks it
+ * or name is NULL (the command line ended before the value). */
 bool bench_force_isa(const char *prog, const char *name);
 
 /* Applies decode prefetch (tw/kernels.h) as `mode` says: "on", "off", or

@@ -741,7 +741,7 @@ int main(int argc, char **argv)
         } else if (!strcmp(s, "--isa")) {
             /* Measure a lower kernel level than the CPU offers, e.g. the AVX2
              * paths that machines without AVX-512 run. */
-            ok = bench_arg_value(PROG, s, v) && bench_force_isa(PROG, v);
+            ok = bench_force_isa(PROG, v);
         } else {
             bench_arg_unknown(PROG, s);
             ok = false;

@@ -167,7 +167,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--threads"))
             ok = bench_arg_size(PROG, a, v, 1, 1024, &threads);
         else if (!strcmp(a, "--isa"))
-            ok = bench_arg_value(PROG, a, v) && bench_force_isa(PROG, v);
+            ok = bench_force_isa(PROG, v);
         else {
             bench_arg_unknown(PROG, a);
             ok = false;

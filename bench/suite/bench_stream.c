@@ -157,7 +157,7 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--decode-prefetch")) {
             ok = (prefetch = bench_arg_value(PROG, a, v)) != NULL;
         } else if (!strcmp(a, "--isa")) {
-            ok = bench_arg_value(PROG, a, v) && bench_force_isa(PROG, v);
+            ok = bench_force_isa(PROG, v);
         } else {
             bench_arg_unknown(PROG, a);
             ok = false;

@@ -44,6 +44,7 @@ expect "tw-bench-stream: unknown tensor type 'Q9_0'" "$STREAM" --type Q9_0
 expect "tw-bench-stream: --layers needs a value" "$STREAM" --layers
 expect "tw-bench-rpc: --threads wants a whole number from 1 to 1024, not '0'" "$RPC" --threads 0
 expect "tw-bench-rpc: unknown option 'extra'" "$RPC" --quick extra
+expect "tw-bench-rpc: --isa needs a value" "$RPC" --quick --isa
 expect "tw-bench-spec: --k wants a whole number from 0 to 12, not '13'" "$SPEC" --k 13
 expect "tw-bench-spec: --reps wants a whole number from 1 to 32, not '1e3'" "$SPEC" --reps 1e3
 expect "tw-bench-spec: --draft needs a value" "$SPEC" --draft
