@@ -26,8 +26,8 @@
 static const tw_type types[] = {TW_TYPE_F32,  TW_TYPE_F16,  TW_TYPE_BF16, TW_TYPE_Q8_0,
                                 TW_TYPE_Q4_0, TW_TYPE_Q5_0, TW_TYPE_Q5_1, TW_TYPE_Q4_K,
                                 TW_TYPE_Q5_K, TW_TYPE_Q6_K};
-static const char *const isas[] = {"scalar", "avx2", "avx512"};
-#define N_ISAS 3
+static const char *const isas[] = {"scalar", "avx2", "avx2vnni", "avx512"};
+#define N_ISAS 4
 
 /* -c: process CPU time instead of wall time, which keeps single-thread
  * numbers meaningful on a machine busy with other work. */

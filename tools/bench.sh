@@ -5,11 +5,11 @@
 #
 #   tools/bench.sh [--quick] [--threads N] [--isa ISA] [--llamacpp] [--rounds N]
 #
-# --isa avx2 (or scalar, avx512; default auto) runs tokenwire's kernels of
-# that instruction set and OpenBLAS's of its level, as a machine without
-# the wider ones would; with --llamacpp, llama-bench is then built for the
-# same level (AVX2, FMA and F16C; for scalar the x86-64 baseline) in a build
-# folder of its own.
+# --isa avx2 (or scalar, avx2vnni, avx512; default auto) runs tokenwire's
+# kernels of that instruction set and OpenBLAS's of its level, as a machine
+# without the wider ones would; with --llamacpp, llama-bench is then built
+# for the same level (AVX2, FMA and F16C, with AVX-VNNI for avx2vnni; for
+# scalar the x86-64 baseline) in a build folder of its own.
 #
 # --llamacpp also runs llama.cpp on every model file, right after tokenwire
 # on it, so both meet the same phase of a shared machine. The npm package
@@ -45,8 +45,8 @@ while [ $# -gt 0 ]; do
         ISA="${2:-}"
         shift
         case "$ISA" in
-        auto | scalar | avx2 | avx512) ;;
-        *) echo "bench.sh: --isa takes auto, scalar, avx2 or avx512" >&2; exit 2 ;;
+        auto | scalar | avx2 | avx2vnni | avx512) ;;
+        *) echo "bench.sh: --isa takes auto, scalar, avx2, avx2vnni or avx512" >&2; exit 2 ;;
         esac
         ;;
     --llamacpp) LLAMACPP=1 ;;
@@ -134,6 +134,12 @@ if [ -n "$LLAMACPP" ]; then
         LFLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
             -DGGML_BMI2=ON -DGGML_AVX512=OFF)
         LWHAT="AVX2, FMA and F16C"
+        ;;
+    avx2vnni)
+        LBUILD="$LSRC/build-avx2vnni"
+        LFLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+            -DGGML_BMI2=ON -DGGML_AVX_VNNI=ON -DGGML_AVX512=OFF)
+        LWHAT="AVX2, FMA, F16C and AVX-VNNI"
         ;;
     scalar)
         LBUILD="$LSRC/build-baseline"

@@ -8,9 +8,25 @@
 #include "kernels/kernels_internal.h"
 #include "tw/kernels.h"
 
-enum { ISA_SCALAR, ISA_AVX2, ISA_AVX512, ISA_COUNT };
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 
-static const char *const isa_names[ISA_COUNT] = {"scalar", "avx2", "avx512"};
+/* AVX-VNNI, the VEX form of the 8-bit multiply-adds (CPUID leaf 7, sub-leaf
+ * 1, EAX bit 4): Intel's cores without AVX-512 since Alder Lake and its
+ * E-core Xeons have it. Read by hand, as clang 14's
+ * __builtin_cpu_supports does not know the name. */
+static bool cpu_has_avxvnni(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d))
+        return false;
+    return (a >> 4) & 1u;
+}
+#endif
+
+enum { ISA_SCALAR, ISA_AVX2, ISA_AVX2VNNI, ISA_AVX512, ISA_COUNT };
+
+static const char *const isa_names[ISA_COUNT] = {"scalar", "avx2", "avx2vnni", "avx512"};
 
 static tw_isa_table tables[ISA_COUNT];
 static bool available[ISA_COUNT];
@@ -29,6 +45,12 @@ static void init_tables(void)
         tw_isa_fill_avx2(&tables[ISA_AVX2]);
         available[ISA_AVX2] = true;
         best = ISA_AVX2;
+        if (cpu_has_avxvnni()) {
+            tables[ISA_AVX2VNNI] = tables[ISA_AVX2];
+            tw_isa_fill_avx2vnni(&tables[ISA_AVX2VNNI]);
+            available[ISA_AVX2VNNI] = true;
+            best = ISA_AVX2VNNI;
+        }
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
             __builtin_cpu_supports("avx512vnni")) {
@@ -84,8 +106,9 @@ tw_status tw_kernels_force_isa(const char *isa, tw_err *err)
     }
     int i = find_isa(isa);
     if (i < 0)
-        return tw_errorf(err, TW_INVALID_ARGUMENT,
-                         "unknown kernel ISA '%.32s' (expected scalar, avx2, avx512 or auto)", isa);
+        return tw_errorf(
+            err, TW_INVALID_ARGUMENT,
+            "unknown kernel ISA '%.32s' (expected scalar, avx2, avx2vnni, avx512 or auto)", isa);
     if (!available[i])
         return tw_errorf(err, TW_FAILED_PRECONDITION, "this CPU cannot run the %s kernels",
                          isa_names[i]);

@@ -292,6 +292,11 @@ void tw_rows_q4_quads_avx2(const uint8_t *w, size_t row_bytes, size_t rows, size
 /* The AVX2 Q8_0_R8 batch kernel over quad panels, the same way. */
 void tw_rows_q8_quads_avx2(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
                            const tw_act *acts, size_t n_act, float *y, size_t y_stride);
+/* The same two with AVX-VNNI's multiply-adds (the same bits). */
+void tw_rows_q4_quads_avxvnni(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                              const tw_act *acts, size_t n_act, float *y, size_t y_stride);
+void tw_rows_q8_quads_avxvnni(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
+                              const tw_act *acts, size_t n_act, float *y, size_t y_stride);
 
 static inline bool tw_type_packed(tw_type type)
 {
@@ -380,6 +385,8 @@ void tw_isa_fill_avx2(tw_isa_table *t);
 void tw_isa_fill_avx512(tw_isa_table *t);
 /* The packed kernels of packed_x86.c into t. */
 void tw_isa_fill_packed_avx2(tw_isa_table *t);
+/* Over a filled AVX2 table: the batch kernels AVX-VNNI speeds up. */
+void tw_isa_fill_avx2vnni(tw_isa_table *t);
 void tw_isa_fill_packed_avx512(tw_isa_table *t);
 
 /* The half-precision panels (h16_panels_avx2.c, h16_panels_avx512.c). */

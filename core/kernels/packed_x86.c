@@ -211,6 +211,8 @@ R8_DRIVER(TW_AVX2, rows_q6k_avx2, r8q6_group_avx2, R8_Q6K, TW_TYPE_Q6_K_R8, 4)
     }
 QUAD_OR_INTRIN(rows_q8_avx2, tw_rows_q8_quads_avx2, rows_q8_intrin_avx2)
 QUAD_OR_INTRIN(rows_q4_avx2, tw_rows_q4_quads_avx2, rows_q4_intrin_avx2)
+QUAD_OR_INTRIN(rows_q8_avx2vnni, tw_rows_q8_quads_avxvnni, rows_q8_intrin_avx2)
+QUAD_OR_INTRIN(rows_q4_avx2vnni, tw_rows_q4_quads_avxvnni, rows_q4_intrin_avx2)
 
 void tw_isa_fill_packed_avx2(tw_isa_table *t)
 {
@@ -224,9 +226,21 @@ void tw_isa_fill_packed_avx2(tw_isa_table *t)
     t->rows[tw_ktype_index(TW_TYPE_Q6_K_R8)] = rows_q6k_avx2;
 }
 
+void tw_isa_fill_avx2vnni(tw_isa_table *t)
+{
+    t->name = "avx2vnni";
+    t->rows[tw_ktype_index(TW_TYPE_Q8_0_R8)] = rows_q8_avx2vnni;
+    t->rows[tw_ktype_index(TW_TYPE_Q4_0_R8)] = rows_q4_avx2vnni;
+}
+
 #else
 
 void tw_isa_fill_packed_avx2(tw_isa_table *t)
+{
+    (void)t;
+}
+
+void tw_isa_fill_avx2vnni(tw_isa_table *t)
 {
     (void)t;
 }

@@ -171,7 +171,7 @@ tw_status tw_kernels_tune_decode_prefetch(tw_pool *pool, size_t bytes, double se
     out->on = out->gain >= TUNE_MIN_GAIN;
     tw_kernels_set_decode_prefetch(out->on);
     /* the AVX2 Q4_K kernel's own fetches, where they would run */
-    if (out->on && !strcmp(tw_kernels_isa(), "avx2") &&
+    if (out->on && !strncmp(tw_kernels_isa(), "avx2", 4) &&
         time_pairs(pool, true, bytes, seconds, &r, NULL) == TW_OK) {
         out->k_pairs = r.n;
         out->k_gain = r.gain;

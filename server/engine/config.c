@@ -37,8 +37,9 @@ static const opt_def OPTS[] = {
      "the file mapping (map), or huge when the kernel has transparent "
      "huge pages (auto, default)"},
     {"isa", K_STR,
-     "auto|scalar|avx2|avx512  the instruction set the kernels run (auto, default: the widest "
-     "this CPU has; a narrower one also asks OpenBLAS for kernels of its level)"},
+     "auto|scalar|avx2|avx2vnni|avx512  the instruction set the kernels run (auto, default: "
+     "the widest this CPU has; avx2vnni is AVX2 with AVX-VNNI's 8-bit multiply-adds; a "
+     "narrower one also asks OpenBLAS for kernels of its level)"},
     {"decode-prefetch", K_STR,
      "auto|on|off  whether kernels fetch weights ahead for single "
      "activations (auto, default: measured at start)"},
@@ -148,7 +149,7 @@ void twd_config_usage(void *fp, const char *prog)
 
 const char *twd_isa_name(twd_isa isa)
 {
-    static const char *const names[] = {"auto", "scalar", "avx2", "avx512"};
+    static const char *const names[] = {"auto", "scalar", "avx2", "avx2vnni", "avx512"};
     return (unsigned)isa < sizeof names / sizeof *names ? names[isa] : "auto";
 }
 
@@ -383,8 +384,9 @@ static tw_status apply(loader *l, const opt_def *o, const char *v)
         static const choice isas[] = {{"auto", TWD_ISA_AUTO},
                                       {"scalar", TWD_ISA_SCALAR},
                                       {"avx2", TWD_ISA_AVX2},
+                                      {"avx2vnni", TWD_ISA_AVX2VNNI},
                                       {"avx512", TWD_ISA_AVX512}};
-        cs = set_choice(&c, v, n, isas, 4, err);
+        cs = set_choice(&c, v, n, isas, 5, err);
         if (cs == TW_OK)
             cfg->isa = (twd_isa)c;
         return cs;

@@ -27,7 +27,13 @@ typedef struct twd_model_spec {
 
 /* --isa: the kernels' instruction set, the widest the CPU has or a
  * narrower one. */
-typedef enum twd_isa { TWD_ISA_AUTO = 0, TWD_ISA_SCALAR, TWD_ISA_AVX2, TWD_ISA_AVX512 } twd_isa;
+typedef enum twd_isa {
+    TWD_ISA_AUTO = 0,
+    TWD_ISA_SCALAR,
+    TWD_ISA_AVX2,
+    TWD_ISA_AVX2VNNI,
+    TWD_ISA_AVX512
+} twd_isa;
 
 /* Its name for tw_kernels_force_isa ("auto" for TWD_ISA_AUTO). */
 const char *twd_isa_name(twd_isa isa);

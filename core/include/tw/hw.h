@@ -28,7 +28,7 @@ typedef struct tw_hw_info {
     uint32_t cpus_online;      /* logical CPUs this process may run on */
     uint32_t cores_physical;   /* distinct (package, core) pairs among them */
     uint32_t threads_per_core; /* SMT width: cpus_online / cores_physical */
-    char isa[16];              /* tw_kernels_isa(): "avx512", "avx2", "scalar" */
+    char isa[16];              /* tw_kernels_isa(): "avx512", "avx2vnni", "avx2", "scalar" */
     uint64_t l1d_bytes;        /* one instance of each cache level, as cpu0 sees it */
     uint64_t l2_bytes;
     uint64_t l3_bytes;

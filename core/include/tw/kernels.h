@@ -262,7 +262,9 @@ void tw_delta_rule_f32(float *S, const float *src, const float *q, const float *
  * may take sgemm (f32 on dequantized weights) where it is faster. */
 #define TW_MATMUL_EXACT_ROWS 16
 
-/* The ISA the kernels dispatch to now: "avx512", "avx2" or "scalar". */
+/* The ISA the kernels dispatch to now: "avx512", "avx2vnni" (the AVX2
+ * kernels with AVX-VNNI's multiply-adds in the Q4_0 / Q8_0 batch kernels),
+ * "avx2" or "scalar". */
 const char *tw_kernels_isa(void);
 
 /* True when this CPU (and build) can run the named ISA. */
@@ -391,7 +393,7 @@ typedef struct tw_f16_prefill_tune {
 tw_status tw_kernels_tune_f16_prefill(tw_pool *pool, double seconds, tw_f16_prefill_tune *out,
                                       tw_err *err);
 
-/* Forces dispatch to "scalar", "avx2" or "avx512"; NULL or "auto" restores
+/* Forces dispatch to "scalar", "avx2", "avx2vnni" or "avx512"; NULL or "auto" restores
  * the best available. Fails with FAILED_PRECONDITION when the CPU lacks the
  * ISA and INVALID_ARGUMENT for an unknown name. Process-wide; meant for tests
  * and benchmarks, not to be called while kernels run on other threads. */

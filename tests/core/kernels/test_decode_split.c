@@ -20,7 +20,7 @@
 #include "tw/pool.h"
 #include "tw/tensor.h"
 
-static const char *const isas[] = {"scalar", "avx2", "avx512"};
+static const char *const isas[] = {"scalar", "avx2", "avx2vnni", "avx512"};
 static const int pool_threads[] = {2, 3, 4};
 #define N_POOLS (sizeof pool_threads / sizeof pool_threads[0])
 /* passes per pool and ISA: who falls behind, and so who takes what, varies */

@@ -22,7 +22,7 @@
 
 #define MAX_N 40
 
-static const char *const isas[] = {"scalar", "avx2", "avx512"};
+static const char *const isas[] = {"scalar", "avx2", "avx2vnni", "avx512"};
 
 static const tw_type plain_types[] = {TW_TYPE_Q8_0, TW_TYPE_Q4_0, TW_TYPE_Q5_0, TW_TYPE_Q5_1,
                                       TW_TYPE_Q4_K, TW_TYPE_Q5_K, TW_TYPE_Q6_K};
