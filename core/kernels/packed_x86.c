@@ -96,9 +96,12 @@ TW_AVX2 TW_TILE void r8n_group_avx2(const uint8_t *p, size_t nb, const tw_act *a
  * activations summed as int16, Q4_K's eight at once (8 * 2 * 15 * 128
  * fits), Q5_K's four (4 * 2 * 31 * 128 does), then widened and scaled in
  * one multiply-add against the scale in both halves of each lane; the
- * mins' term the same way against the activations' 16-value sums. */
-TW_AVX2 TW_TILE void r8k_group_avx2(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
-                                    size_t y_stride, const int TB, size_t pf, const int K)
+ * mins' term the same way against the activations' 16-value sums. With
+ * vnni, the steps go straight into an int32 sum per row (AVX-VNNI), which
+ * one 32-bit multiply scales: the same integers. */
+TW_AVX2 TW_TILE void r8k_group_core(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
+                                    size_t y_stride, const int TB, size_t pf, const int K,
+                                    const bool vnni)
 {
     const int widen = K == R8_Q5K ? 4 : 8; /* steps per int16 sum */
     /* a batch of six or more always fetches; fewer only where measured to
@@ -116,14 +119,25 @@ TW_AVX2 TW_TILE void r8k_group_avx2(const uint8_t *p, size_t nb, const tw_act *a
         for (int j = 0; j < 8; j++) {
             if (pf)
                 r8_prefetch_part(p + pf, j, 8, K);
-            const __m256i scp = r8k_lanes(scb, j, true), h5 = k5_bits(p, j, K);
-            __m256i s16[8];
+            const __m256i scp = r8k_lanes(scb, j, !vnni), h5 = k5_bits(p, j, K);
+            __m256i s16[8], odd[8];
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++) {
                 const __m256i q = nib_k(p, j / 2, j % 2, k, h5, K);
 #pragma GCC unroll 8
                 for (int t = 0; t < TB; t++) {
-                    const __m256i d = _mm256_maddubs_epi16(q, act4k(&acts[t], i, 32 * j + 4 * k));
+                    const __m256i a = act4k(&acts[t], i, 32 * j + 4 * k);
+                    if (vnni) {
+                        /* two chains, even and odd steps, so that neither waits long on
+                         * the multiply-add's latency */
+                        __m256i *chain = k % 2 ? &odd[t] : &s16[t];
+                        *chain = dpbusd_vex(k < 2 ? _mm256_setzero_si256() : *chain, q, a);
+                        if (k == 7)
+                            s1[t] = _mm256_add_epi32(
+                                s1[t], _mm256_mullo_epi32(_mm256_add_epi32(s16[t], odd[t]), scp));
+                        continue;
+                    }
+                    const __m256i d = _mm256_maddubs_epi16(q, a);
                     s16[t] = k % widen == 0 ? d : _mm256_add_epi16(s16[t], d);
                     if (k % widen == widen - 1)
                         s1[t] = _mm256_add_epi32(s1[t], _mm256_madd_epi16(s16[t], scp));
@@ -145,9 +159,11 @@ TW_AVX2 TW_TILE void r8k_group_avx2(const uint8_t *p, size_t nb, const tw_act *a
 /* Q6_K_R8 with AVX2: a sub-block's four steps of levels (0..63) times
  * activations summed as int16 two steps at a time (2 * 2 * 63 * 127
  * fits), each pair widened and scaled in one multiply-add against the
- * sub-block's scale in both halves of each lane. */
-TW_AVX2 TW_TILE void r8q6_group_avx2(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
-                                     size_t y_stride, const int TB, size_t pf, const int K)
+ * sub-block's scale in both halves of each lane. With vnni, the four steps
+ * go into an int32 sum per row, scaled by one 32-bit multiply. */
+TW_AVX2 TW_TILE void r8q6_group_core(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
+                                     size_t y_stride, const int TB, size_t pf, const int K,
+                                     const bool vnni)
 {
     __m256 acc[8] = {0};
     for (size_t i = 0; i < nb; i++, p += TW_R8Q6_BLOCK) {
@@ -165,6 +181,18 @@ TW_AVX2 TW_TILE void r8q6_group_avx2(const uint8_t *p, size_t nb, const tw_act *
             const __m256i scp = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xFFFF)),
                                                 _mm256_slli_epi32(sc, 16));
             const int c0 = 128 * h + 32 * g + 4 * k0;
+            if (vnni) {
+#pragma GCC unroll 8
+                for (int t = 0; t < TB; t++) {
+                    __m256i s32 = _mm256_setzero_si256();
+#pragma GCC unroll 4
+                    for (int kk = 0; kk < 4; kk++)
+                        s32 = dpbusd_vex(s32, q6_step(p, h, k0 + kk, g),
+                                         act4k(&acts[t], i, c0 + 4 * kk));
+                    s[t] = _mm256_add_epi32(s[t], _mm256_mullo_epi32(s32, sc));
+                }
+                continue;
+            }
 #pragma GCC unroll 2
             for (int kk = 0; kk < 4; kk += 2) {
                 const __m256i q0 = q6_step(p, h, k0 + kk, g), q1 = q6_step(p, h, k0 + kk + 1, g);
@@ -189,6 +217,22 @@ TW_AVX2 TW_TILE void r8q6_group_avx2(const uint8_t *p, size_t nb, const tw_act *
     r8_store(acc, y, y_stride, TB);
 }
 
+/* The group kernels each ISA level runs. */
+#define GROUP_VARIANTS(core, name)                                                                 \
+    TW_AVX2 TW_TILE void name##_avx2(const uint8_t *p, size_t nb, const tw_act *acts, float *y,    \
+                                     size_t y_stride, const int TB, size_t pf, const int K)        \
+    {                                                                                              \
+        core(p, nb, acts, y, y_stride, TB, pf, K, false);                                          \
+    }                                                                                              \
+    TW_AVX2 TW_TILE void name##_avx2vnni(const uint8_t *p, size_t nb, const tw_act *acts,          \
+                                         float *y, size_t y_stride, const int TB, size_t pf,       \
+                                         const int K)                                              \
+    {                                                                                              \
+        core(p, nb, acts, y, y_stride, TB, pf, K, true);                                           \
+    }
+GROUP_VARIANTS(r8k_group_core, r8k_group)
+GROUP_VARIANTS(r8q6_group_core, r8q6_group)
+
 // clang-format off
 R8_DRIVER(TW_AVX2, rows_q8_intrin_avx2, r8_group_avx2, R8_Q8, TW_TYPE_Q8_0_R8, 8)
 R8_DRIVER(TW_AVX2, rows_q4_intrin_avx2, r8n_group_avx2, R8_Q4, TW_TYPE_Q4_0_R8, 8)
@@ -197,6 +241,9 @@ R8_DRIVER(TW_AVX2, rows_q51_avx2, r8n_group_avx2, R8_Q51, TW_TYPE_Q5_1_R8, 8)
 R8_DRIVER(TW_AVX2, rows_q4k_avx2, r8k_group_avx2, R8_Q4K, TW_TYPE_Q4_K_R8, 6)
 R8_DRIVER(TW_AVX2, rows_q5k_avx2, r8k_group_avx2, R8_Q5K, TW_TYPE_Q5_K_R8, 8)
 R8_DRIVER(TW_AVX2, rows_q6k_avx2, r8q6_group_avx2, R8_Q6K, TW_TYPE_Q6_K_R8, 4)
+R8_DRIVER(TW_AVX2, rows_q4k_avx2vnni, r8k_group_avx2vnni, R8_Q4K, TW_TYPE_Q4_K_R8, 6)
+R8_DRIVER(TW_AVX2, rows_q5k_avx2vnni, r8k_group_avx2vnni, R8_Q5K, TW_TYPE_Q5_K_R8, 8)
+R8_DRIVER(TW_AVX2, rows_q6k_avx2vnni, r8q6_group_avx2vnni, R8_Q6K, TW_TYPE_Q6_K_R8, 4)
 // clang-format on
 
 /* A batch with quad panels goes to the kernels written in assembly. */
@@ -231,6 +278,9 @@ void tw_isa_fill_avx2vnni(tw_isa_table *t)
     t->name = "avx2vnni";
     t->rows[tw_ktype_index(TW_TYPE_Q8_0_R8)] = rows_q8_avx2vnni;
     t->rows[tw_ktype_index(TW_TYPE_Q4_0_R8)] = rows_q4_avx2vnni;
+    t->rows[tw_ktype_index(TW_TYPE_Q4_K_R8)] = rows_q4k_avx2vnni;
+    t->rows[tw_ktype_index(TW_TYPE_Q5_K_R8)] = rows_q5k_avx2vnni;
+    t->rows[tw_ktype_index(TW_TYPE_Q6_K_R8)] = rows_q6k_avx2vnni;
 }
 
 #else

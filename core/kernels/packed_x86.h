@@ -117,6 +117,15 @@ TW_AVX2 TW_TILE void r8k_block_scales(const uint8_t *p, uint8_t *sc, __m256i *mp
         mp[j] = r8k_lanes(m, j, true);
 }
 
+/* acc plus, per int32 lane, the four products of u's unsigned bytes and
+ * s's signed ones: AVX-VNNI's vpdpbusd (VEX form), written out because
+ * the AVX2 functions' target does not let the compiler emit it. Exact. */
+TW_AVX2 TW_TILE __m256i dpbusd_vex(__m256i acc, __m256i u, __m256i s)
+{
+    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
+    return acc;
+}
+
 /* The sum of a VNNI kernel's n dot-product chains of one activation. */
 TW_AVX2 TW_TILE __m256i chains_sum(const __m256i *chain, int n)
 {
