@@ -5,7 +5,12 @@
  * that has one against its plain rows.
  *
  *   tw-bench-kernels [-t threads] [-n prefill_tokens] [-q] [-c] [-T type]
+ *                    [-V isa_a,isa_b]
  *
+ * -V compares only the packed types' batch kernels of two ISAs (e.g.
+ * avx2,avx2vnni), call by call in alternation over -n activations, and
+ * prints the best call and the mean of each: a shared machine's slow
+ * minutes then fall on both alike.
  * -c times with process CPU time (use with -t 1 on a busy machine).
  * -q skips the vocabulary-sized shape and shortens every measurement.
  * Shapes whose width is not a whole number of blocks of a type (896 columns
@@ -230,6 +235,55 @@ static void noop_task(void *ctx, int task, int n_tasks)
     (void)n_tasks;
 }
 
+/* -V: the packed batch kernels of isa[0] against isa[1], calls alternated,
+ * the best call and the mean of each over `calls` pairs. */
+static void versus(tw_pool *pool, const char *only_type, const char *const isa[2], const float *x,
+                   float *y, size_t n, int calls)
+{
+    static const tw_type plain[] = {TW_TYPE_Q8_0, TW_TYPE_Q4_0, TW_TYPE_Q5_0, TW_TYPE_Q5_1,
+                                    TW_TYPE_Q4_K, TW_TYPE_Q5_K, TW_TYPE_Q6_K};
+    const size_t shapes[][2] = {{4864, 896}, {896, 4864}};
+    const size_t shapes_k[][2] = {{4864, 1024}, {1024, 4864}};
+    printf("\npacked batch kernels, %s against %s, %zu activations, %d calls each alternated\n",
+           isa[1], isa[0], n, calls);
+    printf("%-6s %-12s %10s %10s %10s %10s %7s %7s\n", "type", "shape", "best a us", "mean a us",
+           "best b us", "mean b us", "best x", "mean x");
+    for (size_t ti = 0; ti < sizeof plain / sizeof plain[0]; ti++) {
+        const tw_type t = plain[ti], pt = tw_pack_type(t);
+        if (only_type && strcasecmp(only_type, tw_type_name(t)) != 0)
+            continue;
+        const bool k_type = tw_type_block_elems(t) == 256;
+        for (size_t si = 0; si < 2; si++) {
+            const size_t rows = k_type ? shapes_k[si][0] : shapes[si][0];
+            const size_t cols = k_type ? shapes_k[si][1] : shapes[si][1];
+            size_t rb;
+            void *w = make_weights(t, rows, cols, &rb);
+            void *wp = w ? malloc(rows * rb) : NULL;
+            if (!wp || !tw_pack_rows(t, w, rows, cols, wp)) {
+                free(w);
+                free(wp);
+                continue;
+            }
+            double best[2] = {1e30, 1e30}, sum[2] = {0, 0};
+            for (int c = 0; c < calls; c++)
+                for (int v = 0; v < 2; v++) {
+                    tw_kernels_force_isa(isa[v], NULL);
+                    const double t0 = now_s();
+                    tw_matmul(pool, pt, wp, rb, rows, cols, x, n, y);
+                    const double d = now_s() - t0;
+                    best[v] = d < best[v] ? d : best[v];
+                    sum[v] += d;
+                }
+            printf("%-6s %5zux%-6zu %10.1f %10.1f %10.1f %10.1f %6.2fx %6.2fx\n", tw_type_name(t),
+                   rows, cols, best[0] * 1e6, sum[0] / calls * 1e6, best[1] * 1e6,
+                   sum[1] / calls * 1e6, best[0] / best[1], sum[0] / sum[1]);
+            free(w);
+            free(wp);
+        }
+    }
+    tw_kernels_force_isa(NULL, NULL);
+}
+
 /* A decimal number in [lo, hi], the whole of s. */
 static bool whole_number(const char *s, int lo, int hi, int *out)
 {
@@ -253,11 +307,13 @@ int main(int argc, char **argv)
     size_t prefill_n = 128;
     bool quick = false;
     const char *only_type = NULL;
+    const char *vs[2] = {NULL, NULL};
+    char vs_buf[64];
     int opt;
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help"))
             argv[i] = "-h";
-    while ((opt = getopt(argc, argv, "t:n:qcT:h")) != -1) {
+    while ((opt = getopt(argc, argv, "t:n:qcT:V:h")) != -1) {
         switch (opt) {
         case 't':
             if (!whole_number(optarg, 1, 256, &threads)) {
@@ -290,8 +346,30 @@ int main(int argc, char **argv)
             only_type = optarg;
             break;
         }
+        case 'V': {
+            snprintf(vs_buf, sizeof vs_buf, "%s", optarg);
+            char *comma = strchr(vs_buf, ',');
+            if (comma)
+                *comma = '\0';
+            vs[0] = vs_buf;
+            vs[1] = comma ? comma + 1 : NULL;
+            for (int v = 0; v < 2; v++) {
+                tw_err verr;
+                if (!vs[v] || tw_kernels_force_isa(vs[v], &verr) != TW_OK) {
+                    fprintf(stderr,
+                            "tw-bench-kernels: -V takes two ISAs this CPU runs, "
+                            "e.g. avx2,avx2vnni, not '%s'%s%s\n",
+                            optarg, vs[v] ? ": " : "", vs[v] ? verr.msg : "");
+                    return 2;
+                }
+            }
+            tw_kernels_force_isa(NULL, NULL);
+            break;
+        }
         default:
-            fprintf(stderr, "usage: %s [-t threads] [-n prefill_tokens] [-q] [-c] [-T type]\n",
+            fprintf(stderr,
+                    "usage: %s [-t threads] [-n prefill_tokens] [-q] [-c] [-T type] "
+                    "[-V isa_a,isa_b]\n",
                     argv[0]);
             return opt == 'h' ? 0 : 2;
         }
@@ -325,6 +403,14 @@ int main(int argc, char **argv)
     if (tw_kernels_reserve(pool, max_cols, max_n, &err) != TW_OK) {
         fprintf(stderr, "tw-bench-kernels: %s\n", err.msg);
         return 1;
+    }
+
+    if (vs[0]) {
+        versus(pool, only_type, vs, x, y, prefill_n, quick ? 100 : 300);
+        free(x);
+        free(y);
+        tw_pool_destroy(pool);
+        return 0;
     }
 
     {
