@@ -54,6 +54,8 @@ expect "tw-bench-cache: --answer wants a whole number from 1 to 256, not '257'" 
     "$CACHE" m.gguf --answer 257
 expect "tw-bench-cache: the model file is required" "$CACHE" --turns 2
 expect "tw-bench-kernels: -t takes 1 to 256 threads, not 'abc'" "$KERNELS" -t abc
+expect "tw-bench-kernels: -V takes two ISAs this CPU runs, e.g. avx2,avx2vnni, not 'avx2'" "$KERNELS" -V avx2
+expect "unknown kernel ISA 'sse'" "$KERNELS" -V avx2,sse
 expect "usage: tw-bench-ports" "$PORTS" --now
 
 # a well-formed --isa that this machine lacks or that does not exist is
