@@ -124,6 +124,20 @@ static double time_matvec(tw_pool *pool, tw_type type, const void *w, size_t rb,
     return t / calls;
 }
 
+/* A random rows x cols matrix of `type` (make_weights) and its packed
+ * form (tw_pack_rows) into *w and *wp; false (nothing to free) when either
+ * cannot be made. */
+static bool make_packed(tw_type type, size_t rows, size_t cols, size_t *rb, void **w, void **wp)
+{
+    *w = make_weights(type, rows, cols, rb);
+    *wp = *w ? malloc(rows * *rb) : NULL;
+    if (*wp && tw_pack_rows(type, *w, rows, cols, *wp))
+        return true;
+    free(*w);
+    free(*wp);
+    return false;
+}
+
 /* The packed form of each type that has one (tw_pack_rows, as models load
  * them) against its plain rows, for decode and the batch sizes of
  * speculative verification and continuous batching: the two timed in
@@ -149,13 +163,9 @@ static void packed_vs_plain(tw_pool *pool, const char *only_type, const float *x
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
             size_t rows = k_type ? shapes_k[si][0] : shapes[si][0];
             size_t cols = k_type ? shapes_k[si][1] : shapes[si][1], rb;
-            void *w = make_weights(t, rows, cols, &rb);
-            void *wp = w ? malloc(rows * rb) : NULL;
-            if (!wp || !tw_pack_rows(t, w, rows, cols, wp)) {
-                free(w);
-                free(wp);
+            void *w, *wp;
+            if (!make_packed(t, rows, cols, &rb, &w, &wp))
                 continue;
-            }
             for (int ii = 1; ii < N_ISAS; ii++) {
                 if (tw_kernels_force_isa(isas[ii], NULL) != TW_OK)
                     continue;
@@ -257,13 +267,9 @@ static void versus(tw_pool *pool, const char *only_type, const char *const isa[2
             const size_t rows = k_type ? shapes_k[si][0] : shapes[si][0];
             const size_t cols = k_type ? shapes_k[si][1] : shapes[si][1];
             size_t rb;
-            void *w = make_weights(t, rows, cols, &rb);
-            void *wp = w ? malloc(rows * rb) : NULL;
-            if (!wp || !tw_pack_rows(t, w, rows, cols, wp)) {
-                free(w);
-                free(wp);
+            void *w, *wp;
+            if (!make_packed(t, rows, cols, &rb, &w, &wp))
                 continue;
-            }
             double best[2] = {1e30, 1e30}, sum[2] = {0, 0};
             for (int c = 0; c < calls; c++)
                 for (int v = 0; v < 2; v++) {

@@ -231,16 +231,18 @@ QUAD_KERNELS(q4q, Q4Q_KERNEL, Q4Q_PREFETCH)
  * (the next block's fetch goes on from there). */
 #define Q8Q_PREFETCH Q4Q_PREFETCH
 
-/* A block's eight steps for TB activations. */
-#define Q8Q_STEPS(TB)                                                                              \
-    Q8Q_STEP(0) Q4Q_EACH_##TB(Q8Q_START, 0)                                                        \
-    Q8Q_STEP(1) Q4Q_EACH_##TB(Q8Q_ADD, 1)                                                          \
-    Q8Q_STEP(2) Q4Q_EACH_##TB(Q8Q_ADD, 2)                                                          \
-    Q8Q_STEP(3) Q4Q_EACH_##TB(Q8Q_ADD, 3)                                                          \
-    Q8Q_STEP(4) Q4Q_EACH_##TB(Q8Q_ADD, 4)                                                          \
-    Q8Q_STEP(5) Q4Q_EACH_##TB(Q8Q_ADD, 5)                                                          \
-    Q8Q_STEP(6) Q4Q_EACH_##TB(Q8Q_ADD, 6)                                                          \
-    Q8Q_STEP(7) Q4Q_EACH_##TB(Q8Q_ADD, 7)
+/* A Q8_0 block's eight steps for TB activations: STEP(k) loads step k,
+ * START(t, 0) begins activation t's sum with step 0, ADD(t, k) adds step k. */
+#define Q8_BLOCK_STEPS(TB, STEP, START, ADD)                                                       \
+    STEP(0) Q4Q_EACH_##TB(START, 0)                                                                \
+    STEP(1) Q4Q_EACH_##TB(ADD, 1)                                                                  \
+    STEP(2) Q4Q_EACH_##TB(ADD, 2)                                                                  \
+    STEP(3) Q4Q_EACH_##TB(ADD, 3)                                                                  \
+    STEP(4) Q4Q_EACH_##TB(ADD, 4)                                                                  \
+    STEP(5) Q4Q_EACH_##TB(ADD, 5)                                                                  \
+    STEP(6) Q4Q_EACH_##TB(ADD, 6)                                                                  \
+    STEP(7) Q4Q_EACH_##TB(ADD, 7)
+#define Q8Q_STEPS(TB) Q8_BLOCK_STEPS(TB, Q8Q_STEP, Q8Q_START, Q8Q_ADD)
 #define Q8Q_KERNEL(name, TB, PF) QUAD_KERNEL(name, TB, PF, Q8Q_BLOCK, "", Q8Q_STEPS(TB), Q8Q_SCALE)
 // clang-format on
 
@@ -343,15 +345,7 @@ QUAD_KERNELS(q8q, Q8Q_KERNEL, Q8Q_PREFETCH)
     "vbroadcastss " Q4Q_STR(TW_QUAD_D + 4 * (t)) "(%[pa]), %%ymm15\n\t"                            \
     "vmulps %%ymm15, %%ymm14, %%ymm15\n\t"                                                         \
     "vfmadd231ps " Q8V_SUM_##t##_EVEN ", %%ymm15, " Q4Q_ACC_##t "\n\t"
-#define Q8V_STEPS(TB)                                                                              \
-    Q8V_STEP(0) Q4Q_EACH_##TB(Q8V_START, 0)                                                        \
-    Q8V_STEP(1) Q4Q_EACH_##TB(Q8V_PRODUCTS, 1)                                                     \
-    Q8V_STEP(2) Q4Q_EACH_##TB(Q8V_PRODUCTS, 2)                                                     \
-    Q8V_STEP(3) Q4Q_EACH_##TB(Q8V_PRODUCTS, 3)                                                     \
-    Q8V_STEP(4) Q4Q_EACH_##TB(Q8V_PRODUCTS, 4)                                                     \
-    Q8V_STEP(5) Q4Q_EACH_##TB(Q8V_PRODUCTS, 5)                                                     \
-    Q8V_STEP(6) Q4Q_EACH_##TB(Q8V_PRODUCTS, 6)                                                     \
-    Q8V_STEP(7) Q4Q_EACH_##TB(Q8V_PRODUCTS, 7)
+#define Q8V_STEPS(TB) Q8_BLOCK_STEPS(TB, Q8V_STEP, Q8V_START, Q8V_PRODUCTS)
 #define Q8V_KERNEL(name, TB, PF) QUAD_KERNEL(name, TB, PF, Q8Q_BLOCK, "", Q8V_STEPS(TB), Q8V_SCALE)
 // clang-format on
 
