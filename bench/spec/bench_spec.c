@@ -313,15 +313,16 @@ static double load_avg(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: tw-bench-spec [--model TARGET.gguf] [--draft DRAFT.gguf] [--threads N]\n"
-            "                     [--tokens N] [--reps N] [--k K] [--isa scalar|avx2|avx512]\n"
-            "                     [--parallel 0|1] [--decode-prefetch auto|on|off]\n"
-            "defaults: --model %s --draft %s\n"
-            "          --threads 1, --tokens 192, --reps 5, --k 0 (engine default),\n"
-            "          the best kernels the CPU has, --decode-prefetch auto (measured at\n"
-            "          start, as tokenwired does)\n",
-            DEFAULT_MODEL, DEFAULT_DRAFT);
+    fprintf(
+        f,
+        "usage: tw-bench-spec [--model TARGET.gguf] [--draft DRAFT.gguf] [--threads N]\n"
+        "                     [--tokens N] [--reps N] [--k K] [--isa scalar|avx2|avx2vnni|avx512]\n"
+        "                     [--parallel 0|1] [--decode-prefetch auto|on|off]\n"
+        "defaults: --model %s --draft %s\n"
+        "          --threads 1, --tokens 192, --reps 5, --k 0 (engine default),\n"
+        "          the best kernels the CPU has, --decode-prefetch auto (measured at\n"
+        "          start, as tokenwired does)\n",
+        DEFAULT_MODEL, DEFAULT_DRAFT);
 }
 
 /* Applies --decode-prefetch (auto: measured as tokenwired does at start)

@@ -33,11 +33,12 @@ typedef struct args {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tw-bench-engine --model FILE.gguf [--label NAME] [--threads N|auto]\n"
-               "                       [--chunk N] [--max-batch N] [--bandwidth GBPS]\n"
-               "                       [--quick] [--no-engine] [--isa scalar|avx2|avx512]\n"
-               "                       [--kv-type f16|f32] [--decode-prefetch auto|on|off]\n"
-               "                       [--f16-prefill auto|tiles|panels|blas]\n");
+    fprintf(f,
+            "usage: tw-bench-engine --model FILE.gguf [--label NAME] [--threads N|auto]\n"
+            "                       [--chunk N] [--max-batch N] [--bandwidth GBPS]\n"
+            "                       [--quick] [--no-engine] [--isa scalar|avx2|avx2vnni|avx512]\n"
+            "                       [--kv-type f16|f32] [--decode-prefetch auto|on|off]\n"
+            "                       [--f16-prefill auto|tiles|panels|blas]\n");
 }
 
 /* Weight bytes one decode step reads: every tensor once, except an untied

@@ -1,7 +1,7 @@
 /* tw-bench-kv: f32 against half-precision K/V on one model file.
  *
  *   tw-bench-kv --model FILE [--threads N|auto] [--prompt N] [--tokens N]
- *               [--prefills N] [--isa scalar|avx2|avx512]
+ *               [--prefills N] [--isa scalar|avx2|avx2vnni|avx512]
  *               [--decode-prefetch auto|on|off] [--f16-prefill auto|tiles|panels|blas]
  *
  * The model is loaded twice in one process, once per K/V type. Both copies
@@ -71,7 +71,7 @@ static int prefill_side(side *s, size_t r, tw_pool *pool, const uint32_t *ids, s
 static void usage(void)
 {
     fprintf(stderr, "usage: tw-bench-kv --model FILE [--threads N|auto] [--prompt N] [--tokens N]\n"
-                    "                   [--prefills N] [--isa scalar|avx2|avx512]\n"
+                    "                   [--prefills N] [--isa scalar|avx2|avx2vnni|avx512]\n"
                     "                   [--decode-prefetch auto|on|off]\n"
                     "                   [--f16-prefill auto|tiles|panels|blas]\n");
 }

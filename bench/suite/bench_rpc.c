@@ -175,7 +175,7 @@ int main(int argc, char **argv)
         if (!ok) {
             fprintf(stderr, "usage: tw-bench-rpc [--model FILE] [--rpc URL] [--pub URL] "
                             "[--label NAME] [--threads N|auto]\n"
-                            "                    [--isa scalar|avx2|avx512] [--quick]\n");
+                            "                    [--isa scalar|avx2|avx2vnni|avx512] [--quick]\n");
             return 2;
         }
     }

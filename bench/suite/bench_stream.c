@@ -2,7 +2,7 @@
  * gives a plain read of the same bytes.
  *
  *   tw-bench-stream [--type F16|Q8_0|Q4_0|Q5_0|Q4_K|Q6_K|...] [--threads N|auto]
- *                   [--layers N] [--rounds N] [--isa scalar|avx2|avx512]
+ *                   [--layers N] [--rounds N] [--isa scalar|avx2|avx2vnni|avx512]
  *                   [--decode-prefetch auto|on|off]
  *
  * It builds one decode step's matrices of a real shape (qwen2-0.5b's for the
@@ -120,7 +120,8 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: tw-bench-stream [--type TYPE] [--threads N|auto] [--layers N] [--rounds N]\n"
-            "                       [--isa scalar|avx2|avx512] [--decode-prefetch auto|on|off]\n");
+            "                       [--isa scalar|avx2|avx2vnni|avx512] [--decode-prefetch "
+            "auto|on|off]\n");
 }
 
 #define PROG "tw-bench-stream"

@@ -60,9 +60,12 @@ TW_AVX2 TW_TILE void r8_group_avx2(const uint8_t *p, size_t nb, const tw_act *ac
  * step by step over all activations instead kept eight sums live and
  * spilled most products). Steps k and k + 4 pair up per int16 sum, all
  * four pairs summed before one widening for Q4_0 (8 * 2 * 15 * 127 fits),
- * two for the five-bit types (4 * 2 * 31 * 127 does). */
-TW_AVX2 TW_TILE void r8n_group_avx2(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
-                                    size_t y_stride, const int TB, size_t pf, const int K)
+ * two for the five-bit types (4 * 2 * 31 * 127 does). With vnni the steps
+ * add straight into int32 sums (AVX-VNNI), even and odd steps in two
+ * chains: the same integers. */
+TW_AVX2 TW_TILE void r8n_group_core(const uint8_t *p, size_t nb, const tw_act *acts, float *y,
+                                    size_t y_stride, const int TB, size_t pf, const int K,
+                                    const bool vnni)
 {
     const __m256i ones = _mm256_set1_epi16(1);
     const int pairs = K == R8_Q4 ? 4 : 2;
@@ -76,15 +79,26 @@ TW_AVX2 TW_TILE void r8n_group_avx2(const uint8_t *p, size_t nb, const tw_act *a
             q[k] = nib_step(p, k, K);
 #pragma GCC unroll 8
         for (int t = 0; t < TB; t++) {
-            __m256i isum = lane_start(&acts[t], i, K), s16 = _mm256_setzero_si256();
+            __m256i isum = lane_start(&acts[t], i, K);
+            if (vnni) {
+                __m256i odd = _mm256_setzero_si256();
+#pragma GCC unroll 8
+                for (int k = 0; k < R8_STEPS; k++) {
+                    __m256i *chain = k % 2 ? &odd : &isum;
+                    *chain = dpbusd_vex(*chain, q[k], act4(&acts[t], i, k));
+                }
+                isum = _mm256_add_epi32(isum, odd);
+            } else {
+                __m256i s16 = _mm256_setzero_si256();
 #pragma GCC unroll 4
-            for (int k = 0; k < R8_STEPS / 2; k++) {
-                const __m256i d =
-                    _mm256_add_epi16(_mm256_maddubs_epi16(q[k], act4(&acts[t], i, k)),
-                                     _mm256_maddubs_epi16(q[k + 4], act4(&acts[t], i, k + 4)));
-                s16 = k % pairs == 0 ? d : _mm256_add_epi16(s16, d);
-                if (k % pairs == pairs - 1)
-                    isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, ones));
+                for (int k = 0; k < R8_STEPS / 2; k++) {
+                    const __m256i d =
+                        _mm256_add_epi16(_mm256_maddubs_epi16(q[k], act4(&acts[t], i, k)),
+                                         _mm256_maddubs_epi16(q[k + 4], act4(&acts[t], i, k + 4)));
+                    s16 = k % pairs == 0 ? d : _mm256_add_epi16(s16, d);
+                    if (k % pairs == pairs - 1)
+                        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, ones));
+                }
             }
             acc[t] = r8_scale_into(p, dw, isum, &acts[t], i, acc[t], K);
         }
@@ -230,6 +244,7 @@ TW_AVX2 TW_TILE void r8q6_group_core(const uint8_t *p, size_t nb, const tw_act *
     {                                                                                              \
         core(p, nb, acts, y, y_stride, TB, pf, K, true);                                           \
     }
+GROUP_VARIANTS(r8n_group_core, r8n_group)
 GROUP_VARIANTS(r8k_group_core, r8k_group)
 GROUP_VARIANTS(r8q6_group_core, r8q6_group)
 
@@ -241,6 +256,9 @@ R8_DRIVER(TW_AVX2, rows_q51_avx2, r8n_group_avx2, R8_Q51, TW_TYPE_Q5_1_R8, 8)
 R8_DRIVER(TW_AVX2, rows_q4k_avx2, r8k_group_avx2, R8_Q4K, TW_TYPE_Q4_K_R8, 6)
 R8_DRIVER(TW_AVX2, rows_q5k_avx2, r8k_group_avx2, R8_Q5K, TW_TYPE_Q5_K_R8, 8)
 R8_DRIVER(TW_AVX2, rows_q6k_avx2, r8q6_group_avx2, R8_Q6K, TW_TYPE_Q6_K_R8, 4)
+R8_DRIVER(TW_AVX2, rows_q4_intrin_avx2vnni, r8n_group_avx2vnni, R8_Q4, TW_TYPE_Q4_0_R8, 8)
+R8_DRIVER(TW_AVX2, rows_q5_avx2vnni, r8n_group_avx2vnni, R8_Q5, TW_TYPE_Q5_0_R8, 8)
+R8_DRIVER(TW_AVX2, rows_q51_avx2vnni, r8n_group_avx2vnni, R8_Q51, TW_TYPE_Q5_1_R8, 8)
 R8_DRIVER(TW_AVX2, rows_q4k_avx2vnni, r8k_group_avx2vnni, R8_Q4K, TW_TYPE_Q4_K_R8, 6)
 R8_DRIVER(TW_AVX2, rows_q5k_avx2vnni, r8k_group_avx2vnni, R8_Q5K, TW_TYPE_Q5_K_R8, 8)
 R8_DRIVER(TW_AVX2, rows_q6k_avx2vnni, r8q6_group_avx2vnni, R8_Q6K, TW_TYPE_Q6_K_R8, 4)
@@ -259,7 +277,7 @@ R8_DRIVER(TW_AVX2, rows_q6k_avx2vnni, r8q6_group_avx2vnni, R8_Q6K, TW_TYPE_Q6_K_
 QUAD_OR_INTRIN(rows_q8_avx2, tw_rows_q8_quads_avx2, rows_q8_intrin_avx2)
 QUAD_OR_INTRIN(rows_q4_avx2, tw_rows_q4_quads_avx2, rows_q4_intrin_avx2)
 QUAD_OR_INTRIN(rows_q8_avx2vnni, tw_rows_q8_quads_avxvnni, rows_q8_intrin_avx2)
-QUAD_OR_INTRIN(rows_q4_avx2vnni, tw_rows_q4_quads_avxvnni, rows_q4_intrin_avx2)
+QUAD_OR_INTRIN(rows_q4_avx2vnni, tw_rows_q4_quads_avxvnni, rows_q4_intrin_avx2vnni)
 
 void tw_isa_fill_packed_avx2(tw_isa_table *t)
 {
@@ -278,6 +296,8 @@ void tw_isa_fill_avx2vnni(tw_isa_table *t)
     t->name = "avx2vnni";
     t->rows[tw_ktype_index(TW_TYPE_Q8_0_R8)] = rows_q8_avx2vnni;
     t->rows[tw_ktype_index(TW_TYPE_Q4_0_R8)] = rows_q4_avx2vnni;
+    t->rows[tw_ktype_index(TW_TYPE_Q5_0_R8)] = rows_q5_avx2vnni;
+    t->rows[tw_ktype_index(TW_TYPE_Q5_1_R8)] = rows_q51_avx2vnni;
     t->rows[tw_ktype_index(TW_TYPE_Q4_K_R8)] = rows_q4k_avx2vnni;
     t->rows[tw_ktype_index(TW_TYPE_Q5_K_R8)] = rows_q5k_avx2vnni;
     t->rows[tw_ktype_index(TW_TYPE_Q6_K_R8)] = rows_q6k_avx2vnni;
