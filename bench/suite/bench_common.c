@@ -105,23 +105,32 @@ void bench_row(const char *suite, const char *name, const char *model, double va
     fflush(stdout);
 }
 
+/* Kept open between the probes of one measurement (tw_bw_probe). */
+static tw_bw_probe *held_probe;
+
 double bench_probe_bandwidth(uint32_t threads, double seconds)
 {
-    /* a decode row probes between every burst: the machine is detected
-     * once for all of them */
-    static size_t bytes;
-    static uint32_t bytes_threads;
     tw_err err;
-    if (!bytes || bytes_threads != threads) {
+    if (!held_probe) {
+        /* a decode row probes between every burst: the machine is detected
+         * and the buffer mapped once for all of them */
         tw_hw_info hw;
         tw_hw_detect(&hw, &err);
-        bytes = tw_hw_probe_bytes(&hw, threads);
-        bytes_threads = threads;
+        if (tw_bw_probe_open(tw_hw_probe_bytes(&hw, threads), &held_probe, &err) != TW_OK) {
+            bench_progress("bandwidth probe failed: %s", err.msg);
+            return 0;
+        }
     }
     double bw = 0;
-    if (tw_hw_read_bandwidth(bytes, threads, seconds, &bw, &err) != TW_OK)
+    if (tw_bw_probe_read(held_probe, threads, seconds, &bw, &err) != TW_OK)
         return 0;
     return bw;
+}
+
+void bench_probe_release(void)
+{
+    tw_bw_probe_close(held_probe);
+    held_probe = NULL;
 }
 
 double bench_machine_row(uint32_t threads, double seconds)
@@ -133,10 +142,13 @@ double bench_machine_row(uint32_t threads, double seconds)
     tw_hw_choose(&hw, &ch);
     size_t bytes = tw_hw_probe_bytes(&hw, threads);
     double bw = 0, bw1 = 0;
-    if (tw_hw_read_bandwidth(bytes, threads, seconds, &bw, &err) != TW_OK)
+    tw_bw_probe *probe = NULL;
+    if (tw_bw_probe_open(bytes, &probe, &err) != TW_OK ||
+        tw_bw_probe_read(probe, threads, seconds, &bw, &err) != TW_OK)
         bench_progress("bandwidth probe failed: %s", err.msg);
-    if (threads > 1 && tw_hw_read_bandwidth(bytes, 1, seconds, &bw1, &err) != TW_OK)
+    if (threads > 1 && (!probe || tw_bw_probe_read(probe, 1, seconds, &bw1, &err) != TW_OK))
         bw1 = 0;
+    tw_bw_probe_close(probe);
     if (threads == 1)
         bw1 = bw;
     char extra[1200];

@@ -84,9 +84,13 @@ int bench_decode_prefetch(const char *mode, uint32_t threads);
 int bench_f16_prefill(const char *mode, uint32_t threads);
 
 /* The read bandwidth (bytes/s) of `threads` threads now, from a probe of
- * about `seconds` over a buffer four times the L3; 0 when it fails. For
+ * about `seconds` over a buffer of tw_hw_probe_bytes (mapped at the first
+ * call and kept); 0 when it fails. For
  * setting a measurement beside the bandwidth of its own moment on a machine
  * whose neighbours change it. */
 double bench_probe_bandwidth(uint32_t threads, double seconds);
+/* Unmaps the buffer bench_probe_bandwidth keeps between its probes (before
+ * a memory reading, and when done probing); the next probe maps it anew. */
+void bench_probe_release(void);
 
 #endif

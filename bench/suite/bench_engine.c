@@ -360,6 +360,8 @@ static int bench_model_api(const args *a, double bw, model_results *res)
                            a->label, PAIRED_ROUNDS, PAIRED_BURST, 100.0 * paired,
                            paired_bw / 1e9);
     }
+    /* the probes are done: their buffer is not the model's memory */
+    bench_probe_release();
     double split_gain = 0, fetch_gain = 0;
     fetch_on_bytes = tw_kernels_fetch_ahead();
     if (a->threads > 1) {

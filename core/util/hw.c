@@ -3,14 +3,12 @@
 #include "tw/hw.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "tw/kernels.h"
@@ -322,129 +320,6 @@ void tw_hw_log_choices(const tw_hw_info *hw, const tw_hw_choice *c, const tw_hw_
     fmt_bytes(c->fetch_ahead, fa, sizeof fa);
     tw_info("fetch ahead %s (%s)", c->fetch_ahead ? fa : "off",
             set->fetch_ahead ? "set by --fetch-ahead-bytes" : "auto: half the L2");
-}
-
-typedef struct probe {
-    const uint64_t *p;
-    size_t n;
-    size_t ahead; /* words fetched ahead in software; 0: none */
-    uint64_t sum; /* kept so the reads are not optimised away */
-} probe;
-
-/* Every other pass of the probe fetches this far ahead in software: some
- * machines stream faster that way (a 2-core EPYC read 42-44 GB/s with it
- * and 36-39 without), and the kernels do it where it pays, so the best
- * pass of either kind is what memory can give. */
-#define PROBE_AHEAD_WORDS 4096
-
-static void *probe_run(void *arg)
-{
-    probe *pr = arg;
-    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
-    size_t i = 0;
-    /* eight independent chains keep enough loads in flight to saturate a
-     * memory channel; the compiler vectorises them where it can */
-    for (; i + 8 <= pr->n; i += 8) {
-        if (pr->ahead && i + pr->ahead < pr->n)
-            __builtin_prefetch(pr->p + i + pr->ahead);
-        a0 += pr->p[i];
-        a1 += pr->p[i + 1];
-        a2 += pr->p[i + 2];
-        a3 += pr->p[i + 3];
-        a4 += pr->p[i + 4];
-        a5 += pr->p[i + 5];
-        a6 += pr->p[i + 6];
-        a7 += pr->p[i + 7];
-    }
-    for (; i < pr->n; i++)
-        a0 += pr->p[i];
-    pr->sum = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
-    return NULL;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-tw_status tw_hw_read_bandwidth(size_t bytes, uint32_t threads, double seconds, double *out,
-                               tw_err *err)
-{
-    if (!out || threads < 1 || threads > 64 || bytes < (4u << 20) || !(seconds >= 0.05) ||
-        seconds > 30)
-        return tw_errorf(err, TW_INVALID_ARGUMENT,
-                         "bandwidth probe: bytes >= 4 MiB, threads 1..64, seconds 0.05..30");
-    size_t n = bytes / sizeof(uint64_t);
-    /* huge pages where the machine gives them, as the loaded weights get:
-     * the probe should not lose to TLB misses the decode does not have */
-    void *map = mmap(NULL, n * sizeof(uint64_t), PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (map == MAP_FAILED)
-        return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "bandwidth probe: cannot map %zu bytes",
-                         bytes);
-    (void)madvise(map, n * sizeof(uint64_t), MADV_HUGEPAGE);
-    uint64_t *buf = map;
-    /* touch every page (and give it distinct content) before timing */
-    for (size_t i = 0; i < n; i++)
-        buf[i] = i * 0x9e3779b97f4a7c15ull;
-    probe pr[64];
-    pthread_t tid[64];
-    size_t per = n / threads;
-    double best = 0, start = now_s();
-    uint64_t sink = 0;
-    for (int pass = 0; pass < 1000; pass++) {
-        for (uint32_t t = 0; t < threads; t++) {
-            pr[t].p = buf + t * per;
-            pr[t].n = t + 1 == threads ? n - t * per : per;
-            pr[t].ahead = pass % 2 ? PROBE_AHEAD_WORDS : 0;
-        }
-        double t0 = now_s();
-        uint32_t started = 1;
-        for (uint32_t t = 1; t < threads; t++, started++)
-            if (pthread_create(&tid[t], NULL, probe_run, &pr[t]) != 0)
-                break;
-        probe_run(&pr[0]);
-        for (uint32_t t = 1; t < started; t++)
-            pthread_join(tid[t], NULL);
-        double dt = now_s() - t0;
-        size_t done = 0;
-        for (uint32_t t = 0; t < started; t++) {
-            sink += pr[t].sum;
-            done += pr[t].n;
-        }
-        if (dt > 0 && (double)done * sizeof *buf / dt > best)
-            best = (double)done * sizeof *buf / dt;
-        if (now_s() - start >= seconds && pass >= 3)
-            break;
-    }
-    munmap(map, n * sizeof(uint64_t));
-    /* sink depends on every read; comparing it keeps the loops alive */
-    if (sink == 0x5a5a5a5a5a5a5a5aull)
-        tw_debug("bandwidth probe checksum %llu", (unsigned long long)sink);
-    *out = best;
-    return TW_OK;
-}
-
-/* A 2-vCPU Zen 5 EPYC (two 32 MiB L3s, L3 unknown to the guest) read 73-75
- * GB/s at 256 MiB in most passes and 51-58 from 384 MiB to 1 GiB, with 4 KiB
- * pages; the same sweep in huge pages gave 57-68 at 256 MiB and 56-60 from
- * 384 MiB on: the small buffer was partly read from the L3s. */
-#define PROBE_MIN_BYTES (1ull << 30)
-
-size_t tw_hw_probe_bytes(const tw_hw_info *hw, uint32_t threads)
-{
-    const uint64_t floor = 64ull << 20;
-    uint64_t want = PROBE_MIN_BYTES;
-    if (hw && hw->l3_bytes && threads > 0 && hw->l3_bytes <= (UINT64_MAX / 8) / threads &&
-        8 * hw->l3_bytes * threads > want)
-        want = 8 * hw->l3_bytes * threads;
-    if (hw && hw->mem_available_bytes && want > hw->mem_available_bytes / 4)
-        want = hw->mem_available_bytes / 4;
-    if (want < floor)
-        want = floor;
-    return want > SIZE_MAX ? SIZE_MAX : (size_t)want;
 }
 
 tw_status tw_hw_tune_decode_prefetch(const tw_hw_info *hw, uint32_t threads,

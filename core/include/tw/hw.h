@@ -94,6 +94,19 @@ void tw_hw_log_choices(const tw_hw_info *hw, const tw_hw_choice *c, const tw_hw_
 tw_status tw_hw_read_bandwidth(size_t bytes, uint32_t threads, double seconds, double *out,
                                tw_err *err);
 
+/* The same probe over a buffer kept open between reads, for a caller that
+ * probes again and again (the buffer's mapping and first touch cost more
+ * than a read of it). open maps and writes `bytes` (at least 4 MiB); read
+ * measures as tw_hw_read_bandwidth does (threads 1..64, seconds
+ * 0.05..30); close unmaps (NULL is a no-op). One read at a time per probe. */
+typedef struct tw_bw_probe tw_bw_probe;
+tw_status tw_bw_probe_open(size_t bytes, tw_bw_probe **out, tw_err *err);
+tw_status tw_bw_probe_read(tw_bw_probe *p, uint32_t threads, double seconds, double *out,
+                           tw_err *err);
+/* The buffer's size in bytes; 0 for NULL. */
+size_t tw_bw_probe_bytes(const tw_bw_probe *p);
+void tw_bw_probe_close(tw_bw_probe *p);
+
 /* How large a buffer tw_hw_read_bandwidth needs on `threads` threads to
  * read memory rather than cache: eight times hw's L3 per thread (each
  * thread may sit beside an L3 of its own) and at least 1 GiB, since a

@@ -162,6 +162,35 @@ static void test_read_bandwidth_measures_and_checks_arguments(void **state)
     assert_int_equal(tw_hw_read_bandwidth(8u << 20, 1, 0.05, NULL, &err), TW_INVALID_ARGUMENT);
 }
 
+/* A probe kept open reads its buffer again and again at a sane rate, and
+ * the handle refuses what the one-shot probe refuses. */
+static void test_open_probe_reads_repeatedly(void **state)
+{
+    (void)state;
+    tw_err err;
+    tw_bw_probe *p = NULL;
+    assert_int_equal(tw_bw_probe_open(1u << 20, &p, &err), TW_INVALID_ARGUMENT);
+    assert_null(p);
+    assert_int_equal(tw_bw_probe_open(8u << 20, NULL, &err), TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_bw_probe_open(8u << 20, &p, &err), TW_OK);
+    assert_non_null(p);
+    assert_int_equal(tw_bw_probe_bytes(p), 8u << 20);
+    for (uint32_t threads = 1; threads <= 2; threads++) {
+        double bw = -1;
+        assert_int_equal(tw_bw_probe_read(p, threads, 0.05, &bw, &err), TW_OK);
+        assert_true(bw > 1e8 && bw < 1e14);
+    }
+    double bw = -1;
+    assert_int_equal(tw_bw_probe_read(p, 0, 0.05, &bw, &err), TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_bw_probe_read(p, 65, 0.05, &bw, &err), TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_bw_probe_read(p, 1, 31.0, &bw, &err), TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_bw_probe_read(p, 1, 0.05, NULL, &err), TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_bw_probe_read(NULL, 1, 0.05, &bw, &err), TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_bw_probe_bytes(NULL), 0);
+    tw_bw_probe_close(p);
+    tw_bw_probe_close(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -171,6 +200,7 @@ int main(void)
         cmocka_unit_test(test_detect_reads_the_cpu_family),
         cmocka_unit_test(test_probe_bytes_outgrow_the_caches),
         cmocka_unit_test(test_read_bandwidth_measures_and_checks_arguments),
+        cmocka_unit_test(test_open_probe_reads_repeatedly),
     };
     return cmocka_run_group_tests_name("core/util/hw", tests, NULL, NULL);
 }
