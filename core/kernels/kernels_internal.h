@@ -297,6 +297,20 @@ void tw_rows_q4_quads_avxvnni(const uint8_t *w, size_t row_bytes, size_t rows, s
                               const tw_act *acts, size_t n_act, float *y, size_t y_stride);
 void tw_rows_q8_quads_avxvnni(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols,
                               const tw_act *acts, size_t n_act, float *y, size_t y_stride);
+/* The AVX512-VNNI kernels for one activation (Q8_0, Q4_0, Q5_0, Q4_K,
+ * Q6_K) and for a few (Q4_K, Q6_K: up to four a pass) of
+ * packed_vnni_one_x86.c, which the batch drivers of packed_vnni_x86.c hand
+ * such calls to. Arguments as tw_rows_fn. */
+#define TW_ROWS_FN_DECL(name)                                                                      \
+    void name(const uint8_t *w, size_t row_bytes, size_t rows, size_t cols, const tw_act *acts,    \
+              size_t n_act, float *y, size_t y_stride)
+TW_ROWS_FN_DECL(tw_rows_q8_one_avx512);
+TW_ROWS_FN_DECL(tw_rows_q4_one_avx512);
+TW_ROWS_FN_DECL(tw_rows_q5_one_avx512);
+TW_ROWS_FN_DECL(tw_rows_q4k_one_avx512);
+TW_ROWS_FN_DECL(tw_rows_q6k_one_avx512);
+TW_ROWS_FN_DECL(tw_rows_q4k_few_avx512);
+TW_ROWS_FN_DECL(tw_rows_q6k_few_avx512);
 
 static inline bool tw_type_packed(tw_type type)
 {
