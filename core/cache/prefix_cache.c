@@ -1,9 +1,23 @@
 /* The in-memory prefix cache (tw/prefix_cache.h): a tree of token blocks,
  * found through a hash table keyed by chained block hashes, evicted leaf
- * first in LRU order within a byte budget. */
+ * first in LRU order within a byte budget.
+ *
+ * Where a block's rows fill whole pages of every K/V run, the nodes keep
+ * their K/V in one memory file instead of the heap, and a restore maps
+ * those pages into the sequence (tw_seq_kv_map_file) instead of copying
+ * them: every sequence restored from a prefix then reads one copy of it.
+ * The file is laid out run-major, run r's slots at r * run_span, a node's
+ * rows at its slot in each, and the nodes of one insert take neighbouring
+ * slots, so a prefix maps in one call per run and stretch of neighbours.
+ * A restore pins the nodes it mapped until the sequence gives its lease
+ * back; the cache itself lives on (closed) until the last lease is back. */
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "tw/prefix_cache.h"
 #include "tw/seq_state.h"
@@ -21,8 +35,9 @@ typedef struct node {
     size_t depth; /* blocks from the root including this one */
     size_t bytes; /* what this node counts against the budget */
     float *snap;  /* recurrent state at the node's end, or NULL */
+    size_t slot;  /* its rows' slot in the file (shared K/V) */
     uint32_t tokens[B];
-    unsigned char kv[]; /* [B tokens] in tw_seq_kv_read()'s layout and type */
+    unsigned char kv[]; /* without the file: [B tokens] in tw_seq_kv_read()'s layout and type */
 } node;
 
 struct tw_prefix_cache {
@@ -36,7 +51,25 @@ struct tw_prefix_cache {
     size_t n_buckets; /* power of two */
     node *lru;        /* sentinel (no K/V): lru->next is the most recent */
     tw_prefix_cache_stats st;
+    /* shared K/V (fd >= 0): the memory file, its slots and their use */
+    int fd;
+    size_t slot_bytes; /* one block of one run */
+    size_t n_slots;    /* per run: twice what the budget holds */
+    uint64_t run_span; /* n_slots * slot_bytes */
+    uint8_t *slot_used;
+    size_t slot_cursor;
+    /* the owner and every lease out; freed when the last goes */
+    size_t users;
+    bool closed;
 };
+
+/* A restore's mapped nodes, pinned until the sequence gives it back. */
+typedef struct lease {
+    tw_kv_lease base; /* first: the sequence hands back this */
+    tw_prefix_cache *c;
+    size_t n;
+    node *nodes[];
+} lease;
 
 static uint64_t mix64(uint64_t x)
 {
@@ -75,6 +108,60 @@ static void touch(tw_prefix_cache *c, node *n)
     lru_push_front(c, n);
 }
 
+/* The memory file for the nodes' K/V where a block fills whole pages of
+ * every run; without it (another geometry, no memfd) nodes keep their K/V
+ * on the heap and restores copy it. */
+static void open_file(tw_prefix_cache *c)
+{
+    const size_t runs = tw_seq_kv_runs(c->model);
+    const long page = sysconf(_SC_PAGESIZE);
+    if (!runs || page <= 0 || c->kv_bytes % runs || (c->kv_bytes / runs) % (size_t)page)
+        return;
+    c->slot_bytes = c->kv_bytes / runs;
+    uint64_t fit = c->max_bytes / (sizeof(node) + c->kv_bytes);
+    if (fit > ((uint64_t)1 << 24))
+        return;
+    c->n_slots = 2 * (size_t)fit + 16;
+    c->run_span = (uint64_t)c->n_slots * c->slot_bytes;
+    c->slot_used = calloc(c->n_slots, 1);
+    int fd = memfd_create("tokenwire-prefix-kv", MFD_CLOEXEC);
+    /* sparse: only the slots written take memory */
+    if (!c->slot_used || fd < 0 || ftruncate(fd, (off_t)(c->run_span * runs)) != 0) {
+        if (fd >= 0)
+            close(fd);
+        free(c->slot_used);
+        c->slot_used = NULL;
+        return;
+    }
+    c->fd = fd;
+}
+
+/* A free slot: `prefer` (the one after the previous block's) when free, so
+ * that a prefix's blocks lie side by side; else the next free one on. */
+static bool slot_take(tw_prefix_cache *c, size_t prefer, size_t *out)
+{
+    size_t s = prefer < c->n_slots && !c->slot_used[prefer] ? prefer : c->slot_cursor;
+    for (size_t tried = 0; tried < c->n_slots; tried++, s = (s + 1) % c->n_slots)
+        if (!c->slot_used[s]) {
+            c->slot_used[s] = 1;
+            c->slot_cursor = (s + 1) % c->n_slots;
+            *out = s;
+            return true;
+        }
+    return false;
+}
+
+/* Gives a slot's pages back to the system; no sequence reads them (the node
+ * was not pinned). */
+static void slot_free(tw_prefix_cache *c, size_t slot)
+{
+    const size_t runs = tw_seq_kv_runs(c->model);
+    for (size_t r = 0; r < runs; r++)
+        (void)fallocate(c->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                        (off_t)(r * c->run_span + slot * c->slot_bytes), (off_t)c->slot_bytes);
+    c->slot_used[slot] = 0;
+}
+
 tw_status tw_prefix_cache_create(tw_model *model, const tw_prefix_cache_opts *opts,
                                  tw_prefix_cache **out, tw_err *err)
 {
@@ -103,6 +190,10 @@ tw_status tw_prefix_cache_create(tw_model *model, const tw_prefix_cache_opts *op
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "prefix cache: out of memory");
     }
     c->lru->next = c->lru->prev = c->lru;
+    c->fd = -1;
+    c->users = 1;
+    if (!(opts && opts->copy_kv))
+        open_file(c);
     pthread_mutex_init(&c->mu, NULL);
     *out = c;
     return TW_OK;
@@ -114,18 +205,53 @@ static void node_free(node *n)
     free(n);
 }
 
-void tw_prefix_cache_free(tw_prefix_cache *c)
+static void destroy(tw_prefix_cache *c)
 {
-    if (!c)
-        return;
     for (node *n = c->lru->next, *next; n != c->lru; n = next) {
         next = n->next;
         node_free(n);
     }
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c->slot_used);
     free(c->buckets);
     free(c->lru);
     pthread_mutex_destroy(&c->mu);
     free(c);
+}
+
+/* Drops one user (the owner or a lease) under the mutex; true when that
+ * was the last of a closed cache, which the caller then destroys. */
+static bool drop_user(tw_prefix_cache *c)
+{
+    c->users--;
+    return c->closed && c->users == 0;
+}
+
+void tw_prefix_cache_free(tw_prefix_cache *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->mu);
+    c->closed = true;
+    bool last = drop_user(c);
+    pthread_mutex_unlock(&c->mu);
+    if (last)
+        destroy(c);
+}
+
+static void lease_release(tw_kv_lease *base)
+{
+    lease *l = (lease *)base;
+    tw_prefix_cache *c = l->c;
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < l->n; i++)
+        l->nodes[i]->refs--;
+    bool last = drop_user(c);
+    pthread_mutex_unlock(&c->mu);
+    free(l);
+    if (last)
+        destroy(c);
 }
 
 static node *find_child(const tw_prefix_cache *c, const node *parent, const uint32_t *tokens)
@@ -151,6 +277,8 @@ static void remove_node(tw_prefix_cache *c, node *n)
     c->st.nodes--;
     if (n->snap)
         c->st.snapshots--;
+    if (c->fd >= 0)
+        slot_free(c, n->slot);
     node_free(n);
 }
 
@@ -176,6 +304,36 @@ static bool make_room(tw_prefix_cache *c, size_t need)
     return true;
 }
 
+/* The rows of path[0, n) (root first) into seq from the file: each stretch
+ * of neighbouring slots mapped where the sequence's pages allow, copied
+ * where not. *mapped gets the tokens mapped. */
+static tw_status restore_from_file(tw_prefix_cache *c, tw_seq *seq, node *const *path, size_t n,
+                                   size_t *mapped, tw_err *err)
+{
+    *mapped = 0;
+    for (size_t i = 0, j; i < n; i = j) {
+        for (j = i + 1; j < n && path[j]->slot == path[j - 1]->slot + 1; j++)
+            ;
+        const size_t pos = i * B, rows = (j - i) * B;
+        const uint64_t base = (uint64_t)path[i]->slot * c->slot_bytes;
+        tw_status st = TW_FAILED_PRECONDITION;
+        if (tw_seq_kv_mappable(seq, pos, rows)) {
+            tw_err merr;
+            st = tw_seq_kv_map_file(seq, pos, rows, c->fd, base, c->run_span, &merr);
+            if (st == TW_OK)
+                *mapped += rows;
+            else if (st != TW_RESOURCE_EXHAUSTED && st != TW_FAILED_PRECONDITION)
+                return tw_errorf(err, st, "prefix cache restore: %s", merr.msg);
+        }
+        if (st != TW_OK) {
+            st = tw_seq_kv_load_file(seq, pos, rows, c->fd, base, c->run_span, err);
+            if (st != TW_OK)
+                return st;
+        }
+    }
+    return TW_OK;
+}
+
 tw_status tw_prefix_cache_restore(tw_prefix_cache *c, tw_seq *seq, const uint32_t *tokens,
                                   size_t n, size_t limit, size_t *restored, tw_err *err)
 {
@@ -187,6 +345,8 @@ tw_status tw_prefix_cache_restore(tw_prefix_cache *c, tw_seq *seq, const uint32_
         limit = n;
     if (limit > tw_seq_capacity(seq))
         limit = tw_seq_capacity(seq);
+    /* before the mutex: a reset gives back the leases the sequence holds,
+     * which may be this cache's */
     tw_seq_reset(seq);
     pthread_mutex_lock(&c->mu);
     c->st.lookups++;
@@ -200,13 +360,25 @@ tw_status tw_prefix_cache_restore(tw_prefix_cache *c, tw_seq *seq, const uint32_
             best = cur;
     }
     tw_status st = TW_OK;
+    lease *l = NULL;
     if (best) {
         /* Leaf first, so the path's ancestors end up the most recent. */
-        for (node *p = best; p; p = p->parent) {
+        for (node *p = best; p; p = p->parent)
             touch(c, p);
-            st = tw_seq_kv_write(seq, (p->depth - 1) * B, B, p->kv, err);
-            if (st != TW_OK)
-                break;
+        size_t mapped = 0;
+        if (c->fd >= 0) {
+            l = malloc(sizeof *l + best->depth * sizeof(node *));
+            if (!l) {
+                st = tw_errorf(err, TW_RESOURCE_EXHAUSTED, "prefix cache restore: out of memory");
+            } else {
+                l->n = best->depth;
+                for (node *p = best; p; p = p->parent)
+                    l->nodes[p->depth - 1] = p;
+                st = restore_from_file(c, seq, l->nodes, l->n, &mapped, err);
+            }
+        } else {
+            for (node *p = best; p && st == TW_OK; p = p->parent)
+                st = tw_seq_kv_write(seq, (p->depth - 1) * B, B, p->kv, err);
         }
         if (st == TW_OK)
             st = tw_seq_set_len(seq, best->depth * B, best->snap, err);
@@ -214,11 +386,26 @@ tw_status tw_prefix_cache_restore(tw_prefix_cache *c, tw_seq *seq, const uint32_
             *restored = best->depth * B;
             c->st.hits++;
             c->st.tokens_reused += *restored;
-        } else {
-            tw_seq_reset(seq);
+            c->st.tokens_mapped += mapped;
+        }
+        if (l && (mapped || st != TW_OK)) {
+            /* the sequence reads the file's pages now (a failed restore may
+             * have mapped some before it failed, until the reset below):
+             * their nodes stay until it gives the lease back */
+            for (size_t i = 0; i < l->n; i++)
+                l->nodes[i]->refs++;
+            l->base.release = lease_release;
+            l->base.next = NULL;
+            l->c = c;
+            c->users++;
+            tw_seq_kv_hold(seq, &l->base);
+            l = NULL;
         }
     }
     pthread_mutex_unlock(&c->mu);
+    free(l);
+    if (st != TW_OK)
+        tw_seq_reset(seq);
     return st;
 }
 
@@ -230,6 +417,7 @@ tw_status tw_prefix_cache_insert(tw_prefix_cache *c, const tw_seq *seq, const ui
     if (!c || !seq || (!tokens && tw_seq_len(seq)))
         return tw_errorf(err, TW_INVALID_ARGUMENT, "prefix cache insert: NULL argument");
     size_t len = tw_seq_len(seq), nblocks = len / B;
+    /* the budget counts a node's K/V wherever it is kept */
     size_t node_bytes = sizeof(node) + c->kv_bytes;
     tw_status st = TW_OK;
     pthread_mutex_lock(&c->mu);
@@ -244,12 +432,23 @@ tw_status tw_prefix_cache_insert(tw_prefix_cache *c, const tw_seq *seq, const ui
                 cur->refs--;
             if (!room)
                 break;
-            child = malloc(node_bytes);
+            child = malloc(c->fd >= 0 ? sizeof(node) : node_bytes);
             if (!child)
                 break;
             memset(child, 0, sizeof *child);
             memcpy(child->tokens, tokens + b * B, sizeof child->tokens);
-            st = tw_seq_kv_read(seq, b * B, B, child->kv, err);
+            if (c->fd >= 0) {
+                if (!slot_take(c, cur ? cur->slot + 1 : c->slot_cursor, &child->slot)) {
+                    free(child);
+                    break;
+                }
+                st = tw_seq_kv_store_file(seq, b * B, B, c->fd,
+                                          (uint64_t)child->slot * c->slot_bytes, c->run_span, err);
+                if (st != TW_OK)
+                    slot_free(c, child->slot);
+            } else {
+                st = tw_seq_kv_read(seq, b * B, B, child->kv, err);
+            }
             if (st != TW_OK) {
                 free(child);
                 break;

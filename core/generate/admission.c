@@ -362,6 +362,9 @@ void admission_slot_end(tw_engine *e, request *r, model_entry *m, tw_seq *seq)
         tw_seq_free(seq);
         return;
     }
+    /* parked empty: a sequence restored from the prefix cache's pages
+     * gives them back now, not when it is next taken */
+    tw_seq_reset(seq);
     m->free_seqs[m->n_free_seqs++] = seq;
     atomic_fetch_add(&e->mem.pooled, bytes);
 }

@@ -23,6 +23,7 @@
 #include "tw/kernels.h"
 #include "tw/model.h"
 #include "tw/pool.h"
+#include "tw/seq_state.h"
 
 #include "model/config.h"
 
@@ -153,10 +154,13 @@ struct tw_seq {
     uint64_t id;
     size_t cap;
     size_t len;
-    unsigned char *kv; /* [n_attn][2][n_kv_heads][cap][head_dim] of info.kv_type */
+    size_t kv_rows;    /* rows of a K/V run: cap, rounded up so that every run starts a page */
+    unsigned char *kv; /* [n_attn][2][n_kv_heads][kv_rows][head_dim] of info.kv_type */
     size_t kv_bytes;   /* of the kv mapping */
     size_t kv_ready;   /* positions whose pages are populated in every K/V run */
     bool kv_lazy;      /* populating ahead is not supported: pages fault in as written */
+    size_t kv_mapped_runs; /* runs mapped from a file since the K/V was last fresh (kv_share.c) */
+    tw_kv_lease *leases;   /* what those mappings read, given back when they go */
     float *state;      /* [n_dn][dn_state + dn_conv] */
     uint64_t *stamp;   /* [cap]: clock value when the position was written */
     uint64_t clock;
@@ -174,7 +178,7 @@ static inline unsigned char *tw_seq_kv(const tw_seq *s, uint32_t attn_index, int
                                        uint32_t head)
 {
     const tw_mconfig *c = &s->model->cfg;
-    size_t per_head = s->cap * c->head_dim;
+    size_t per_head = s->kv_rows * c->head_dim;
     size_t per_layer = 2 * (size_t)c->n_kv_heads * per_head;
     return s->kv + (attn_index * per_layer + (size_t)which * c->n_kv_heads * per_head +
                     head * per_head) *
@@ -201,6 +205,14 @@ void tw_seq_kv_prepare(tw_seq *s, size_t end);
  * length in *mapped; NULL (and 0) when it cannot be had. */
 unsigned char *tw_seq_kv_map(size_t bytes, size_t *mapped);
 void tw_seq_kv_unmap(unsigned char *kv, size_t mapped);
+
+/* Swaps a K/V that rows were mapped into from a file for fresh anonymous
+ * memory and gives the leases back (kv_share.c); called where every row
+ * is about to be the sequence's own again (reset, import). Where the swap
+ * cannot be had, the mapping and its leases stay as they are. */
+void tw_seq_kv_unshare(tw_seq *s);
+/* Gives the leases back once the K/V is unmapped (the sequence is freed). */
+void tw_seq_kv_drop_shared(tw_seq *s);
 
 /* Floats of a DeltaNet layer's q|k|v row (the conv's channels). */
 static inline size_t tw_dn_conv_dim(const tw_mconfig *c)

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "model/model_internal.h"
 
@@ -16,6 +17,26 @@ static atomic_uint_least64_t next_seq_id = 1;
 static bool mul_ok(size_t a, size_t b, size_t *out)
 {
     return !__builtin_mul_overflow(a, b, out);
+}
+
+/* Rows of a K/V run for `cap` positions of `row` bytes: cap rounded up
+ * until a run is whole pages, so that every run starts a page and a
+ * stretch of rows that fills pages can be mapped from a file
+ * (tw_seq_kv_map_file). The rows past cap are never touched, so they cost
+ * address space only. 0 on overflow. */
+static size_t kv_rows_for(size_t cap, size_t row)
+{
+    long p = sysconf(_SC_PAGESIZE);
+    size_t page = p > 0 ? (size_t)p : 4096, a = row ? row : 1, b = page;
+    while (b) {
+        size_t t = a % b;
+        a = b;
+        b = t;
+    }
+    const size_t step = page / a; /* rows of the smallest whole-page run */
+    if (cap > SIZE_MAX - step)
+        return 0;
+    return cap ? (cap + step - 1) / step * step : step;
 }
 
 tw_status tw_seq_create(tw_model *model, size_t max_tokens, tw_seq **out, tw_err *err)
@@ -32,8 +53,10 @@ tw_status tw_seq_create(tw_model *model, size_t max_tokens, tw_seq **out, tw_err
                          model->info.max_context);
     const tw_mconfig *c = &model->cfg;
     size_t kv = 0, per;
-    if (!mul_ok(cap, c->head_dim, &per) || !mul_ok(per, 2 * (size_t)c->n_kv_heads, &per) ||
-        !mul_ok(per, model->n_attn_layers, &kv) || !mul_ok(kv, tw_kv_elem(model), &per))
+    const size_t rows = kv_rows_for(cap, (size_t)c->head_dim * tw_kv_elem(model));
+    if (!rows || !mul_ok(rows, c->head_dim, &per) ||
+        !mul_ok(per, 2 * (size_t)c->n_kv_heads, &per) || !mul_ok(per, model->n_attn_layers, &kv) ||
+        !mul_ok(kv, tw_kv_elem(model), &per))
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "seq: KV size overflows");
     size_t st = (size_t)model->n_dn_layers * tw_dn_layer_floats(model);
 
@@ -43,6 +66,7 @@ tw_status tw_seq_create(tw_model *model, size_t max_tokens, tw_seq **out, tw_err
     s->model = model;
     s->id = atomic_fetch_add(&next_seq_id, 1);
     s->cap = cap;
+    s->kv_rows = rows;
     s->kv = kv ? tw_seq_kv_map(kv * tw_kv_elem(model), &s->kv_bytes) : NULL;
     s->state = st ? calloc(st, sizeof(float)) : NULL;
     s->stamp = calloc(cap ? cap : 1, sizeof(uint64_t));
@@ -60,6 +84,7 @@ void tw_seq_free(tw_seq *seq)
     if (!seq)
         return;
     tw_seq_kv_unmap(seq->kv, seq->kv_bytes);
+    tw_seq_kv_drop_shared(seq);
     free(seq->state);
     free(seq->stamp);
     free(seq);
@@ -79,6 +104,7 @@ void tw_seq_reset(tw_seq *seq)
     if (!seq)
         return;
     seq->len = 0;
+    tw_seq_kv_unshare(seq);
     if (seq->state)
         memset(seq->state, 0, state_floats(seq->model) * sizeof(float));
 }

@@ -300,6 +300,8 @@ tw_status tw_seq_state_import(tw_seq *seq, const void *blob, size_t len, size_t 
     const uint8_t *p = (const uint8_t *)blob + HDR_BYTES;
     size_t run = 0;
     run_bytes(&g, n, fmt, &run);
+    /* every row below n is written here: none need the file's pages */
+    tw_seq_kv_unshare(seq);
     tw_seq_kv_prepare(seq, n);
     for (uint32_t l = 0; l < g.n_attn; l++)
         for (int which = 0; which < 2; which++)

@@ -3,7 +3,7 @@
 # unknown option stops the program at once with exit 2 and a line that
 # names the option and what it takes, before any measuring starts.
 set -u
-ENGINE=$1 KV=$2 STREAM=$3 RPC=$4 SPEC=$5 CACHE=$6 KERNELS=$7 PORTS=$8
+ENGINE=$1 KV=$2 STREAM=$3 RPC=$4 SPEC=$5 CACHE=$6 KERNELS=$7 PORTS=$8 PREFIX=$9
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 failed=0
@@ -45,6 +45,12 @@ expect "tw-bench-stream: --layers needs a value" "$STREAM" --layers
 expect "tw-bench-rpc: --threads wants a whole number from 1 to 1024, not '0'" "$RPC" --threads 0
 expect "tw-bench-rpc: unknown option 'extra'" "$RPC" --quick extra
 expect "tw-bench-rpc: --isa needs a value" "$RPC" --quick --isa
+expect "tw-bench-prefix: --seqs wants a whole number from 1 to 64, not '65'" \
+    "$PREFIX" --model m --seqs 65
+expect "tw-bench-prefix: --prefix wants a whole number from 64 to 1048576, not '12k'" \
+    "$PREFIX" --model m --prefix 12k
+expect "tw-bench-prefix: --model is required" "$PREFIX" --seqs 2
+expect "tw-bench-prefix: unknown option '--copy'" "$PREFIX" --model m --copy
 expect "tw-bench-spec: --k wants a whole number from 0 to 12, not '13'" "$SPEC" --k 13
 expect "tw-bench-spec: --reps wants a whole number from 1 to 32, not '1e3'" "$SPEC" --reps 1e3
 expect "tw-bench-spec: --draft needs a value" "$SPEC" --draft

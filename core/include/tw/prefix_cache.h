@@ -6,17 +6,23 @@
  * hashes the parent's key with its own ids, so one key stands for the whole
  * prefix, and a lookup compares the ids too, so a hash collision can never
  * restore the wrong state. A node holds a copy of its block's attention
- * K/V rows (copied out of the sequence that computed them and copied into
- * the sequences that reuse them: a cached node is never written through by
- * a sequence). On a model with DeltaNet layers a node may also hold the
+ * K/V rows, copied out of the sequence that computed them. Where a block's
+ * rows fill whole pages of every K/V run (rows a multiple of 64 bytes, as
+ * with a head_dim that is a multiple of 32 in f16 or 16 in f32), the copies live in one memory file
+ * and a restore maps their pages into the sequence copy-on-write (tw_seq_kv_map_file): sequences
+ * restored from one prefix share one copy, and a restore costs a few system calls a K/V run instead
+ * of a copy of every row; elsewhere (or with opts.copy_kv) the rows are copied in. A cached node is
+ * never written through by a sequence. On a model with DeltaNet layers a node may also hold the
  * recurrent state (DeltaNet state + conv window) at its end: only a node
  * with one can be resumed from, so the caller chooses the boundaries that
  * matter (see tw_prefix_cache_wants_snapshot()).
  *
  * Memory: nodes are evicted least recently used first, leaves only (a node
  * with children is the prefix of something cached), within max_bytes.
- * Nodes a call is working on are pinned by a reference count and never
- * evicted under it.
+ * Nodes a call is working on, and nodes whose pages a sequence has mapped
+ * (until that sequence is reset or freed), are pinned by a reference count
+ * and never evicted under it. A sequence may outlive the cache it was
+ * restored from: what it maps stays until it lets go.
  *
  * Threads: every call takes the cache's mutex, so any thread may call; the
  * sequence passed in must not be in a forward pass meanwhile.
@@ -40,12 +46,14 @@ typedef struct tw_prefix_cache tw_prefix_cache;
 typedef struct tw_prefix_cache_opts {
     uint64_t max_bytes;       /* memory budget [1 GiB] */
     uint32_t snapshot_every;  /* recurrent snapshot every this many blocks [32] */
+    bool copy_kv;             /* restore by copying K/V rows, never by mapping them [false] */
 } tw_prefix_cache_opts;
 
 typedef struct tw_prefix_cache_stats {
     uint64_t lookups;       /* tw_prefix_cache_restore() calls */
     uint64_t hits;          /* ... that restored at least one block */
     uint64_t tokens_reused; /* tokens restored */
+    uint64_t tokens_mapped; /* ... of them mapped from the cache's pages, not copied */
     uint64_t bytes;         /* memory held now */
     uint64_t nodes;         /* blocks held now */
     uint64_t snapshots;     /* recurrent snapshots held now */

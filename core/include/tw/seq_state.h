@@ -89,6 +89,51 @@ tw_status tw_seq_kv_read(const tw_seq *seq, size_t pos, size_t n, void *dst, tw_
  * on the overwritten rows can no longer be restored. */
 tw_status tw_seq_kv_write(tw_seq *seq, size_t pos, size_t n, const void *src, tw_err *err);
 
+/* ---- K/V rows in a file, shared by mapping (the prefix cache) ----------- */
+
+/* K/V runs of a sequence: attention layers x (K, V) x kv heads; a
+ * position's row in each is tw_seq_kv_bytes_per_token() / runs bytes. 0 on a
+ * model without attention layers. */
+size_t tw_seq_kv_runs(const tw_model *model);
+
+/* The file layout of the calls below: rows [pos, pos + n) of run r (in
+ * tw_seq_kv_read()'s order) at byte base + r * run_span of the file. */
+
+/* Writes the sequence's rows [pos, pos + n) (below its length) to fd. */
+tw_status tw_seq_kv_store_file(const tw_seq *seq, size_t pos, size_t n, int fd, uint64_t base,
+                               uint64_t run_span, tw_err *err);
+
+/* Copies rows [pos, pos + n) from fd into the sequence, as
+ * tw_seq_kv_write() does from memory. */
+tw_status tw_seq_kv_load_file(tw_seq *seq, size_t pos, size_t n, int fd, uint64_t base,
+                              uint64_t run_span, tw_err *err);
+
+/* Whether rows [pos, pos + n) of every run fall on whole pages of the
+ * sequence's K/V, as tw_seq_kv_map_file() needs. */
+bool tw_seq_kv_mappable(const tw_seq *seq, size_t pos, size_t n);
+
+/* Maps rows [pos, pos + n) of fd into the sequence in place of copying
+ * them (copy-on-write: the sequence reads the file's pages, and a page it
+ * writes becomes its own). base and run_span must be multiples of the page
+ * size; FAILED_PRECONDITION when the rows do not fall on whole pages
+ * (tw_seq_kv_mappable), RESOURCE_EXHAUSTED when the process maps too many
+ * already: copy them then. The file's pages must stay as they are until the
+ * sequence gives back the lease it is handed (tw_seq_kv_hold). */
+tw_status tw_seq_kv_map_file(tw_seq *seq, size_t pos, size_t n, int fd, uint64_t base,
+                             uint64_t run_span, tw_err *err);
+
+/* What a sequence holds while rows mapped from a file are in its K/V:
+ * release() is called once, when none is read any more (tw_seq_reset,
+ * tw_seq_state_import, tw_seq_free), from the thread that made that call. */
+typedef struct tw_kv_lease tw_kv_lease;
+struct tw_kv_lease {
+    void (*release)(tw_kv_lease *lease);
+    tw_kv_lease *next; /* the sequence's own */
+};
+
+/* Hands seq a lease to give back (see above); a sequence may hold several. */
+void tw_seq_kv_hold(tw_seq *seq, tw_kv_lease *lease);
+
 /* Copies the recurrent state (tw_seq_recurrent_floats() floats) into dst. */
 tw_status tw_seq_recurrent_read(const tw_seq *seq, float *dst, tw_err *err);
 

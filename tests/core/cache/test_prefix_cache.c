@@ -33,13 +33,14 @@ static void prefill(tw_model *m, tw_seq *s, const uint32_t *t, size_t from, size
                      TW_OK);
 }
 
-static void test_attention_restore_and_evict(void **state)
+/* The same with the nodes' K/V mapped into the sequences (the default on
+ * this model: a block fills whole pages of every run) and copied. */
+static void restore_and_evict(bool copy_kv)
 {
-    (void)state;
     tw_model *m = load("qwen3_deep");
     size_t per_block = tw_seq_kv_floats_per_token(m) * TW_PREFIX_BLOCK * sizeof(float);
     /* Room for about four blocks. */
-    tw_prefix_cache_opts o = {.max_bytes = per_block * 4 + per_block / 2};
+    tw_prefix_cache_opts o = {.max_bytes = per_block * 4 + per_block / 2, .copy_kv = copy_kv};
     tw_prefix_cache *c;
     tw_err err;
     assert_int_equal(tw_prefix_cache_create(m, &o, &c, &err), TW_OK);
@@ -75,6 +76,11 @@ static void test_attention_restore_and_evict(void **state)
     assert_int_equal(tw_seq_kv_read(a, 0, 128, ka, &err), TW_OK);
     assert_int_equal(tw_seq_kv_read(b, 0, 128, kb, &err), TW_OK);
     assert_memory_equal(ka, kb, per * 128 * sizeof(float));
+    tw_prefix_cache_stats st;
+    tw_prefix_cache_get_stats(c, &st);
+    assert_int_equal(st.tokens_mapped, copy_kv ? 0 : 128 + 64 + 64 + 128);
+    /* b reads the mapped nodes until it lets them go */
+    tw_seq_reset(b);
 
     /* A second prompt of 3 blocks needs room: the budget evicts the least
      * recently used leaf (block 1 of the first prompt), never more than
@@ -82,7 +88,6 @@ static void test_attention_restore_and_evict(void **state)
     tw_seq_reset(a);
     prefill(m, a, u + 200, 0, 192);
     assert_int_equal(tw_prefix_cache_insert(c, a, u + 200, false, &cached, &err), TW_OK);
-    tw_prefix_cache_stats st;
     tw_prefix_cache_get_stats(c, &st);
     assert_true(st.bytes <= o.max_bytes);
     assert_int_equal(st.nodes, 4);
@@ -90,6 +95,7 @@ static void test_attention_restore_and_evict(void **state)
     assert_int_equal(st.evictions, 1);
     assert_int_equal(tw_prefix_cache_restore(c, b, t, 400, 400, &got, &err), TW_OK);
     assert_int_equal(got, 64);
+    tw_seq_reset(b);
     /* A prompt longer than the whole budget caches what fits: its own
      * earlier blocks are ancestors and never evicted under it. */
     tw_seq_reset(a);
@@ -103,6 +109,7 @@ static void test_attention_restore_and_evict(void **state)
     tw_prefix_cache_get_stats(c, &st);
     assert_int_equal(st.lookups, 6);
     assert_int_equal(st.hits, 6);
+    tw_seq_reset(b);
     tw_prefix_cache_clear(c);
     tw_prefix_cache_get_stats(c, &st);
     assert_int_equal(st.nodes, 0);
@@ -116,6 +123,18 @@ static void test_attention_restore_and_evict(void **state)
     tw_seq_free(b);
     tw_prefix_cache_free(c);
     tw_model_free(m);
+}
+
+static void test_attention_restore_and_evict(void **state)
+{
+    (void)state;
+    restore_and_evict(false);
+}
+
+static void test_attention_restore_and_evict_copying(void **state)
+{
+    (void)state;
+    restore_and_evict(true);
 }
 
 static void test_hybrid_snapshots(void **state)
@@ -223,11 +242,117 @@ static void test_f16_blocks(void **state)
     tw_model_free(m32);
 }
 
+/* Mappings of the cache's memory file in this process (/proc/self/maps
+ * names them by the file's name). */
+static size_t file_mappings(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        fail_msg("no /proc/self/maps");
+    char line[1024];
+    size_t n = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, "tokenwire-prefix-kv"))
+            n++;
+    fclose(f);
+    return n;
+}
+
+/* Two sequences restored from one prefix read the cache's own pages: the
+ * rows are mapped, not copied, the nodes under them stay while they are
+ * read (even through a clear, even after the cache is freed), a write into
+ * them stays with the writer, and continuing either matches a prefill that
+ * never left. */
+static void test_shared_pages(void **state)
+{
+    (void)state;
+    tw_model *m = load("qwen3_deep");
+    tw_prefix_cache *c;
+    tw_err err;
+    assert_int_equal(tw_prefix_cache_create(m, NULL, &c, &err), TW_OK);
+    uint32_t t[200];
+    tw_test_rng rng = {7};
+    random_tokens(&rng, t, 200, 256);
+    tw_seq *a, *b, *b2, *ref;
+    assert_int_equal(tw_seq_create(m, 0, &a, &err), TW_OK);
+    assert_int_equal(tw_seq_create(m, 0, &b, &err), TW_OK);
+    assert_int_equal(tw_seq_create(m, 0, &b2, &err), TW_OK);
+    assert_int_equal(tw_seq_create(m, 0, &ref, &err), TW_OK);
+    prefill(m, a, t, 0, 200);
+    size_t cached, got;
+    assert_int_equal(tw_prefix_cache_insert(c, a, t, false, &cached, &err), TW_OK);
+    assert_int_equal(cached, 192);
+    assert_int_equal(file_mappings(), 0);
+    assert_int_equal(tw_prefix_cache_restore(c, b, t, 200, 200, &got, &err), TW_OK);
+    assert_int_equal(got, 192);
+    assert_int_equal(tw_prefix_cache_restore(c, b2, t, 200, 200, &got, &err), TW_OK);
+    assert_int_equal(got, 192);
+    tw_prefix_cache_stats st;
+    tw_prefix_cache_get_stats(c, &st);
+    assert_int_equal(st.tokens_mapped, 384);
+    /* one mapping per K/V run and sequence: the three blocks lie side by side */
+    assert_int_equal(file_mappings(), 2 * tw_seq_kv_runs(m));
+    /* pinned while read */
+    tw_prefix_cache_clear(c);
+    tw_prefix_cache_get_stats(c, &st);
+    assert_int_equal(st.nodes, 3);
+
+    size_t bytes = 192 * tw_seq_kv_bytes_per_token(m);
+    unsigned char *ka = malloc(bytes), *kb = malloc(bytes);
+    assert_int_equal(tw_seq_kv_read(a, 0, 192, ka, &err), TW_OK);
+    assert_int_equal(tw_seq_kv_read(b2, 0, 192, kb, &err), TW_OK);
+    assert_memory_equal(ka, kb, bytes);
+    /* continuing from the mapped rows is a prefill that never left */
+    uint32_t V = tw_model_get_info(m)->vocab_size;
+    float *lr = malloc(V * sizeof(float)), *lb = malloc(V * sizeof(float));
+    prefill(m, ref, t, 0, 192);
+    assert_int_equal(tw_model_forward(m, NULL, ref, t + 192, 8, lr, TW_LOGITS_LAST, &err), TW_OK);
+    assert_int_equal(tw_model_forward(m, NULL, b, t + 192, 8, lb, TW_LOGITS_LAST, &err), TW_OK);
+    assert_memory_equal(lr, lb, V * sizeof(float));
+    /* b overwrites a mapped row: b2 and the cache keep theirs */
+    memset(kb, 0x5a, bytes);
+    assert_int_equal(tw_seq_kv_write(b, 0, 64, kb, &err), TW_OK);
+    assert_int_equal(tw_seq_kv_read(b2, 0, 192, kb, &err), TW_OK);
+    assert_memory_equal(ka, kb, bytes);
+    tw_seq *b3;
+    assert_int_equal(tw_seq_create(m, 0, &b3, &err), TW_OK);
+    assert_int_equal(tw_prefix_cache_restore(c, b3, t, 200, 200, &got, &err), TW_OK);
+    assert_int_equal(got, 192);
+    assert_int_equal(tw_seq_kv_read(b3, 0, 192, kb, &err), TW_OK);
+    assert_memory_equal(ka, kb, bytes);
+    tw_seq_free(b3);
+
+    /* the cache freed under its readers: they read on, and the last to let
+     * go frees what is left (the sanitizers watch) */
+    tw_prefix_cache_free(c);
+    assert_int_equal(tw_model_forward(m, NULL, b2, t + 192, 8, lb, TW_LOGITS_LAST, &err), TW_OK);
+    assert_memory_equal(lr, lb, V * sizeof(float));
+    tw_seq_reset(b);
+    assert_int_equal(file_mappings(), tw_seq_kv_runs(m));
+    /* a reset sequence's K/V is fresh memory of its own */
+    assert_int_equal(tw_seq_len(b), 0);
+    prefill(m, b, t, 0, 192);
+    assert_int_equal(tw_seq_kv_read(b, 0, 192, kb, &err), TW_OK);
+    assert_memory_equal(ka, kb, bytes);
+    tw_seq_free(b2);
+    assert_int_equal(file_mappings(), 0);
+    free(ka);
+    free(kb);
+    free(lr);
+    free(lb);
+    tw_seq_free(a);
+    tw_seq_free(b);
+    tw_seq_free(ref);
+    tw_model_free(m);
+}
+
 int main(int argc, char **argv)
 {
     repo_golden_dir = argc > 1 ? argv[1] : "tests/data/golden";
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attention_restore_and_evict),
+        cmocka_unit_test(test_attention_restore_and_evict_copying),
+        cmocka_unit_test(test_shared_pages),
         cmocka_unit_test(test_hybrid_snapshots),
         cmocka_unit_test(test_f16_blocks),
     };
