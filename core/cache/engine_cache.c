@@ -203,6 +203,7 @@ void engine_cache_get_counts(engine_cache *c, engine_cache_counts *out)
         tw_prefix_cache_stats st;
         tw_prefix_cache_get_stats(c->mem, &st);
         out->bytes = st.bytes;
+        out->tokens_mapped = st.tokens_mapped;
     }
 }
 
@@ -251,6 +252,7 @@ void engine_cache_add_stats(engine_cache *c, tw_engine_stats *out)
     out->state_store_lookups += k.disk_lookups;
     out->state_store_hits += k.disk_hits;
     out->cached_tokens_total += k.tokens_reused;
+    out->cached_tokens_shared += k.tokens_mapped;
     out->prefix_cache_bytes += k.bytes;
     out->state_bytes += k.bytes; /* the cache holds K/V and recurrent states */
 }

@@ -51,7 +51,8 @@ typedef struct engine_cache_counts {
     uint64_t lookups, hits;           /* memory */
     uint64_t disk_lookups, disk_hits; /* persistent store */
     uint64_t tokens_reused;
-    uint64_t bytes; /* memory held */
+    uint64_t tokens_mapped; /* restored from memory by mapping the cache's pages */
+    uint64_t bytes;         /* memory held */
 } engine_cache_counts;
 
 /* The caches of one loaded model. An empty fingerprint disables the disk

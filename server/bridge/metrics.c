@@ -109,6 +109,9 @@ static void engine_stats(outbuf *b, const Tokenwire__V1__StatsReply *s)
     TW_COUNTER("generated_tokens_total", "Tokens generated.", s->generated_tokens_total);
     TW_COUNTER("cached_tokens_total", "Prompt tokens served from caches.",
                s->cached_tokens_total);
+    TW_COUNTER("cached_tokens_shared_total",
+               "Prompt tokens served from the prefix cache's shared pages (mapped, not copied).",
+               s->cached_tokens_shared);
     TW_COUNTER("prefix_cache_hits_total", "Prefix cache hits.", s->prefix_cache_hits);
     TW_COUNTER("prefix_cache_lookups_total", "Prefix cache lookups.", s->prefix_cache_lookups);
     TW_COUNTER("state_store_hits_total", "Persistent state store hits.", s->state_store_hits);

@@ -261,6 +261,7 @@ void twd_stats_to_wire(const tw_engine_stats *s, Tokenwire__V1__StatsReply *o)
     SET(prompt_tokens_total);
     SET(generated_tokens_total);
     SET(cached_tokens_total);
+    SET(cached_tokens_shared);
     SET(prefix_cache_hits);
     SET(prefix_cache_lookups);
     SET(state_store_hits);

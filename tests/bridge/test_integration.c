@@ -208,6 +208,8 @@ static void test_errors_auth_and_engine_restart(void **state)
     r = get(p.http, "/metrics", "sk-test");
     assert_int_equal(r.status, 200);
     assert_non_null(strstr(r.body, "tokenwire_engine_up 1"));
+    /* the engine's counters come through the wire, the newest included */
+    assert_non_null(strstr(r.body, "\ntokenwire_engine_cached_tokens_shared_total 0\n"));
     assert_non_null(strstr(r.body, "tokenwire_bridge_http_requests_total{route=\"health\""));
     free(r.body);
 

@@ -405,6 +405,9 @@ typedef struct tw_engine_stats {
     uint64_t prompt_tokens_total;
     uint64_t generated_tokens_total;
     uint64_t cached_tokens_total;
+    /* ... of them read from the prefix cache's own pages, mapped into the
+     * sequence instead of copied (tw/prefix_cache.h) */
+    uint64_t cached_tokens_shared;
     uint64_t prefix_cache_hits, prefix_cache_lookups;
     uint64_t state_store_hits, state_store_lookups;
     uint64_t spec_drafted, spec_accepted;
