@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "tw/prefix_cache.h"
@@ -123,6 +124,12 @@ static void open_file(tw_prefix_cache *c)
         return;
     c->n_slots = 2 * (size_t)fit + 16;
     c->run_span = (uint64_t)c->n_slots * c->slot_bytes;
+    /* a file past RLIMIT_FSIZE would be refused with SIGXFSZ, which ends
+     * the process */
+    struct rlimit fsize;
+    if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY &&
+        c->run_span * runs > (uint64_t)fsize.rlim_cur)
+        return;
     c->slot_used = calloc(c->n_slots, 1);
     int fd = memfd_create("tokenwire-prefix-kv", MFD_CLOEXEC);
     /* sparse: only the slots written take memory */
@@ -228,11 +235,15 @@ static bool drop_user(tw_prefix_cache *c)
     return c->closed && c->users == 0;
 }
 
+static void drop_unpinned(tw_prefix_cache *c);
+
 void tw_prefix_cache_free(tw_prefix_cache *c)
 {
     if (!c)
         return;
     pthread_mutex_lock(&c->mu);
+    /* what no sequence reads goes now; the rest when its last reader lets go */
+    drop_unpinned(c);
     c->closed = true;
     bool last = drop_user(c);
     pthread_mutex_unlock(&c->mu);
@@ -513,11 +524,9 @@ size_t tw_prefix_cache_next_stop(const tw_prefix_cache *c, size_t pos, size_t li
     return limit;
 }
 
-void tw_prefix_cache_clear(tw_prefix_cache *c)
+/* Removes every node that is not pinned (under the mutex). */
+static void drop_unpinned(tw_prefix_cache *c)
 {
-    if (!c)
-        return;
-    pthread_mutex_lock(&c->mu);
     bool again = true;
     while (again) {
         again = false;
@@ -529,6 +538,14 @@ void tw_prefix_cache_clear(tw_prefix_cache *c)
             }
         }
     }
+}
+
+void tw_prefix_cache_clear(tw_prefix_cache *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->mu);
+    drop_unpinned(c);
     pthread_mutex_unlock(&c->mu);
 }
 

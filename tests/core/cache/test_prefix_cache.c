@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "cache_test_util.h"
 #include "tw/prefix_cache.h"
@@ -346,6 +347,44 @@ static void test_shared_pages(void **state)
     tw_model_free(m);
 }
 
+/* Under a file size limit the memory file would end the process with
+ * SIGXFSZ: the cache keeps its rows on the heap and copies them instead. */
+static void test_file_size_limit_copies(void **state)
+{
+    (void)state;
+    struct rlimit old;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    struct rlimit low = {1 << 20, old.rlim_max};
+    if (old.rlim_max != RLIM_INFINITY && old.rlim_max < low.rlim_cur)
+        low.rlim_cur = old.rlim_max;
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &low), 0);
+    tw_model *m = load("qwen3_deep");
+    tw_prefix_cache *c;
+    tw_err err;
+    assert_int_equal(tw_prefix_cache_create(m, NULL, &c, &err), TW_OK);
+    uint32_t t[130];
+    tw_test_rng rng = {9};
+    random_tokens(&rng, t, 130, 256);
+    tw_seq *a, *b;
+    assert_int_equal(tw_seq_create(m, 0, &a, &err), TW_OK);
+    assert_int_equal(tw_seq_create(m, 0, &b, &err), TW_OK);
+    prefill(m, a, t, 0, 130);
+    size_t cached, got;
+    assert_int_equal(tw_prefix_cache_insert(c, a, t, false, &cached, &err), TW_OK);
+    assert_int_equal(cached, 128);
+    assert_int_equal(tw_prefix_cache_restore(c, b, t, 130, 130, &got, &err), TW_OK);
+    assert_int_equal(got, 128);
+    tw_prefix_cache_stats st;
+    tw_prefix_cache_get_stats(c, &st);
+    assert_int_equal(st.tokens_mapped, 0);
+    assert_int_equal(file_mappings(), 0);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    tw_seq_free(a);
+    tw_seq_free(b);
+    tw_prefix_cache_free(c);
+    tw_model_free(m);
+}
+
 int main(int argc, char **argv)
 {
     repo_golden_dir = argc > 1 ? argv[1] : "tests/data/golden";
@@ -353,6 +392,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_attention_restore_and_evict),
         cmocka_unit_test(test_attention_restore_and_evict_copying),
         cmocka_unit_test(test_shared_pages),
+        cmocka_unit_test(test_file_size_limit_copies),
         cmocka_unit_test(test_hybrid_snapshots),
         cmocka_unit_test(test_f16_blocks),
     };
