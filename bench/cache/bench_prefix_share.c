@@ -23,22 +23,6 @@
 #define PROG     "tw-bench-prefix"
 #define MAX_SEQS 64
 
-/* Proportional set size of this process in bytes (smaps_rollup), 0 when
- * unknown. */
-static uint64_t pss_bytes(void)
-{
-    FILE *f = fopen("/proc/self/smaps_rollup", "r");
-    if (!f)
-        return 0;
-    char line[256];
-    unsigned long long kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "Pss: %llu kB", &kb) == 1)
-            break;
-    fclose(f);
-    return (uint64_t)kb << 10;
-}
-
 static uint32_t argmax(const float *v, uint32_t n)
 {
     uint32_t best = 0;
@@ -97,7 +81,7 @@ static bool run_mode(ctx *x, bool copy, mode_result *out)
     tw_seq *seqs[MAX_SEQS] = {0};
     double restore[MAX_SEQS], first[MAX_SEQS], next[MAX_SEQS];
     bool ok = true;
-    const uint64_t pss0 = pss_bytes();
+    const uint64_t pss0 = bench_pss_bytes();
     for (size_t i = 0; i < x->n_seqs && ok; i++) {
         size_t got = 0;
         ok = tw_seq_create(x->m, x->prefix + 8, &seqs[i], &err) == TW_OK;
@@ -119,7 +103,7 @@ static bool run_mode(ctx *x, bool copy, mode_result *out)
             ok = false;
         }
     }
-    const uint64_t pss1 = pss_bytes();
+    const uint64_t pss1 = bench_pss_bytes();
     tw_prefix_cache_stats st;
     tw_prefix_cache_get_stats(c, &st);
     for (size_t i = 0; i < x->n_seqs; i++)

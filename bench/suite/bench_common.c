@@ -37,18 +37,29 @@ double bench_percentile(double *v, size_t n, double p)
     return v[lo] * (1 - frac) + v[lo + 1] * frac;
 }
 
-uint64_t bench_rss_bytes(void)
+/* The "key: N kB" line of a /proc file, in bytes; 0 when absent. */
+static uint64_t proc_kb_line(const char *path, const char *format)
 {
-    FILE *f = fopen("/proc/self/status", "r");
+    FILE *f = fopen(path, "r");
     if (!f)
         return 0;
     char line[256];
     unsigned long long kb = 0;
     while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %llu kB", &kb) == 1)
+        if (sscanf(line, format, &kb) == 1)
             break;
     fclose(f);
     return (uint64_t)kb << 10;
+}
+
+uint64_t bench_rss_bytes(void)
+{
+    return proc_kb_line("/proc/self/status", "VmRSS: %llu kB");
+}
+
+uint64_t bench_pss_bytes(void)
+{
+    return proc_kb_line("/proc/self/smaps_rollup", "Pss: %llu kB");
 }
 
 uint64_t bench_heap_bytes(void)

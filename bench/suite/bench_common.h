@@ -19,6 +19,10 @@ double bench_percentile(double *v, size_t n, double p);
 /* Resident set size of this process in bytes (VmRSS), 0 when unknown. */
 uint64_t bench_rss_bytes(void);
 
+/* Proportional set size of this process in bytes (smaps_rollup: a page
+ * mapped N times counts 1/N each time), 0 when unknown. */
+uint64_t bench_pss_bytes(void);
+
 /* Bytes currently allocated through malloc (heap + mmapped blocks). */
 uint64_t bench_heap_bytes(void);
 
