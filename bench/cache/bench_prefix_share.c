@@ -5,7 +5,8 @@
  * sequences are restored from it, each stepping one token on from there
  * (the step reads every restored row once). Per mode: the restore's time,
  * that first step's time (a mapped page is faulted in when the step first
- * reads it), a later step's, and how much more memory the process holds
+ * reads it), the median of --steps steps after it, and how much more
+ * memory the process holds
  * (proportional set size: a page mapped by eight sequences counts once)
  * than before the restores. Both modes run in alternation, --rounds
  * times, and every sequence's next token must be the one the prefilled
@@ -21,7 +22,8 @@
 #include "tw/seq_state.h"
 
 #define PROG     "tw-bench-prefix"
-#define MAX_SEQS 64
+#define MAX_SEQS  64
+#define MAX_STEPS 64
 
 static uint32_t argmax(const float *v, uint32_t n)
 {
@@ -33,9 +35,13 @@ static uint32_t argmax(const float *v, uint32_t n)
 }
 
 typedef struct mode_result {
-    double restore_ms, first_ms, next_ms; /* medians over the sequences */
-    double pss_per_seq;                   /* bytes */
+    double restore_ms, first_ms; /* medians over the sequences */
+    double pss_per_seq;          /* bytes */
     uint64_t mapped;
+    /* kept for the steps after the first */
+    tw_prefix_cache *cache;
+    tw_seq *seqs[MAX_SEQS];
+    uint32_t tok[MAX_SEQS];
 } mode_result;
 
 typedef struct ctx {
@@ -45,6 +51,7 @@ typedef struct ctx {
     const uint32_t *prompt;
     size_t prefix;
     size_t n_seqs;
+    size_t steps; /* after the first */
     float *logits;
     uint32_t vocab, want;
 } ctx;
@@ -62,75 +69,102 @@ static bool step(ctx *x, tw_seq *s, uint32_t tok, uint32_t *next, double *ms)
     return true;
 }
 
+static void mode_free(ctx *x, mode_result *r)
+{
+    for (size_t i = 0; i < x->n_seqs; i++)
+        tw_seq_free(r->seqs[i]);
+    tw_prefix_cache_free(r->cache);
+    memset(r, 0, sizeof *r);
+}
+
+/* Caches the prefix, restores every sequence from it and steps each one
+ * token on; the sequences and the cache stay in *out (mode_free). */
 static bool run_mode(ctx *x, bool copy, mode_result *out)
 {
+    memset(out, 0, sizeof *out);
     tw_err err;
     tw_prefix_cache_opts o = {.max_bytes = (uint64_t)8 << 30, .copy_kv = copy};
-    tw_prefix_cache *c;
-    if (tw_prefix_cache_create(x->m, &o, &c, &err) != TW_OK) {
+    if (tw_prefix_cache_create(x->m, &o, &out->cache, &err) != TW_OK) {
         fprintf(stderr, "%s: cache: %s\n", PROG, err.msg);
         return false;
     }
     size_t cached = 0;
-    if (tw_prefix_cache_insert(c, x->a, x->prompt, false, &cached, &err) != TW_OK ||
+    if (tw_prefix_cache_insert(out->cache, x->a, x->prompt, false, &cached, &err) != TW_OK ||
         cached != x->prefix) {
         fprintf(stderr, "%s: insert cached %zu of %zu tokens\n", PROG, cached, x->prefix);
-        tw_prefix_cache_free(c);
         return false;
     }
-    tw_seq *seqs[MAX_SEQS] = {0};
-    double restore[MAX_SEQS], first[MAX_SEQS], next[MAX_SEQS];
-    bool ok = true;
+    double restore[MAX_SEQS], first[MAX_SEQS];
     const uint64_t pss0 = bench_pss_bytes();
-    for (size_t i = 0; i < x->n_seqs && ok; i++) {
+    for (size_t i = 0; i < x->n_seqs; i++) {
         size_t got = 0;
-        ok = tw_seq_create(x->m, x->prefix + 8, &seqs[i], &err) == TW_OK;
-        double t0 = bench_now();
-        ok = ok && tw_prefix_cache_restore(c, seqs[i], x->prompt, x->prefix + 1, x->prefix, &got,
-                                           &err) == TW_OK;
-        restore[i] = (bench_now() - t0) * 1e3;
-        if (!ok || got != x->prefix) {
-            fprintf(stderr, "%s: restore got %zu of %zu tokens\n", PROG, got, x->prefix);
-            ok = false;
-            break;
+        if (tw_seq_create(x->m, x->prefix + MAX_STEPS + 8, &out->seqs[i], &err) != TW_OK) {
+            fprintf(stderr, "%s: sequence: %s\n", PROG, err.msg);
+            return false;
         }
-        uint32_t tok = 0, tok2 = 0;
-        ok = step(x, seqs[i], x->prompt[x->prefix], &tok, &first[i]) &&
-             step(x, seqs[i], tok, &tok2, &next[i]);
-        if (ok && tok != x->want) {
+        double t0 = bench_now();
+        tw_status st = tw_prefix_cache_restore(out->cache, out->seqs[i], x->prompt, x->prefix + 1,
+                                               x->prefix, &got, &err);
+        restore[i] = (bench_now() - t0) * 1e3;
+        if (st != TW_OK || got != x->prefix) {
+            fprintf(stderr, "%s: restore got %zu of %zu tokens\n", PROG, got, x->prefix);
+            return false;
+        }
+        if (!step(x, out->seqs[i], x->prompt[x->prefix], &out->tok[i], &first[i]))
+            return false;
+        if (out->tok[i] != x->want) {
             fprintf(stderr, "%s: sequence %zu gave token %u after the prefix, not %u\n", PROG, i,
-                    tok, x->want);
-            ok = false;
+                    out->tok[i], x->want);
+            return false;
         }
     }
     const uint64_t pss1 = bench_pss_bytes();
     tw_prefix_cache_stats st;
-    tw_prefix_cache_get_stats(c, &st);
-    for (size_t i = 0; i < x->n_seqs; i++)
-        tw_seq_free(seqs[i]);
-    tw_prefix_cache_free(c);
-    if (!ok)
-        return false;
+    tw_prefix_cache_get_stats(out->cache, &st);
     out->restore_ms = bench_percentile(restore, x->n_seqs, 50);
     out->first_ms = bench_percentile(first, x->n_seqs, 50);
-    out->next_ms = bench_percentile(next, x->n_seqs, 50);
     out->pss_per_seq = pss1 > pss0 ? (double)(pss1 - pss0) / (double)x->n_seqs : 0;
     out->mapped = st.tokens_mapped;
+    return true;
+}
+
+/* The steps after the first, a mapped sequence's and a copied one's in
+ * turn, so that both meet the same minutes of a shared machine: the
+ * medians of each, in ms. */
+static bool later_steps(ctx *x, mode_result *map, mode_result *copy, double *map_ms,
+                        double *copy_ms)
+{
+    static double tm[MAX_SEQS * MAX_STEPS], tc[MAX_SEQS * MAX_STEPS];
+    size_t n = 0;
+    for (size_t k = 0; k < x->steps; k++)
+        for (size_t i = 0; i < x->n_seqs; i++, n++) {
+            if (!step(x, map->seqs[i], map->tok[i], &map->tok[i], &tm[n]) ||
+                !step(x, copy->seqs[i], copy->tok[i], &copy->tok[i], &tc[n]))
+                return false;
+            if (map->tok[i] != copy->tok[i]) {
+                fprintf(stderr, "%s: the mapped and the copied sequence %zu part at step %zu\n",
+                        PROG, i, k + 2);
+                return false;
+            }
+        }
+    *map_ms = bench_percentile(tm, n, 50);
+    *copy_ms = bench_percentile(tc, n, 50);
     return true;
 }
 
 static void usage(void)
 {
     fprintf(stderr, "usage: " PROG " --model FILE.gguf [--prefix N] [--seqs N] [--rounds N]\n"
-                    "                        [--threads N]\n");
+                    "                        [--steps N] [--threads N]\n");
 }
 
 int main(int argc, char **argv)
 {
     bench_pick_blas(PROG, argv);
     const char *path = NULL;
-    size_t prefix = 4096, n_seqs = 8, rounds = 2, threads = 2;
-    for (int i = 1; i < argc; i++) {
+    size_t prefix = 4096, n_seqs = 8, rounds = 2, threads = 2, steps = 4;
+    /* every option takes a value */
+    for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
         if (!strcmp(a, "--model")) {
             if (!(path = bench_arg_value(PROG, a, v)))
@@ -140,6 +174,9 @@ int main(int argc, char **argv)
                 return 2;
         } else if (!strcmp(a, "--seqs")) {
             if (!bench_arg_size(PROG, a, v, 1, MAX_SEQS, &n_seqs))
+                return 2;
+        } else if (!strcmp(a, "--steps")) {
+            if (!bench_arg_size(PROG, a, v, 1, MAX_STEPS, &steps))
                 return 2;
         } else if (!strcmp(a, "--rounds")) {
             if (!bench_arg_size(PROG, a, v, 1, 100, &rounds))
@@ -152,7 +189,6 @@ int main(int argc, char **argv)
             usage();
             return 2;
         }
-        i++;
     }
     if (!path) {
         fprintf(stderr, "%s: --model is required\n", PROG);
@@ -161,8 +197,8 @@ int main(int argc, char **argv)
     }
     prefix = prefix / TW_PREFIX_BLOCK * TW_PREFIX_BLOCK;
     tw_err err;
-    ctx x = {.prefix = prefix, .n_seqs = n_seqs};
-    tw_model_opts mo = {.max_context = (uint32_t)(prefix + 64), .max_batch = 1};
+    ctx x = {.prefix = prefix, .n_seqs = n_seqs, .steps = steps};
+    tw_model_opts mo = {.max_context = (uint32_t)(prefix + MAX_STEPS + 8), .max_batch = 1};
     if (tw_model_load(path, &mo, &x.m, &err) != TW_OK) {
         fprintf(stderr, "%s: %s: %s\n", PROG, path, err.msg);
         return 1;
@@ -172,7 +208,7 @@ int main(int argc, char **argv)
     x.vocab = tw_model_get_info(x.m)->vocab_size;
     x.logits = malloc(x.vocab * sizeof(float));
     if (!prompt || !x.logits || tw_pool_create((int)threads, &x.pool, &err) != TW_OK ||
-        tw_seq_create(x.m, prefix + 8, &x.a, &err) != TW_OK) {
+        tw_seq_create(x.m, prefix + MAX_STEPS + 8, &x.a, &err) != TW_OK) {
         fprintf(stderr, "%s: setting up: %s\n", PROG, err.msg);
         goto done;
     }
@@ -196,29 +232,43 @@ int main(int argc, char **argv)
                    n_seqs, rounds);
     const double kv_bytes = (double)prefix * (double)tw_seq_kv_bytes_per_token(x.m);
     for (size_t r = 0; r < rounds; r++) {
-        for (int copy = 0; copy < 2; copy++) {
+        mode_result res[2]; /* [0] mapped, [1] copied */
+        memset(res, 0, sizeof res);
+        bool ok = true;
+        for (int k = 0; k < 2 && ok; k++) {
             /* the modes alternate which goes first */
-            const bool use_copy = (copy + (int)r) % 2 == 1;
-            mode_result mr;
-            if (!run_mode(&x, use_copy, &mr))
-                goto done;
-            const char *name = use_copy ? "copy" : "map";
-            bench_progress("round %zu, %s: restore %.2f ms, first step %.2f ms, next step %.2f "
-                           "ms, %.1f MiB more a sequence (the prefix's K/V: %.1f MiB), %llu "
+            const int mode = (k + (int)r) % 2;
+            ok = run_mode(&x, mode == 1, &res[mode]);
+        }
+        double map_ms = 0, copy_ms = 0;
+        ok = ok && later_steps(&x, &res[0], &res[1], &map_ms, &copy_ms);
+        for (int mode = 0; mode < 2 && ok; mode++) {
+            const mode_result *mr = &res[mode];
+            const char *name = mode ? "copy" : "map";
+            const double later = mode ? copy_ms : map_ms;
+            bench_progress("round %zu, %s: restore %.2f ms, first step %.2f ms, later steps "
+                           "%.2f ms, %.1f MiB more a sequence (the prefix's K/V: %.1f MiB), %llu "
                            "tokens mapped",
-                           r + 1, name, mr.restore_ms, mr.first_ms, mr.next_ms,
-                           mr.pss_per_seq / 1048576.0, kv_bytes / 1048576.0,
-                           (unsigned long long)mr.mapped);
+                           r + 1, name, mr->restore_ms, mr->first_ms, later,
+                           mr->pss_per_seq / 1048576.0, kv_bytes / 1048576.0,
+                           (unsigned long long)mr->mapped);
             char extra[256];
             snprintf(extra, sizeof extra,
                      "\"mode\":\"%s\",\"round\":%zu,\"prefix\":%zu,\"seqs\":%zu,"
-                     "\"first_step_ms\":%.4g,\"next_step_ms\":%.4g,\"tokens_mapped\":%llu",
-                     name, r + 1, prefix, n_seqs, mr.first_ms, mr.next_ms,
-                     (unsigned long long)mr.mapped);
-            bench_row("prefix_share", "restore_ms", path, mr.restore_ms, "ms", 0, NULL, extra);
-            bench_row("prefix_share", "memory_per_seq", path, mr.pss_per_seq, "B", kv_bytes,
+                     "\"first_step_ms\":%.4g,\"later_step_ms\":%.4g,\"tokens_mapped\":%llu",
+                     name, r + 1, prefix, n_seqs, mr->first_ms, later,
+                     (unsigned long long)mr->mapped);
+            bench_row("prefix_share", "restore_ms", path, mr->restore_ms, "ms", 0, NULL, extra);
+            bench_row("prefix_share", "memory_per_seq", path, mr->pss_per_seq, "B", kv_bytes,
                       "prefix K/V bytes", extra);
         }
+        if (ok)
+            bench_progress("round %zu: later steps, mapped against copied: %.3fx the time", r + 1,
+                           copy_ms > 0 ? map_ms / copy_ms : 0);
+        mode_free(&x, &res[0]);
+        mode_free(&x, &res[1]);
+        if (!ok)
+            goto done;
     }
     rc = 0;
 done:
