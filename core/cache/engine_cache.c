@@ -44,6 +44,13 @@ tw_status engine_cache_create(tw_model *model, const char *fingerprint,
             free(c);
             return st;
         }
+        const size_t row =
+            tw_seq_kv_runs(model) ? tw_seq_kv_bytes_per_token(model) / tw_seq_kv_runs(model) : 0;
+        tw_info("prefix cache: %s (K/V rows of %zu bytes)",
+                tw_prefix_cache_maps(c->mem)
+                    ? "restores map its pages, shared by the sequences restored from them"
+                    : "restores copy K/V rows (rows that do not fill pages, or no memory file)",
+                row);
     }
     *out = c;
     return TW_OK;

@@ -549,6 +549,11 @@ void tw_prefix_cache_clear(tw_prefix_cache *c)
     pthread_mutex_unlock(&c->mu);
 }
 
+bool tw_prefix_cache_maps(const tw_prefix_cache *c)
+{
+    return c && c->fd >= 0;
+}
+
 void tw_prefix_cache_get_stats(tw_prefix_cache *c, tw_prefix_cache_stats *out)
 {
     memset(out, 0, sizeof *out);

@@ -105,4 +105,9 @@ void tw_prefix_cache_clear(tw_prefix_cache *c);
 
 void tw_prefix_cache_get_stats(tw_prefix_cache *c, tw_prefix_cache_stats *out);
 
+/* Whether restores map the cache's pages (true) or copy rows (false: the
+ * model's K/V rows do not fill pages, opts.copy_kv, or no memory file could
+ * be had). NULL: false. */
+bool tw_prefix_cache_maps(const tw_prefix_cache *c);
+
 #endif

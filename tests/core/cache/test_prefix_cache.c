@@ -45,6 +45,7 @@ static void restore_and_evict(bool copy_kv)
     tw_prefix_cache *c;
     tw_err err;
     assert_int_equal(tw_prefix_cache_create(m, &o, &c, &err), TW_OK);
+    assert_true(tw_prefix_cache_maps(c) == !copy_kv);
     uint32_t t[500];
     tw_test_rng rng = {3};
     random_tokens(&rng, t, 500, 256);
@@ -271,6 +272,8 @@ static void test_shared_pages(void **state)
     tw_prefix_cache *c;
     tw_err err;
     assert_int_equal(tw_prefix_cache_create(m, NULL, &c, &err), TW_OK);
+    assert_true(tw_prefix_cache_maps(c));
+    assert_false(tw_prefix_cache_maps(NULL));
     uint32_t t[200];
     tw_test_rng rng = {7};
     random_tokens(&rng, t, 200, 256);
@@ -362,6 +365,7 @@ static void test_file_size_limit_copies(void **state)
     tw_prefix_cache *c;
     tw_err err;
     assert_int_equal(tw_prefix_cache_create(m, NULL, &c, &err), TW_OK);
+    assert_false(tw_prefix_cache_maps(c));
     uint32_t t[130];
     tw_test_rng rng = {9};
     random_tokens(&rng, t, 130, 256);
