@@ -38,7 +38,7 @@ tw_status engine_cache_create(tw_model *model, const char *fingerprint,
     }
     c->persist_min = cfg->persist_min_tokens;
     if (!cfg->no_prefix_cache) {
-        tw_prefix_cache_opts o = {.max_bytes = cfg->cache_bytes};
+        tw_prefix_cache_opts o = {.max_bytes = cfg->cache_bytes, .copy_kv = cfg->copy_kv};
         tw_status st = tw_prefix_cache_create(model, &o, &c->mem, err);
         if (st != TW_OK) {
             free(c);
@@ -49,7 +49,8 @@ tw_status engine_cache_create(tw_model *model, const char *fingerprint,
         tw_info("prefix cache: %s (K/V rows of %zu bytes)",
                 tw_prefix_cache_maps(c->mem)
                     ? "restores map its pages, shared by the sequences restored from them"
-                    : "restores copy K/V rows (rows that do not fill pages, or no memory file)",
+                    : "restores copy K/V rows (prefix-cache-pages copy, rows that do not fill "
+                      "pages, or no memory file)",
                 row);
     }
     *out = c;
@@ -236,10 +237,11 @@ engine_cache *engine_cache_for_model(tw_model *model, const char *fingerprint,
     engine_cache_config cfg = {
         .cache_bytes = o->cache_bytes,
         .no_prefix_cache = o->no_prefix_cache,
+        .copy_kv = o->prefix_cache_copy,
         .store = store,
         .persist_min_tokens = o->persist_min_tokens == UINT32_MAX ? 0
-                              : o->persist_min_tokens ? o->persist_min_tokens
-                                                      : 4096,
+                              : o->persist_min_tokens             ? o->persist_min_tokens
+                                                                  : 4096,
     };
     engine_cache *c = NULL;
     tw_err err;

@@ -34,6 +34,7 @@ typedef struct engine_cache engine_cache;
 typedef struct engine_cache_config {
     uint64_t cache_bytes;        /* prefix cache budget; 0: 1 GiB */
     bool no_prefix_cache;
+    bool copy_kv;                /* restores copy rows, never map pages */
     tw_state_store *store;       /* borrowed; NULL: no persistent store */
     uint32_t persist_min_tokens; /* 0: only requests that ask to persist */
 } engine_cache_config;

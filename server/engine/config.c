@@ -55,6 +55,11 @@ static const opt_def OPTS[] = {
      "f16|f32      how sequences store attention K/V: f16 (default: half the "
      "memory per token and half the reads of a long context) or f32"},
     {"cache-bytes", K_SIZE, "N  in-memory prompt prefix cache per model (default 1 GiB)"},
+    {"prefix-cache-pages", K_STR,
+     "share|copy  how a restore from the prefix cache fills a sequence's "
+     "K/V: by mapping the cache's pages, shared copy-on-write by every "
+     "sequence restored from them (share, default, where K/V rows fill "
+     "pages), or by copying the rows"},
     {"state-dir", K_STR,
      "DIR    persistent prompt state store (default "
      "$XDG_CACHE_HOME/tokenwire/state)"},
@@ -414,6 +419,13 @@ static tw_status apply(loader *l, const opt_def *o, const char *v)
         cs = set_choice(&c, v, n, types, 2, err);
         if (cs == TW_OK)
             cfg->kv_type = (tw_kv_type)c;
+        return cs;
+    }
+    if (!strcmp(n, "prefix-cache-pages")) {
+        static const choice modes[] = {{"share", 0}, {"copy", 1}};
+        cs = set_choice(&c, v, n, modes, 2, err);
+        if (cs == TW_OK)
+            cfg->prefix_cache_copy = c == 1;
         return cs;
     }
     if (!strcmp(n, "long-context-thinking")) {

@@ -66,6 +66,7 @@ typedef struct twd_config {
     bool no_state_store;
     uint64_t kv_budget_bytes;      /* sequence memory budget; 0: derived by the engine */
     bool no_long_context_thinking; /* --long-context-thinking off */
+    bool prefix_cache_copy;        /* --prefix-cache-pages copy */
     tw_weight_pages weight_pages;  /* --weight-pages */
     tw_kv_type kv_type;            /* --kv-type */
     twd_isa isa;                   /* --isa */

@@ -38,6 +38,7 @@ static int run(const twd_config *cfg, const char *widest)
     eo.no_state_store = cfg->no_state_store;
     eo.mem_budget_bytes = cfg->kv_budget_bytes;
     eo.no_long_context_thinking = cfg->no_long_context_thinking;
+    eo.prefix_cache_copy = cfg->prefix_cache_copy;
     eo.weight_pages = cfg->weight_pages;
     eo.kv_type = cfg->kv_type;
     eo.long_context_chars = cfg->long_context_chars;

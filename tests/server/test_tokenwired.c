@@ -481,10 +481,15 @@ static void test_bad_setting_values(void **state)
     char *dir = tw_test_mkdtemp();
     char log[4200];
     snprintf(log, sizeof log, "%s/out.log", dir);
-    const char *cases[][2] = {{"--weight-pages", "tiny"},    {"--long-context-thinking", "maybe"},
-                              {"--kv-type", "f8"},           {"--decode-prefetch", "sometimes"},
-                              {"--f16-prefill", "gpu"},      {"--fetch-ahead-bytes", "lots"},
-                              {"--fetch-ahead-bytes", "1G"}, {"--isa", "sse9"}};
+    const char *cases[][2] = {{"--weight-pages", "tiny"},
+                              {"--long-context-thinking", "maybe"},
+                              {"--kv-type", "f8"},
+                              {"--decode-prefetch", "sometimes"},
+                              {"--f16-prefill", "gpu"},
+                              {"--fetch-ahead-bytes", "lots"},
+                              {"--fetch-ahead-bytes", "1G"},
+                              {"--isa", "sse9"},
+                              {"--prefix-cache-pages", "maybe"}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const char *argv[] = {prog, cases[i][0], cases[i][1], NULL};
         tw_test_spawn_opts o = {.log_path = log, .stdin_null = true};

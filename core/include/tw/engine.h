@@ -58,6 +58,9 @@ typedef struct tw_engine_opts {
     /* Caches of prompt state (tw/prefix_cache.h, tw/state_store.h). */
     uint64_t cache_bytes;        /* in-memory prefix cache per model (default 1 GiB) */
     bool no_prefix_cache;        /* no in-memory prefix cache */
+    /* restores from the prefix cache copy K/V rows instead of mapping the
+     * cache's pages (which sequences restored from one prefix share) */
+    bool prefix_cache_copy;
     const char *state_dir;       /* persistent store (default $XDG_CACHE_HOME/tokenwire/state);
                                     copied at create */
     uint64_t state_bytes;        /* persistent store budget (default 4 GiB) */

@@ -78,11 +78,13 @@ static void run(tw_engine *e, const uint32_t *prompt, size_t n, tw_cache_mode mo
     assert_int_equal(out->n, ANSWER);
 }
 
-static tw_engine *engine_on(const char *path, const char *state_dir, tw_kv_type kv)
+static tw_engine *engine_with(const char *path, const char *state_dir, tw_kv_type kv,
+                              bool prefix_cache_copy)
 {
     tw_engine_opts o;
     tw_engine_opts_init(&o);
     o.kv_type = kv;
+    o.prefix_cache_copy = prefix_cache_copy;
     o.threads = 2;
     o.max_batch = 2;
     o.prefill_chunk = 128;
@@ -96,6 +98,11 @@ static tw_engine *engine_on(const char *path, const char *state_dir, tw_kv_type 
     if (tw_engine_load_model(e, path, NULL, NULL, NULL, &err) != TW_OK)
         fail_msg("load %s: %s", path, err.msg);
     return e;
+}
+
+static tw_engine *engine_on(const char *path, const char *state_dir, tw_kv_type kv)
+{
+    return engine_with(path, state_dir, kv, false);
 }
 
 static void stats(tw_engine *e, tw_engine_stats *st)
@@ -200,6 +207,35 @@ static void test_every_family(void **state)
         tw_test_print_skip();
 }
 
+/* prefix_cache_copy: the same tokens from the cache, copied instead of
+ * mapped, on a model whose rows would map. */
+static void test_copy_option(void **state)
+{
+    (void)state;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/qwen3_deep", repo_golden_dir);
+    uint32_t prompt[P1];
+    tw_test_rng rng = {21};
+    random_tokens(&rng, prompt, P1, 256);
+    for (int copy = 0; copy < 2; copy++) {
+        char *dir = tw_test_mkdtemp();
+        tw_engine *e = engine_with(path, dir, TW_KV_F16, copy == 1);
+        result cold, r;
+        run(e, prompt, P1, TW_CACHE_BYPASS, false, &cold);
+        run(e, prompt, P1, TW_CACHE_USE, false, &r);
+        run(e, prompt, P1, TW_CACHE_USE, false, &r);
+        assert_memory_equal(r.ids, cold.ids, sizeof r.ids);
+        assert_int_equal(r.usage.cached_prompt_tokens, 192);
+        tw_engine_stats st;
+        stats(e, &st);
+        assert_int_equal(st.cached_tokens_total, 192);
+        assert_int_equal(st.cached_tokens_shared, copy ? 0 : 192);
+        tw_engine_destroy(e);
+        tw_test_rmtree(dir);
+        free(dir);
+    }
+}
+
 /* Caching turned off entirely: nothing is looked up, output unchanged. */
 static void test_caches_off(void **state)
 {
@@ -236,6 +272,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_family),
         cmocka_unit_test(test_caches_off),
+        cmocka_unit_test(test_copy_option),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
