@@ -168,9 +168,12 @@ tw_status tw_seq_kv_map_file(tw_seq *seq, size_t pos, size_t n, int fd, uint64_t
             int e = errno;
             p = mmap(at, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
                      -1, 0);
+            /* ABORTED, not a reason to copy instead: the run's range may be
+             * unmapped now, so only a reset (fresh K/V) makes it whole */
             if (p == MAP_FAILED)
-                return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "kv map: %s, and no memory: %s",
-                                 strerror(e), strerror(errno));
+                return tw_errorf(err, TW_ABORTED,
+                                 "kv map: %s, and no memory: %s; reset the sequence", strerror(e),
+                                 strerror(errno));
             st = load_run(seq, r, pos, n, fd, base + r * run_span, err);
             if (st != TW_OK)
                 return st;

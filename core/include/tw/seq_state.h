@@ -117,8 +117,9 @@ bool tw_seq_kv_mappable(const tw_seq *seq, size_t pos, size_t n);
  * writes becomes its own). base and run_span must be multiples of the page
  * size; FAILED_PRECONDITION when the rows do not fall on whole pages
  * (tw_seq_kv_mappable), RESOURCE_EXHAUSTED when the process maps too many
- * already: copy them then. The file's pages must stay as they are until the
- * sequence gives back the lease it is handed (tw_seq_kv_hold). */
+ * already: copy them then. ABORTED when a mapping failed half way and no
+ * memory could be put in its place: the sequence must be reset. The file's pages must stay as they
+ * are until the sequence gives back the lease it is handed (tw_seq_kv_hold). */
 tw_status tw_seq_kv_map_file(tw_seq *seq, size_t pos, size_t n, int fd, uint64_t base,
                              uint64_t run_span, tw_err *err);
 
