@@ -17,6 +17,7 @@
 
 #include "bench_common.h"
 #include "tw/blas.h"
+#include "tw/kernels.h"
 #include "tw/pool.h"
 #include "tw/prefix_cache.h"
 #include "tw/seq_state.h"
@@ -24,15 +25,6 @@
 #define PROG     "tw-bench-prefix"
 #define MAX_SEQS  64
 #define MAX_STEPS 64
-
-static uint32_t argmax(const float *v, uint32_t n)
-{
-    uint32_t best = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = i;
-    return best;
-}
 
 typedef struct mode_result {
     double restore_ms, first_ms; /* medians over the sequences */
@@ -65,7 +57,7 @@ static bool step(ctx *x, tw_seq *s, uint32_t tok, uint32_t *next, double *ms)
         return false;
     }
     *ms = (bench_now() - t0) * 1e3;
-    *next = argmax(x->logits, x->vocab);
+    *next = (uint32_t)tw_argmax_f32(x->logits, x->vocab);
     return true;
 }
 
@@ -227,7 +219,7 @@ int main(int argc, char **argv)
         goto done;
     }
     (void)tw_seq_truncate(x.a, prefix, &err);
-    x.want = argmax(x.logits, x.vocab);
+    x.want = (uint32_t)tw_argmax_f32(x.logits, x.vocab);
     bench_progress("prefill took %.1f s; %zu sequences restored per mode, %zu rounds", bench_now() - t0,
                    n_seqs, rounds);
     const double kv_bytes = (double)prefix * (double)tw_seq_kv_bytes_per_token(x.m);

@@ -327,16 +327,13 @@ static tw_status restore_from_file(tw_prefix_cache *c, tw_seq *seq, node *const 
             ;
         const size_t pos = i * B, rows = (j - i) * B;
         const uint64_t base = (uint64_t)path[i]->slot * c->slot_bytes;
-        tw_status st = TW_FAILED_PRECONDITION;
-        if (tw_seq_kv_mappable(seq, pos, rows)) {
-            tw_err merr;
-            st = tw_seq_kv_map_file(seq, pos, rows, c->fd, base, c->run_span, &merr);
-            if (st == TW_OK)
-                *mapped += rows;
-            else if (st != TW_RESOURCE_EXHAUSTED && st != TW_FAILED_PRECONDITION)
-                return tw_errorf(err, st, "prefix cache restore: %s", merr.msg);
-        }
-        if (st != TW_OK) {
+        tw_err merr;
+        tw_status st = tw_seq_kv_map_file(seq, pos, rows, c->fd, base, c->run_span, &merr);
+        if (st == TW_OK)
+            *mapped += rows;
+        else if (st != TW_RESOURCE_EXHAUSTED && st != TW_FAILED_PRECONDITION)
+            return tw_errorf(err, st, "prefix cache restore: %s", merr.msg);
+        else {
             st = tw_seq_kv_load_file(seq, pos, rows, c->fd, base, c->run_span, err);
             if (st != TW_OK)
                 return st;
