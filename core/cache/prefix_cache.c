@@ -20,10 +20,14 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "tw/kernels.h"
 #include "tw/prefix_cache.h"
 #include "tw/seq_state.h"
 
 #define B TW_PREFIX_BLOCK
+/* A restore ends on a prefill group boundary, where continuing the prompt
+ * gives the bits reading it whole gives (tw_model_forward). */
+_Static_assert(TW_PREFIX_BLOCK % TW_PREFILL_GROUP == 0, "cache blocks of whole prefill groups");
 #define ROOT_KEY 0x9e3779b97f4a7c15ull
 
 typedef struct node {

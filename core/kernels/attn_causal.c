@@ -14,9 +14,12 @@
 #include "tw/kernels.h"
 
 /* Keys per block and query rows per group: a group's scores (ROWS x KEYS
- * floats) and outputs stay in L2 between the two products. */
+ * floats) and outputs stay in L2 between the two products. The groups are
+ * the prefill's (TW_PREFILL_GROUP): each group's products have the same
+ * shapes however many groups the chunk holds, so its rows keep their bits
+ * when a prompt is read in other chunks. */
 #define KEYS 256
-#define ROWS 128
+#define ROWS TW_PREFILL_GROUP
 /* Most query heads of one K/V head a task takes, and most floats of their
  * outputs: each K/V block read (and, for half-precision K/V, converted)
  * once serves all of them, while their outputs stay within the L2 with the

@@ -557,6 +557,13 @@ static bool blas_dims_ok(size_t rows, size_t cols, size_t n, size_t row_bytes)
     return rows <= lim && cols <= lim && n <= lim && row_bytes / sizeof(float) <= lim;
 }
 
+bool tw_matmul_exact(tw_type type)
+{
+    const tw_isa_table *t = tw_isa_current();
+    const int k = tw_ktype_index(type);
+    return k >= 0 && (prefill_tiles(t, type) || !t->dequant[k]);
+}
+
 void tw_matmul(tw_pool *pool, tw_type type, const void *w, size_t row_bytes, size_t rows,
                size_t cols, const float *x, size_t n, float *y)
 {

@@ -22,6 +22,10 @@
 
 #include "model/model_internal.h"
 
+/* A prefill step of whole groups starts its chunks on group boundaries, so
+ * they fall where they fall when the prompt is read in other steps. */
+_Static_assert(TW_PREFILL_GROUP % TW_DN_CHUNK == 0, "prefill groups of whole DeltaNet chunks");
+
 void tw_deltanet_step(float *S, const float *q, const float *k, const float *v, float g,
                       float beta, uint32_t dk, uint32_t dv, float *out)
 {

@@ -167,11 +167,28 @@ static void moe(tw_model *m, tw_pool *pool, const tw_layer *L, size_t n, const f
     }
 }
 
+/* Whether an expert's products keep a row's bits however many rows the
+ * expert takes (tw_matmul_exact for its three matrices). */
+static bool experts_exact(const tw_layer *L)
+{
+    return tw_matmul_exact(L->exp_gate[0].type) && tw_matmul_exact(L->exp_up[0].type) &&
+           tw_matmul_exact(L->exp_down[0].type);
+}
+
 void tw_ffn_block(tw_model *m, tw_pool *pool, const tw_layer *L, size_t n, const float *xn,
                   float *y)
 {
-    if (L->ffn == TW_FFN_MOE)
+    if (L->ffn == TW_FFN_MOE && n > TW_PREFILL_GROUP && !experts_exact(L)) {
+        /* An expert takes the rows routed to it: from a step of several
+         * prefill groups, a number that depends on the step, and with it
+         * the path (and bits) of its products. Group by group, each expert
+         * sees the same rows however the prompt was cut into steps. */
+        const size_t H = m->cfg.hidden;
+        for (size_t r = 0; r < n; r += TW_PREFILL_GROUP)
+            moe(m, pool, L, n - r < TW_PREFILL_GROUP ? n - r : TW_PREFILL_GROUP, xn + r * H,
+                y + r * H);
+    } else if (L->ffn == TW_FFN_MOE) {
         moe(m, pool, L, n, xn, y);
-    else
+    } else
         glu(m, pool, L, &L->gate, &L->up, &L->down, n, xn, y);
 }

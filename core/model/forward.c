@@ -80,6 +80,36 @@ static tw_status check_tokens(const tw_model *m, const uint32_t *tokens, size_t 
     return TW_OK;
 }
 
+/* How many of the `left` prompt tokens from position `pos` on the next
+ * prefill step takes (at most max_chunk).
+ *
+ * A prompt's output must not depend on where it was cut into calls: a
+ * prefix restored from a cache at a multiple of TW_PREFILL_GROUP continues
+ * with a call that starts there, where the same prompt read whole has a
+ * step running across that position. So a step is either a run of whole
+ * groups of TW_PREFILL_GROUP positions (aligned to the sequence's start) or
+ * the part of one group that the call holds, never both. Every kernel
+ * computes a whole group's rows the same whichever other whole groups share
+ * its step (batch-size-independent products, causal attention grouped by
+ * TW_PREFILL_GROUP, the DeltaNet chunk form in TW_DN_CHUNK pieces), and a
+ * part group goes alone in both readings, so cutting at group boundaries
+ * changes no bit. */
+static size_t prefill_step_rows(size_t pos, size_t left, size_t max_chunk)
+{
+    const size_t G = TW_PREFILL_GROUP;
+    size_t rows;
+    if (pos % G != 0 || left < G) {
+        rows = G - pos % G;
+        rows = left < rows ? left : rows;
+    } else {
+        const size_t whole = left / G * G, most = max_chunk / G * G;
+        rows = most && most < whole ? most : whole;
+    }
+    /* a model made with steps shorter than a group keeps its limit (and
+     * loses the guarantee) */
+    return rows < max_chunk ? rows : max_chunk;
+}
+
 tw_status tw_model_forward(tw_model *model, tw_pool *pool, tw_seq *seq, const uint32_t *tokens,
                            size_t n, float *logits, tw_logits_mode mode, tw_err *err)
 {
@@ -107,7 +137,7 @@ tw_status tw_model_forward(tw_model *model, tw_pool *pool, tw_seq *seq, const ui
     tw_scratch *s = &model->s;
     size_t V = model->cfg.vocab;
     for (size_t done = 0; done < n;) {
-        size_t cnt = n - done < model->max_chunk ? n - done : model->max_chunk;
+        size_t cnt = prefill_step_rows(seq->len, n - done, model->max_chunk);
         for (size_t i = 0; i < cnt; i++) {
             s->row_seq[i] = seq;
             s->pos[i] = (uint32_t)(seq->len + i);

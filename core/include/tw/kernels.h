@@ -73,6 +73,11 @@ void tw_matvec(tw_pool *pool, tw_type type, const void *w, size_t row_bytes, siz
 void tw_matmul(tw_pool *pool, tw_type type, const void *w, size_t row_bytes, size_t rows,
                size_t cols, const float *x, size_t n, float *y);
 
+/* Whether tw_matmul gives row i of Y tw_matvec's bits at every n for this
+ * type under the dispatched ISA and prefill path (its own kernels at every
+ * batch size), so that how rows are batched can never show in the output. */
+bool tw_matmul_exact(tw_type type);
+
 /* One matrix of a tw_matmul_multi call: rows x cols weights of `type`,
  * rows row_bytes apart, and its output Y (n x rows). */
 typedef struct tw_matmul_part {
@@ -212,12 +217,20 @@ typedef struct tw_causal_attn {
     size_t out_stride;
 } tw_causal_attn;
 
+/* Rows of a prefill that go through the kernels together: tw_attention_causal
+ * takes its query rows in groups of this many from the first, and a
+ * prefill step holds whole groups or a part of one (tw_model_forward), so
+ * that a prompt cut into calls at multiples of it gives the bits it gives
+ * read whole. */
+#define TW_PREFILL_GROUP 64
+
 /* Computes tw_causal_attn with matrix products (sgemm) over blocks of keys
  * and an online softmax, every (K/V head, its query heads or a share of
- * them, group of rows) a task of the pool.
- * The results agree with the per-row kernels to rounding, not bit for bit,
- * so decode and speculative verification do not use it. false (nothing
- * written) without a pool or when its scratch cannot be had. */
+ * them, group of TW_PREFILL_GROUP rows) a task of the pool. A row's result
+ * depends on the rows of its group only, not on how many other groups the
+ * call holds. The results agree with the per-row kernels to rounding, not
+ * bit for bit, so decode and speculative verification do not use it. false
+ * (nothing written) without a pool or when its scratch cannot be had. */
 bool tw_attention_causal(tw_pool *pool, const tw_causal_attn *a);
 
 /* Softmax numerators: x[i] = exp(x[i] - mx) for i < n, returning their sum.

@@ -1,7 +1,9 @@
 /* The prompt caches through the engine API on every golden family: greedy
- * output with the caches equals output without them, for a repeated
- * prompt, an extended one (the next turn of a conversation) and after the
- * engine is re-created on the same state directory (a disk hit). */
+ * output with the caches equals output without them, token for token and
+ * every token's log-probability bit for bit, for a repeated prompt, an
+ * extended one (the next turn of a conversation), one whose rest after the
+ * cached prefix is shorter than the engine's chunk, and after the engine is
+ * re-created on the same state directory (a disk hit). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cache_test_util.h"
+#include "golden_families.h"
 #include "tw/engine.h"
 
 #define OUT_MAX 64
@@ -21,6 +23,7 @@ typedef struct result {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     uint32_t ids[OUT_MAX];
+    float lp[OUT_MAX]; /* each token's log-probability */
     size_t n;
     bool final;
     tw_status error;
@@ -31,8 +34,10 @@ static void on_chunk(void *user, const tw_gen_chunk *ch)
 {
     result *r = user;
     pthread_mutex_lock(&r->mu);
-    for (size_t i = 0; i < ch->n_token_ids && r->n < OUT_MAX; i++)
+    for (size_t i = 0; i < ch->n_token_ids && r->n < OUT_MAX; i++) {
+        r->lp[r->n] = ch->logprobs ? ch->logprobs[i].logprob : 1.0f;
         r->ids[r->n++] = ch->token_ids[i];
+    }
     if (ch->final) {
         r->final = true;
         r->error = ch->error;
@@ -58,6 +63,7 @@ static void run(tw_engine *e, const uint32_t *prompt, size_t n, tw_cache_mode mo
     r.stop.ignore_eos = true;
     r.cache.mode = mode;
     r.cache.persist = persist;
+    r.logprobs.enabled = true;
     tw_gen_callbacks cb = {.on_chunk = on_chunk};
     tw_err err;
     uint64_t id;
@@ -76,6 +82,16 @@ static void run(tw_engine *e, const uint32_t *prompt, size_t n, tw_cache_mode mo
     assert_true(done);
     assert_int_equal(out->error, TW_OK);
     assert_int_equal(out->n, ANSWER);
+    for (size_t i = 0; i < ANSWER; i++)
+        assert_true(out->lp[i] <= 0.0f);
+}
+
+/* The same tokens with the same log-probabilities, to the bit: a cached
+ * prefix continues the prompt exactly as reading it whole does. */
+static void same_output(const result *a, const result *b)
+{
+    assert_memory_equal(a->ids, b->ids, sizeof a->ids);
+    assert_memory_equal(a->lp, b->lp, sizeof a->lp);
 }
 
 static tw_engine *engine_with(const char *path, const char *state_dir, tw_kv_type kv,
@@ -113,6 +129,10 @@ static void stats(tw_engine *e, tw_engine_stats *st)
 
 #define P1 200 /* last whole block ends at 192 */
 #define P2 330 /* P1 + an answer and the next question */
+/* Read whole, its chunk [128, 212) attends by matrix products; after the
+ * 192 cached tokens its rest, 20 rows, takes the per-row kernels unless
+ * the prefill steps keep the part group apart either way. */
+#define P3 212
 
 /* Returns the prompt tokens restored by mapping the prefix cache's pages:
  * all of those from memory where the model's K/V rows fill pages, else
@@ -126,39 +146,44 @@ static uint64_t check_family(const char *path, const char *state_dir, tw_kv_type
     tw_err err;
     assert_int_equal(tw_engine_get_model(e, NULL, &info, &err), TW_OK);
     random_tokens(&rng, prompt, P2, info.vocab_size);
-    result cold1, cold2, r;
+    result cold1, cold2, cold3, r;
     run(e, prompt, P1, TW_CACHE_BYPASS, false, &cold1);
     run(e, prompt, P2, TW_CACHE_BYPASS, false, &cold2);
+    run(e, prompt, P3, TW_CACHE_BYPASS, false, &cold3);
     tw_engine_stats st;
     stats(e, &st);
     assert_int_equal(st.prefix_cache_lookups, 0);
 
     /* First sight: computed cold, cached; persisted to disk. */
     run(e, prompt, P1, TW_CACHE_USE, true, &r);
-    assert_memory_equal(r.ids, cold1.ids, sizeof r.ids);
+    same_output(&r, &cold1);
     assert_int_equal(r.usage.cached_prompt_tokens, 0);
     /* Repeated: 192 tokens from memory. */
     run(e, prompt, P1, TW_CACHE_USE, false, &r);
-    assert_memory_equal(r.ids, cold1.ids, sizeof r.ids);
+    same_output(&r, &cold1);
+    assert_int_equal(r.usage.cached_prompt_tokens, 192);
+    /* Twenty tokens on: restored, the rest goes alone. */
+    run(e, prompt, P3, TW_CACHE_READ_ONLY, false, &r);
+    same_output(&r, &cold3);
     assert_int_equal(r.usage.cached_prompt_tokens, 192);
     /* Extended: resumes at the end of the first prompt's last block. */
     run(e, prompt, P2, TW_CACHE_USE, false, &r);
-    assert_memory_equal(r.ids, cold2.ids, sizeof r.ids);
+    same_output(&r, &cold2);
     assert_int_equal(r.usage.cached_prompt_tokens, 192);
     /* And again: now its own last block (320) is cached. */
     run(e, prompt, P2, TW_CACHE_READ_ONLY, false, &r);
-    assert_memory_equal(r.ids, cold2.ids, sizeof r.ids);
+    same_output(&r, &cold2);
     assert_int_equal(r.usage.cached_prompt_tokens, 320);
     /* WRITE_ONLY never restores. */
     run(e, prompt, P2, TW_CACHE_WRITE_ONLY, false, &r);
-    assert_memory_equal(r.ids, cold2.ids, sizeof r.ids);
+    same_output(&r, &cold2);
     assert_int_equal(r.usage.cached_prompt_tokens, 0);
     stats(e, &st);
-    assert_int_equal(st.prefix_cache_lookups, 4);
-    assert_int_equal(st.prefix_cache_hits, 3);
-    assert_int_equal(st.cached_tokens_total, 192 + 192 + 320);
+    assert_int_equal(st.prefix_cache_lookups, 5);
+    assert_int_equal(st.prefix_cache_hits, 4);
+    assert_int_equal(st.cached_tokens_total, 192 + 192 + 192 + 320);
     const uint64_t shared = st.cached_tokens_shared;
-    assert_true(shared == 0 || shared == 192 + 192 + 320);
+    assert_true(shared == 0 || shared == 192 + 192 + 192 + 320);
     assert_true(st.prefix_cache_bytes > 0);
     tw_engine_destroy(e); /* finishes the disk write */
 
@@ -166,7 +191,7 @@ static uint64_t check_family(const char *path, const char *state_dir, tw_kv_type
      * from disk (K/V saved in the type the sequences store, so exactly). */
     e = engine_on(path, state_dir, kv);
     run(e, prompt, P1, TW_CACHE_USE, false, &r);
-    assert_memory_equal(r.ids, cold1.ids, sizeof r.ids);
+    same_output(&r, &cold1);
     assert_int_equal(r.usage.cached_prompt_tokens, 192);
     stats(e, &st);
     assert_int_equal(st.state_store_hits, 1);
@@ -175,7 +200,7 @@ static uint64_t check_family(const char *path, const char *state_dir, tw_kv_type
     assert_true(st.state_store_bytes > 0);
     /* The disk hit went into memory as well. */
     run(e, prompt, P2, TW_CACHE_USE, false, &r);
-    assert_memory_equal(r.ids, cold2.ids, sizeof r.ids);
+    same_output(&r, &cold2);
     assert_int_equal(r.usage.cached_prompt_tokens, 192);
     stats(e, &st);
     assert_int_equal(st.prefix_cache_hits, 1);
@@ -224,7 +249,7 @@ static void test_copy_option(void **state)
         run(e, prompt, P1, TW_CACHE_BYPASS, false, &cold);
         run(e, prompt, P1, TW_CACHE_USE, false, &r);
         run(e, prompt, P1, TW_CACHE_USE, false, &r);
-        assert_memory_equal(r.ids, cold.ids, sizeof r.ids);
+        same_output(&r, &cold);
         assert_int_equal(r.usage.cached_prompt_tokens, 192);
         tw_engine_stats st;
         stats(e, &st);
@@ -258,7 +283,7 @@ static void test_caches_off(void **state)
     result a, b;
     run(e, prompt, P1, TW_CACHE_USE, true, &a);
     run(e, prompt, P1, TW_CACHE_USE, true, &b);
-    assert_memory_equal(a.ids, b.ids, sizeof a.ids);
+    same_output(&a, &b);
     assert_int_equal(b.usage.cached_prompt_tokens, 0);
     tw_engine_stats st;
     stats(e, &st);

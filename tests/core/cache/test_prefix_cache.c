@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "cache_test_util.h"
+#include "golden_families.h"
 #include "tw/prefix_cache.h"
 #include "tw/seq_state.h"
 

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "cache_test_util.h"
+#include "golden_families.h"
 #include "tw/pool.h"
 #include "tw/seq_state.h"
 

@@ -1,7 +1,7 @@
-/* Helpers shared by the cache tests: the golden checkpoints of every family
+/* Helpers shared by the tests that run every family: the golden checkpoints
  * and random prompts for them. */
-#ifndef TW_CACHE_TEST_UTIL_H
-#define TW_CACHE_TEST_UTIL_H
+#ifndef TW_TEST_GOLDEN_FAMILIES_H
+#define TW_TEST_GOLDEN_FAMILIES_H
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,13 +11,13 @@
 
 /* Families of the reference set (../shared/golden) and the repository's
  * own unseen shapes (tests/data/golden, passed as argv[1]). */
-static const char *const shared_families[] = {"llama",   "qwen2",   "qwen3",
+static const char *const shared_families[] = {"llama",       "qwen2",   "qwen3",
                                               "gemma3_text", "qwen3_5", "qwen3_5_moe"};
-static const char *const repo_families[] = {"llama_gqa3", "mistral_wide_heads", "qwen2_mqa",
-                                            "qwen3_deep", "gemma3_softcap", "qwen3_5_mix",
+static const char *const repo_families[] = {"llama_gqa3",     "mistral_wide_heads", "qwen2_mqa",
+                                            "qwen3_deep",     "gemma3_softcap",     "qwen3_5_mix",
                                             "qwen3_5_moe_mix"};
 #define N_SHARED_FAMILIES (sizeof shared_families / sizeof shared_families[0])
-#define N_REPO_FAMILIES (sizeof repo_families / sizeof repo_families[0])
+#define N_REPO_FAMILIES   (sizeof repo_families / sizeof repo_families[0])
 
 static const char *repo_golden_dir;
 
