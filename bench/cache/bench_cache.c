@@ -4,6 +4,8 @@
  * short question, answered greedily:
  *   cold        nothing cached (the first request; it fills the caches)
  *   warm-mem    the same prompt again, from the in-memory prefix cache
+ *               (the median of five; --prefix-cache-pages copy copies the
+ *               cached K/V into the sequence instead of mapping its pages)
  *   warm-disk   the same prompt after the engine is destroyed and created
  *               again on the same state directory (persistent store)
  *   turn 1..N   a conversation on the prefix: each turn's prompt is the
@@ -47,6 +49,7 @@ typedef struct opts {
     uint32_t threads;
     const char *state_dir;
     bool verify_turns;
+    bool copy_pages; /* --prefix-cache-pages copy */
 } opts;
 
 static double now_ms(void)
@@ -120,6 +123,7 @@ static tw_engine *engine_open(const opts *o, uint32_t *vocab)
     eo.state_dir = o->state_dir;
     eo.state_bytes = (uint64_t)16 << 30;
     eo.persist_min_tokens = UINT32_MAX; /* only the requests that ask */
+    eo.prefix_cache_copy = o->copy_pages;
     tw_engine *e;
     tw_err err;
     if (tw_engine_create(&eo, &e, &err) != TW_OK) {
@@ -143,6 +147,14 @@ typedef struct row {
     int identical; /* -1: not checked */
 } row;
 
+#define WARM_RUNS 5
+
+static int by_ttft(const void *a, const void *b)
+{
+    double x = ((const row *)a)->ttft_ms, y = ((const row *)b)->ttft_ms;
+    return (x > y) - (x < y);
+}
+
 static uint64_t rng_state = 0x243f6a8885a308d3ull;
 static uint32_t rnd(uint32_t n)
 {
@@ -162,9 +174,10 @@ static int remove_one(const char *path, const struct stat *st, int flag, struct 
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: tw-bench-cache MODEL.gguf [--prefix N] [--question N] [--answer N]\n"
-                    "                      [--turns N] [--threads N] [--state-dir DIR]\n"
-                    "                      [--no-verify-turns]\n");
+    fprintf(stderr,
+            "usage: tw-bench-cache MODEL.gguf [--prefix N] [--question N] [--answer N]\n"
+            "                      [--turns N] [--threads N] [--state-dir DIR]\n"
+            "                      [--prefix-cache-pages share|copy] [--no-verify-turns]\n");
 }
 
 int main(int argc, char **argv)
@@ -200,9 +213,16 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--threads")) {
             ok = bench_arg_size(PROG, a, v, 0, 1024, &threads);
             o.threads = (uint32_t)threads;
-        } else if (!strcmp(a, "--state-dir"))
+        } else if (!strcmp(a, "--state-dir")) {
             ok = (o.state_dir = bench_arg_value(PROG, a, v)) != NULL;
-        else {
+        } else if (!strcmp(a, "--prefix-cache-pages")) {
+            ok = (v = bench_arg_value(PROG, a, v)) != NULL;
+            if (ok && (strcmp(v, "share") && strcmp(v, "copy"))) {
+                fprintf(stderr, PROG ": --prefix-cache-pages takes share or copy, not '%s'\n", v);
+                ok = false;
+            }
+            o.copy_pages = ok && !strcmp(v, "copy");
+        } else {
             bench_arg_unknown(PROG, a);
             ok = false;
         }
@@ -251,11 +271,27 @@ int main(int argc, char **argv)
                      (double)ref.usage.time_to_first_token_us / 1e3, ref.total_ms, 0, -1};
     rows[nr].ratio = rows[nr].ttft_ms / cold;
     nr++;
-    ok = ok && run(e, prompt, n, o.answer, TW_CACHE_USE, false, &r);
-    rows[nr++] = (row){"warm (memory)", n, r.usage.cached_prompt_tokens,
-                       (double)r.usage.time_to_first_token_us / 1e3, r.total_ms,
-                       (double)r.usage.time_to_first_token_us / 1e3 / cold,
-                       !memcmp(r.ids, ref.ids, sizeof r.ids)};
+    /* A warm restore takes milliseconds, where a neighbour's burst on a
+     * shared machine moves it: the median of WARM_RUNS, every one checked. */
+    row warm[WARM_RUNS];
+    for (size_t k = 0; ok && k < WARM_RUNS; k++) {
+        ok = run(e, prompt, n, o.answer, TW_CACHE_USE, false, &r);
+        warm[k] = (row){"warm (memory)",
+                        n,
+                        r.usage.cached_prompt_tokens,
+                        (double)r.usage.time_to_first_token_us / 1e3,
+                        r.total_ms,
+                        (double)r.usage.time_to_first_token_us / 1e3 / cold,
+                        !memcmp(r.ids, ref.ids, sizeof r.ids)};
+    }
+    if (!ok)
+        return 1;
+    qsort(warm, WARM_RUNS, sizeof *warm, by_ttft);
+    rows[nr] = warm[WARM_RUNS / 2];
+    for (size_t k = 0; k < WARM_RUNS; k++)
+        if (!warm[k].identical)
+            rows[nr].identical = 0;
+    nr++;
     double t0 = now_ms();
     tw_engine_destroy(e); /* waits for the disk write */
     double destroy_ms = now_ms() - t0;
@@ -314,12 +350,15 @@ int main(int argc, char **argv)
     }
     printf("\nengine destroy (flushes the disk write): %.1f ms; engine re-create + load: %.1f ms\n",
            destroy_ms, reopen_ms);
-    printf("state store after restart: %llu hit(s), %.1f MiB on disk; prefix cache %.1f MiB\n\n",
+    printf("state store after restart: %llu hit(s), %.1f MiB on disk; prefix cache %.1f MiB, "
+           "its pages %s (%llu prompt tokens mapped after the restart)\n\n",
            (unsigned long long)disk_hits, (double)disk_bytes / (1 << 20),
-           (double)st.prefix_cache_bytes / (1 << 20));
+           (double)st.prefix_cache_bytes / (1 << 20), o.copy_pages ? "copied" : "shared",
+           (unsigned long long)st.cached_tokens_shared);
     printf("{\"model\": \"%s\", \"prefix\": %zu, \"question\": %zu, \"answer\": %zu, "
-           "\"threads\": %u, \"all_identical\": %s, \"runs\": [",
-           o.model, o.prefix, o.question, o.answer, o.threads, all_same ? "true" : "false");
+           "\"threads\": %u, \"prefix_cache_pages\": \"%s\", \"all_identical\": %s, \"runs\": [",
+           o.model, o.prefix, o.question, o.answer, o.threads, o.copy_pages ? "copy" : "share",
+           all_same ? "true" : "false");
     for (size_t i = 0; i < nr; i++)
         printf("%s{\"name\": \"%s\", \"prompt\": %zu, \"cached\": %zu, \"ttft_ms\": %.2f, "
                "\"request_ms\": %.2f, \"ttft_ratio\": %.5f, \"identical\": %s}",

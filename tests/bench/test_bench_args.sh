@@ -59,6 +59,8 @@ expect "tw-bench-cache: --prefix wants a whole number from 0 to 1048576, not '12
 expect "tw-bench-cache: --answer wants a whole number from 1 to 256, not '257'" \
     "$CACHE" m.gguf --answer 257
 expect "tw-bench-cache: the model file is required" "$CACHE" --turns 2
+expect "tw-bench-cache: --prefix-cache-pages takes share or copy, not 'map'" \
+    "$CACHE" m.gguf --prefix-cache-pages map
 expect "tw-bench-kernels: -t takes 1 to 256 threads, not 'abc'" "$KERNELS" -t abc
 expect "tw-bench-kernels: -V takes two ISAs this CPU runs, e.g. avx2,avx2vnni, not 'avx2'" "$KERNELS" -V avx2
 expect "unknown kernel ISA 'sse'" "$KERNELS" -V avx2,sse
