@@ -38,6 +38,21 @@ static inline const char *family_path(size_t i, char *buf, size_t cap)
 
 #define N_FAMILIES (N_SHARED_FAMILIES + N_REPO_FAMILIES)
 
+/* Runs check(path, ctx) on every family whose files are here; true when
+ * some were absent, for the caller to say so. */
+static inline bool each_family(void (*check)(const char *path, void *ctx), void *ctx)
+{
+    bool skipped = false;
+    for (size_t i = 0; i < N_FAMILIES; i++) {
+        char path[4096];
+        if (family_path(i, path, sizeof path))
+            check(path, ctx);
+        else
+            skipped = true;
+    }
+    return skipped;
+}
+
 static inline void random_tokens(tw_test_rng *rng, uint32_t *out, size_t n, uint32_t vocab)
 {
     for (size_t i = 0; i < n; i++)

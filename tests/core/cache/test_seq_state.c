@@ -16,8 +16,9 @@
 #define PREFIX 150 /* crosses the 64-token DeltaNet chunk twice */
 #define CONT 12
 
-static void check_family(const char *path, tw_pool *pool)
+static void check_family(const char *path, void *ctx)
 {
+    tw_pool *pool = ctx;
     tw_err err = {{0}};
     tw_model *m;
     tw_model_opts opts = {.max_context = 256, .max_batch = 2, .max_chunk = 64};
@@ -146,15 +147,7 @@ static void test_every_family(void **state)
     tw_pool *pool;
     tw_err err;
     assert_int_equal(tw_pool_create(2, &pool, &err), TW_OK);
-    bool skipped = false;
-    for (size_t i = 0; i < N_FAMILIES; i++) {
-        char path[4096];
-        if (!family_path(i, path, sizeof path)) {
-            skipped = true;
-            continue;
-        }
-        check_family(path, pool);
-    }
+    bool skipped = each_family(check_family, pool);
     tw_pool_destroy(pool);
     if (skipped)
         tw_test_print_skip();

@@ -84,6 +84,12 @@ static void check_family(const char *path, tw_pool *pool, tw_kv_type kv)
     free(cut);
 }
 
+static void check_both_kv(const char *path, void *pool)
+{
+    check_family(path, pool, TW_KV_F32);
+    check_family(path, pool, TW_KV_F16);
+}
+
 static const char *mkmodel_path;
 
 /* An MoE whose experts' products take sgemm from 17 rows on and the exact
@@ -128,16 +134,7 @@ static void test_cuts_on_group_boundaries(void **state)
     tw_err err;
     tw_pool *pool;
     assert_int_equal(tw_pool_create(2, &pool, &err), TW_OK);
-    bool skipped = false;
-    for (size_t i = 0; i < N_FAMILIES; i++) {
-        char path[4096];
-        if (!family_path(i, path, sizeof path)) {
-            skipped = true;
-            continue;
-        }
-        check_family(path, pool, TW_KV_F32);
-        check_family(path, pool, TW_KV_F16);
-    }
+    bool skipped = each_family(check_both_kv, pool);
     tw_pool_destroy(pool);
     if (skipped)
         tw_test_print_skip();
