@@ -194,7 +194,11 @@ typedef enum tw_logits_mode {
 } tw_logits_mode;
 
 /* Appends n tokens to seq and runs them through the model (a prefill when
- * n > 1, processed in steps of max_chunk tokens with matrix-matrix kernels).
+ * n > 1, processed in steps of at most max_chunk tokens with matrix-matrix
+ * kernels). A step holds whole groups of TW_PREFILL_GROUP positions or the
+ * part of one group, so with max_chunk >= TW_PREFILL_GROUP a prompt read in
+ * calls that end on group boundaries gives every logit the bits of one call
+ * (what a restored cache prefix relies on).
  * Writes logits as `mode` says (logits may be NULL only with
  * TW_LOGITS_NONE). pool may be NULL to compute on the calling thread.
  * Checks everything before touching the sequence: a token id >= vocab_size
