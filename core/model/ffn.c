@@ -178,17 +178,16 @@ static bool experts_exact(const tw_layer *L)
 void tw_ffn_block(tw_model *m, tw_pool *pool, const tw_layer *L, size_t n, const float *xn,
                   float *y)
 {
-    if (L->ffn == TW_FFN_MOE && n > TW_PREFILL_GROUP && !experts_exact(L)) {
-        /* An expert takes the rows routed to it: from a step of several
-         * prefill groups, a number that depends on the step, and with it
-         * the path (and bits) of its products. Group by group, each expert
-         * sees the same rows however the prompt was cut into steps. */
-        const size_t H = m->cfg.hidden;
-        for (size_t r = 0; r < n; r += TW_PREFILL_GROUP)
-            moe(m, pool, L, n - r < TW_PREFILL_GROUP ? n - r : TW_PREFILL_GROUP, xn + r * H,
-                y + r * H);
-    } else if (L->ffn == TW_FFN_MOE) {
-        moe(m, pool, L, n, xn, y);
-    } else
+    if (L->ffn != TW_FFN_MOE) {
         glu(m, pool, L, &L->gate, &L->up, &L->down, n, xn, y);
+        return;
+    }
+    /* An expert takes the rows routed to it: from a step of several prefill
+     * groups, a number that depends on the step, and with it the path (and
+     * bits) of its products unless they are exact. Then group by group, so
+     * each expert sees the same rows however the prompt was cut into steps. */
+    const size_t per = n > TW_PREFILL_GROUP && !experts_exact(L) ? TW_PREFILL_GROUP : n;
+    const size_t H = m->cfg.hidden;
+    for (size_t r = 0; r < n; r += per)
+        moe(m, pool, L, n - r < per ? n - r : per, xn + r * H, y + r * H);
 }
