@@ -10,6 +10,7 @@
 
 #include "engine_internal.h"
 #include "tw/chat_template.h"
+#include "tw/kernels.h"
 #include "tw/log.h"
 
 uint64_t tw_now_us(void)
@@ -69,6 +70,17 @@ tw_status tw_engine_create(const tw_engine_opts *opts, tw_engine **out, tw_err *
                          e->opts.prefill_chunk);
         free(e);
         return bad;
+    }
+    /* A prompt step that ends inside a prefill group gives its rows other
+     * bits than a read across it (tw_model_forward), and leaves a short
+     * step after it: a chunk of more than one group is taken down to whole
+     * groups, so a prompt's output is the same at every such setting and
+     * its steps stay long. */
+    const uint32_t part = e->opts.prefill_chunk % TW_PREFILL_GROUP;
+    if (e->opts.prefill_chunk > TW_PREFILL_GROUP && part) {
+        tw_info("prefill chunk %u taken down to %u, a whole number of %d-token prefill groups",
+                e->opts.prefill_chunk, e->opts.prefill_chunk - part, TW_PREFILL_GROUP);
+        e->opts.prefill_chunk -= part;
     }
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->wake, NULL);

@@ -30,7 +30,9 @@ static const opt_def OPTS[] = {
     {"publish", K_STR, "URL      stream PUB endpoint"},
     {"threads", K_U32, "N|auto   compute threads (0 or auto: one per physical core)"},
     {"max-batch", K_U32, "N      sequences decoded together (0: from the hardware)"},
-    {"prefill-chunk", K_U32, "N  prompt tokens per prefill step (0: from the hardware)"},
+    {"prefill-chunk", K_U32,
+     "N  prompt tokens per prefill step (0: from the hardware; above 64, taken down to a multiple "
+     "of 64)"},
     {"mlock", K_FLAG, "           lock the weights in memory (needs RLIMIT_MEMLOCK)"},
     {"weight-pages", K_STR,
      "auto|map|huge  GGUF weights in a private huge-page copy (huge), "

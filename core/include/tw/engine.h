@@ -49,7 +49,9 @@ typedef struct tw_engine_opts {
     uint32_t max_queue;        /* requests waiting to start; more: RESOURCE_EXHAUSTED (default 256) */
     uint32_t prefill_chunk;    /* prompt tokens prefilled per scheduler step, all prompts
                                   together, plus a quarter more for short prompts read to
-                                  their end (default 256) */
+                                  their end (default 256); above TW_PREFILL_GROUP, taken
+                                  down to a multiple of it, so that outputs do not depend
+                                  on it */
     uint32_t max_n;            /* choices per request, <= max_batch (default min(8, max_batch)) */
     uint32_t max_prompt_bytes; /* text / chat prompt size (default 8 MiB) */
     tw_weight_pages weight_pages; /* where GGUF weights live (default TW_WEIGHTS_AUTO) */

@@ -15,6 +15,7 @@
 
 #include "golden_families.h"
 #include "tw/engine.h"
+#include "tw/kernels.h"
 
 #define OUT_MAX 64
 #define ANSWER 6
@@ -94,8 +95,8 @@ static void same_output(const result *a, const result *b)
     assert_memory_equal(a->lp, b->lp, sizeof a->lp);
 }
 
-static tw_engine *engine_with(const char *path, const char *state_dir, tw_kv_type kv,
-                              bool prefix_cache_copy)
+static tw_engine *engine_chunk(const char *path, const char *state_dir, tw_kv_type kv,
+                               bool prefix_cache_copy, uint32_t prefill_chunk)
 {
     tw_engine_opts o;
     tw_engine_opts_init(&o);
@@ -103,7 +104,7 @@ static tw_engine *engine_with(const char *path, const char *state_dir, tw_kv_typ
     o.prefix_cache_copy = prefix_cache_copy;
     o.threads = 2;
     o.max_batch = 2;
-    o.prefill_chunk = 128;
+    o.prefill_chunk = prefill_chunk;
     o.max_context = 512;
     o.state_dir = state_dir;
     o.persist_min_tokens = UINT32_MAX;
@@ -114,6 +115,12 @@ static tw_engine *engine_with(const char *path, const char *state_dir, tw_kv_typ
     if (tw_engine_load_model(e, path, NULL, NULL, NULL, &err) != TW_OK)
         fail_msg("load %s: %s", path, err.msg);
     return e;
+}
+
+static tw_engine *engine_with(const char *path, const char *state_dir, tw_kv_type kv,
+                              bool prefix_cache_copy)
+{
+    return engine_chunk(path, state_dir, kv, prefix_cache_copy, 128);
 }
 
 static tw_engine *engine_on(const char *path, const char *state_dir, tw_kv_type kv)
@@ -261,6 +268,42 @@ static void test_copy_option(void **state)
     }
 }
 
+/* The engine's prefill chunk does not change a prompt's output: chunks of
+ * any size from one prefill group up cut prompts on group boundaries only,
+ * where tw_model_forward gives the bits of a whole read (a chunk that is not
+ * a multiple of the group is taken down to one). */
+static void chunk_check(const char *path, void *ctx)
+{
+    (void)ctx;
+    static const uint32_t chunks[] = {TW_PREFILL_GROUP, 100, 200, 256, 300};
+    tw_test_rng rng = {0xc4c4};
+    uint32_t prompt[P2];
+    result first, r;
+    for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+        char *dir = tw_test_mkdtemp();
+        tw_engine *e = engine_chunk(path, dir, TW_KV_F16, false, chunks[c]);
+        if (c == 0) {
+            tw_engine_model_info info;
+            tw_err err;
+            assert_int_equal(tw_engine_get_model(e, NULL, &info, &err), TW_OK);
+            random_tokens(&rng, prompt, P2, info.vocab_size);
+        }
+        run(e, prompt, P2, TW_CACHE_BYPASS, false, c ? &r : &first);
+        if (c)
+            same_output(&r, &first);
+        tw_engine_destroy(e);
+        tw_test_rmtree(dir);
+        free(dir);
+    }
+}
+
+static void test_prefill_chunk_setting(void **state)
+{
+    (void)state;
+    if (each_family(chunk_check, NULL))
+        tw_test_print_skip();
+}
+
 /* Caching turned off entirely: nothing is looked up, output unchanged. */
 static void test_caches_off(void **state)
 {
@@ -298,6 +341,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_every_family),
         cmocka_unit_test(test_caches_off),
         cmocka_unit_test(test_copy_option),
+        cmocka_unit_test(test_prefill_chunk_setting),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
