@@ -442,14 +442,18 @@ static bool col_chunks(tw_type type)
     return !tw_type_packed(type);
 }
 
-/* Columns of one tile pass for nr rows: all of them, or for col_chunks
- * types as many whole blocks as keep the tile within TILE_BYTES. */
-static size_t tile_cols(tw_type type, size_t nr, size_t cols)
+/* Columns of one tile pass: all of them, or for col_chunks types as many
+ * whole blocks as keep a tile of the shape's most rows (TILE_ROWS) within
+ * TILE_BYTES. A tile of fewer rows (the pool's balance, the last one) cuts
+ * its columns in the same places: sgemm's runs are summed into the output
+ * one after another, so where they end decides a result's bits, and those
+ * must not depend on the number of threads. */
+static size_t tile_cols(tw_type type, size_t cols)
 {
-    if (!col_chunks(type) || nr * cols * sizeof(float) <= TILE_BYTES)
+    if (!col_chunks(type) || (size_t)TILE_ROWS * cols * sizeof(float) <= TILE_BYTES)
         return cols;
     size_t be = tw_type_block_elems(type);
-    size_t kc = TILE_BYTES / (nr * sizeof(float)) / be * be;
+    size_t kc = TILE_BYTES / (TILE_ROWS * sizeof(float)) / be * be;
     return kc < be ? be : kc;
 }
 
@@ -472,7 +476,7 @@ static void mm_task(void *ctx, int task, int n_tasks, int thread)
         return;
     }
     tw_dequant_fn dq = j->t->dequant[tw_ktype_index(j->type)];
-    size_t kc = tile_cols(j->type, nr, j->cols);
+    size_t kc = tile_cols(j->type, j->cols);
     for (size_t c0 = 0; c0 < j->cols; c0 += kc) {
         size_t nc = min_sz(kc, j->cols - c0);
         size_t off = col_offset(j->type, c0);
@@ -513,11 +517,10 @@ static size_t balanced_tile_rows(const tw_pool *pool, tw_type type, size_t rows,
 static bool prepare_tiles(tw_pool *pool, tw_type type, size_t cols, float **tiles)
 {
     size_t tr = tile_rows_for(type, cols);
-    size_t kc = tile_cols(type, tr, cols);
+    size_t kc = tile_cols(type, cols);
     if (kc > SIZE_MAX / sizeof(float) / tr)
         return false;
-    /* a chunked tile of fewer rows takes more columns, within TILE_BYTES */
-    size_t bytes = kc < cols ? TILE_BYTES : tr * kc * sizeof(float);
+    size_t bytes = tr * kc * sizeof(float);
     for (int i = 0; i < tw_pool_threads(pool); i++) {
         tiles[i] = tw_pool_scratch(pool, i, bytes);
         if (!tiles[i])

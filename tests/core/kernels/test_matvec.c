@@ -345,6 +345,65 @@ static void test_matmul_wide_rows(void **state)
     tw_pool_destroy(pool);
 }
 
+/* A prefill batch gives the same bits whatever the number of threads, on
+ * every path it can take (each ISA; for half-precision weights tiles,
+ * panels and sgemm): the pool's size changes how many rows a dequantized
+ * tile holds, and must not change where its column runs are cut. */
+static void test_matmul_independent_of_threads(void **state)
+{
+    (void)state;
+    tw_test_rng rng = {31};
+    enum { ROWS = 300, N = 20, POOLS = 4 };
+    tw_pool *pools[POOLS];
+    for (int p = 0; p < POOLS; p++)
+        assert_int_equal(tw_pool_create(p + 1, &pools[p], NULL), TW_OK);
+    static const tw_f16_prefill paths[] = {TW_F16_PREFILL_TILES, TW_F16_PREFILL_PANELS,
+                                           TW_F16_PREFILL_BLAS};
+    const tw_f16_prefill before = tw_kernels_f16_prefill();
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        tw_type t = all_types[ti];
+        size_t cols = is_quant(t) ? 4096 : 4099;
+        mat m;
+        make_mat(&m, t, ROWS, cols, &rng, false);
+        float *x = malloc(N * cols * sizeof *x);
+        float *y1 = malloc(N * ROWS * sizeof *y1), *yp = malloc(N * ROWS * sizeof *yp);
+        assert_non_null(x);
+        assert_non_null(y1);
+        assert_non_null(yp);
+        fill_x(x, N * cols, &rng);
+        const bool half = t == TW_TYPE_F16 || t == TW_TYPE_BF16;
+        for (size_t ii = 0; ii < 3; ii++) {
+            if (!tw_kernels_isa_available(isas[ii]))
+                continue;
+            assert_int_equal(tw_kernels_force_isa(isas[ii], NULL), TW_OK);
+            for (size_t pi = 0; pi < (half ? 3 : 1); pi++) {
+                if (half) {
+                    if (!tw_kernels_f16_prefill_has(paths[pi]))
+                        continue;
+                    tw_kernels_set_f16_prefill(paths[pi]);
+                }
+                tw_matmul(pools[0], t, m.w, m.row_bytes, ROWS, cols, x, N, y1);
+                for (int p = 1; p < POOLS; p++) {
+                    memset(yp, 0xff, N * ROWS * sizeof *yp);
+                    tw_matmul(pools[p], t, m.w, m.row_bytes, ROWS, cols, x, N, yp);
+                    if (memcmp(y1, yp, N * ROWS * sizeof *yp) != 0)
+                        fail_msg("%s %s%s%s: %d threads differ from one", tw_type_name(t), isas[ii],
+                                 half ? " " : "",
+                                 half ? tw_kernels_f16_prefill_name(paths[pi]) : "", p + 1);
+                }
+            }
+        }
+        tw_kernels_set_f16_prefill(before);
+        tw_kernels_force_isa(NULL, NULL);
+        free(x);
+        free(y1);
+        free(yp);
+        free_mat(&m);
+    }
+    for (int p = 0; p < POOLS; p++)
+        tw_pool_destroy(pools[p]);
+}
+
 /* Batched rows give the same bits as one matvec per row on the integer
  * path (small batches, and K types at any size), so batching decode steps
  * does not change a sequence's output. */
@@ -607,6 +666,7 @@ int main(void)
         cmocka_unit_test(test_matvec_decode_prefetch_same_bits),
         cmocka_unit_test(test_matmul_all_types),
         cmocka_unit_test(test_matmul_wide_rows),
+        cmocka_unit_test(test_matmul_independent_of_threads),
         cmocka_unit_test(test_small_batch_matches_matvec),
         cmocka_unit_test(test_matmul_multi_matches_matmul),
         cmocka_unit_test(test_matmul_pair),
