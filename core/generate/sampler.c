@@ -342,6 +342,8 @@ static void top_insert(tw_top_logprob *top, uint32_t *n, uint32_t cap, uint32_t 
     }
     top[i].token_id = id;
     top[i].logprob = lp;
+    top[i].text = NULL;
+    top[i].text_len = 0;
 }
 
 static float row_max(const float *row, uint32_t n)

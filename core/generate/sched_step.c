@@ -67,6 +67,15 @@ static void flush_detok(slot *sl, bool reasoning)
     push_text(sl, reasoning, p, n);
 }
 
+/* A token's bytes from the model's tokenizer (they live as long as the
+ * model); NULL when it has none. */
+static void token_text(const model_entry *m, uint32_t token, const char **text, size_t *len)
+{
+    *text = m->tok ? tw_tokenizer_token_bytes(m->tok, token, len) : NULL;
+    if (!*text)
+        *len = 0;
+}
+
 /* Adds a committed token (sampled or forced) to the output and runs the
  * rules that follow it. */
 static void commit(tw_engine *e, slot *sl, uint32_t token, const tw_sample_result *res)
@@ -89,9 +98,9 @@ static void commit(tw_engine *e, slot *sl, uint32_t token, const tw_sample_resul
         lp->n_top = res ? res->n_top : 0;
         if (res && res->n_top)
             memcpy(lp->top, res->top, res->n_top * sizeof lp->top[0]);
-        lp->text = sl->m->tok ? tw_tokenizer_token_bytes(sl->m->tok, token, &lp->text_len) : NULL;
-        if (!lp->text)
-            lp->text_len = 0;
+        token_text(sl->m, token, &lp->text, &lp->text_len);
+        for (uint32_t i = 0; i < lp->n_top; i++)
+            token_text(sl->m, lp->top[i].token_id, &lp->top[i].text, &lp->top[i].text_len);
     }
     sl->n_completion++;
     if (role == TW_ROLE_REASONING)

@@ -155,15 +155,27 @@ static json_t *bytes_array(const ProtobufCBinaryData *b)
     return a;
 }
 
-static json_t *token_entry(const ProtobufCBinaryData *text, float logprob)
+/* What a token is called in the answer: its text, or "token_id:N" when the
+ * model has no tokenizer to give one (as vLLM names tokens by id), so that
+ * alternatives keep distinct names. */
+static json_t *token_name(bool has_text, const ProtobufCBinaryData *text, uint32_t id)
+{
+    if (has_text)
+        return tw_bridge_json_text((const char *)text->data, text->len);
+    char name[32];
+    snprintf(name, sizeof name, "token_id:%u", id);
+    return json_string(name);
+}
+
+static json_t *token_entry(bool has_text, const ProtobufCBinaryData *text, uint32_t id,
+                           float logprob)
 {
     json_t *o = json_object();
     if (!o)
         return NULL;
-    int bad = json_object_set_new(o, "token",
-                                  tw_bridge_json_text((const char *)text->data, text->len));
+    int bad = json_object_set_new(o, "token", token_name(has_text, text, id));
     bad |= json_object_set_new(o, "logprob", json_real(logprob));
-    bad |= json_object_set_new(o, "bytes", bytes_array(text));
+    bad |= json_object_set_new(o, "bytes", has_text ? bytes_array(text) : json_null());
     if (bad) {
         json_decref(o);
         return NULL;
@@ -178,14 +190,15 @@ json_t *tw_bridge_chat_logprobs_json(Tokenwire__V1__TokenLogprob *const *lp, siz
     json_t *o = json_object();
     int bad = !content || !o;
     for (size_t i = 0; !bad && i < n; i++) {
-        json_t *e = token_entry(&lp[i]->token_text, lp[i]->logprob);
+        json_t *e =
+            token_entry(lp[i]->has_token_text, &lp[i]->token_text, lp[i]->token_id, lp[i]->logprob);
         json_t *alts = json_array();
         bad |= !e || !alts;
         size_t nt = lp[i]->n_top < top ? lp[i]->n_top : top;
         for (size_t k = 0; !bad && k < nt; k++)
-            bad |= json_array_append_new(alts,
-                                         token_entry(&lp[i]->top[k]->token_text,
-                                                     lp[i]->top[k]->logprob));
+            bad |= json_array_append_new(
+                alts, token_entry(lp[i]->top[k]->has_token_text, &lp[i]->top[k]->token_text,
+                                  lp[i]->top[k]->token_id, lp[i]->top[k]->logprob));
         if (!bad) {
             bad |= json_object_set(e, "top_logprobs", alts);
             bad |= json_array_append(content, e);
@@ -214,15 +227,15 @@ json_t *tw_bridge_completion_logprobs_json(Tokenwire__V1__TokenLogprob *const *l
     int bad = !o || !tokens || !lps || !tops || !offs;
     for (size_t i = 0; !bad && i < n; i++) {
         const ProtobufCBinaryData *t = &lp[i]->token_text;
-        bad |= json_array_append_new(tokens, tw_bridge_json_text((const char *)t->data, t->len));
+        bad |= json_array_append_new(tokens, token_name(lp[i]->has_token_text, t, lp[i]->token_id));
         bad |= json_array_append_new(lps, json_real(lp[i]->logprob));
         bad |= json_array_append_new(offs, json_integer((json_int_t)*text_offset));
         *text_offset += t->len;
         json_t *alts = json_object();
         size_t nt = lp[i]->n_top < top ? lp[i]->n_top : top;
         for (size_t k = 0; alts && !bad && k < nt; k++) {
-            const ProtobufCBinaryData *a = &lp[i]->top[k]->token_text;
-            json_t *key = tw_bridge_json_text((const char *)a->data, a->len);
+            const Tokenwire__V1__TopLogprob *a = lp[i]->top[k];
+            json_t *key = token_name(a->has_token_text, &a->token_text, a->token_id);
             bad |= !key || json_object_set_new(alts, json_string_value(key),
                                                json_real(lp[i]->top[k]->logprob));
             json_decref(key);

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 #include <jansson.h>
+#include <math.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -226,8 +227,8 @@ static void test_errors_auth_and_engine_restart(void **state)
 
 /* Collects the token ids of a streamed completion and checks the event
  * sequence: chunks, a usage chunk, then [DONE]. */
-static void parse_stream(const char *body, json_t *ids, char *finish, bool *usage_seen,
-                         bool *done)
+static void parse_stream(const char *body, json_t *ids, json_t *logprobs, char *finish,
+                         bool *usage_seen, bool *done)
 {
     const char *p = body;
     *done = false;
@@ -256,6 +257,9 @@ static void parse_stream(const char *body, json_t *ids, char *finish, bool *usag
             size_t i;
             json_t *v;
             json_array_foreach(t, i, v) json_array_append(ids, v);
+            json_t *lp = json_object_get(json_object_get(ch, "logprobs"), "token_logprobs");
+            if (logprobs)
+                json_array_extend(logprobs, lp);
             if (json_is_string(json_object_get(ch, "finish_reason")))
                 snprintf(finish, 32, "%s",
                          json_string_value(json_object_get(ch, "finish_reason")));
@@ -263,6 +267,67 @@ static void parse_stream(const char *body, json_t *ids, char *finish, bool *usag
         json_decref(ev);
         p = end + 2;
     }
+}
+
+/* The greedy answer's log-probabilities, asked with three alternatives,
+ * plain and streamed: one per token, the chosen token first among its
+ * alternatives (greedy), every alternative named by its text, and the same
+ * numbers both ways. */
+static void check_logprobs(int port, const char *prompt, const json_t *ids)
+{
+    const size_t n = json_array_size(ids);
+    char body[4096];
+    snprintf(body, sizeof body,
+             "{\"model\":\"qwen2\",\"prompt\":%s,\"max_tokens\":%zu,\"temperature\":0,"
+             "\"logprobs\":3}",
+             prompt, n);
+    http_result r = post(port, "/v1/completions", body, NULL);
+    if (r.status != 200)
+        fail_msg("completion with logprobs: %ld %s", r.status, r.body);
+    json_t *j = json_loads(r.body, 0, NULL);
+    assert_non_null(j);
+    json_t *lp = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "logprobs");
+    json_t *tokens = json_object_get(lp, "tokens");
+    json_t *values = json_object_get(lp, "token_logprobs");
+    json_t *tops = json_object_get(lp, "top_logprobs");
+    if (json_array_size(tokens) != n || json_array_size(values) != n ||
+        json_array_size(tops) != n || json_array_size(json_object_get(lp, "text_offset")) != n)
+        fail_msg("logprobs of %zu tokens: %s", n, r.body);
+    for (size_t i = 0; i < n; i++) {
+        const double v = json_real_value(json_array_get(values, i));
+        json_t *alts = json_array_get(tops, i);
+        assert_true(isfinite(v) && v <= 0.0);
+        if (json_object_size(alts) != 3)
+            fail_msg("token %zu: %s", i, r.body);
+        const char *tok = json_string_value(json_array_get(tokens, i));
+        assert_non_null(tok);
+        json_t *own = json_object_get(alts, tok);
+        if (!own)
+            fail_msg("token %zu (\"%s\") is not among its alternatives: %s", i, tok, r.body);
+        assert_true(json_real_value(own) == v);
+        const char *key;
+        json_t *alt;
+        json_object_foreach(alts, key, alt) assert_true(json_real_value(alt) <= v);
+    }
+    free(r.body);
+
+    snprintf(body, sizeof body,
+             "{\"model\":\"qwen2\",\"prompt\":%s,\"max_tokens\":%zu,\"temperature\":0,"
+             "\"logprobs\":3,\"stream\":true,\"return_token_ids\":true}",
+             prompt, n);
+    r = post(port, "/v1/completions", body, NULL);
+    assert_int_equal(r.status, 200);
+    json_t *sids = json_array(), *svalues = json_array();
+    char finish[32] = "";
+    bool usage_seen, done;
+    parse_stream(r.body, sids, svalues, finish, &usage_seen, &done);
+    assert_true(done);
+    assert_true(json_equal(sids, ids));
+    assert_true(json_equal(svalues, values));
+    json_decref(sids);
+    json_decref(svalues);
+    free(r.body);
+    json_decref(j);
 }
 
 static void test_generation_plain_and_streamed(void **state)
@@ -326,13 +391,14 @@ static void test_generation_plain_and_streamed(void **state)
     json_t *sids = json_array();
     char finish[32] = "";
     bool usage_seen, done;
-    parse_stream(r.body, sids, finish, &usage_seen, &done);
+    parse_stream(r.body, sids, NULL, finish, &usage_seen, &done);
     assert_true(done);
     assert_true(usage_seen);
     assert_string_equal(finish, "length");
     assert_true(json_equal(sids, ids));
     json_decref(sids);
     free(r.body);
+    check_logprobs(p.http, prompt, ids);
     json_decref(j);
 
     /* Engine-side refusals come back in OpenAI's shape. */

@@ -184,15 +184,18 @@ static void test_logprobs_shapes_and_bad_utf8(void **state)
 {
     (void)state;
     Tokenwire__V1__TopLogprob t0 = TOKENWIRE__V1__TOP_LOGPROB__INIT;
+    t0.has_token_text = 1;
     t0.token_text.data = (uint8_t *)"Hi";
     t0.token_text.len = 2;
     t0.logprob = -0.25f;
     Tokenwire__V1__TopLogprob t1 = TOKENWIRE__V1__TOP_LOGPROB__INIT;
+    t1.has_token_text = 1;
     t1.token_text.data = (uint8_t *)"\xe4";
     t1.token_text.len = 1;
     t1.logprob = -2.5f;
     Tokenwire__V1__TopLogprob *tops[] = {&t0, &t1};
     Tokenwire__V1__TokenLogprob lp = TOKENWIRE__V1__TOKEN_LOGPROB__INIT;
+    lp.has_token_text = 1;
     lp.token_text.data = (uint8_t *)"Hi";
     lp.token_text.len = 2;
     lp.logprob = -0.25f;
@@ -213,6 +216,29 @@ static void test_logprobs_shapes_and_bad_utf8(void **state)
                 "{\"tokens\":[\"Hi\"],\"token_logprobs\":[-0.25],\"top_logprobs\":[{\"Hi\":-0.25}],"
                 "\"text_offset\":[10]}");
     assert_int_equal(off, 12);
+
+    /* A model without a tokenizer sends no texts: tokens are named by id,
+     * so two alternatives stay two keys. */
+    Tokenwire__V1__TopLogprob u0 = TOKENWIRE__V1__TOP_LOGPROB__INIT, u1 = u0;
+    u0.token_id = 7;
+    u0.logprob = -0.5f;
+    u1.token_id = 9;
+    u1.logprob = -1.5f;
+    Tokenwire__V1__TopLogprob *utops[] = {&u0, &u1};
+    Tokenwire__V1__TokenLogprob ul = TOKENWIRE__V1__TOKEN_LOGPROB__INIT;
+    ul.token_id = 7;
+    ul.logprob = -0.5f;
+    ul.n_top = 2;
+    ul.top = utops;
+    Tokenwire__V1__TokenLogprob *ulps[] = {&ul};
+    off = 0;
+    expect_json(tw_bridge_completion_logprobs_json(ulps, 1, 2, &off),
+                "{\"tokens\":[\"token_id:7\"],\"token_logprobs\":[-0.5],\"top_logprobs\":"
+                "[{\"token_id:7\":-0.5,\"token_id:9\":-1.5}],\"text_offset\":[0]}");
+    expect_json(tw_bridge_chat_logprobs_json(ulps, 1, 1),
+                "{\"content\":[{\"token\":\"token_id:7\",\"logprob\":-0.5,\"bytes\":null,"
+                "\"top_logprobs\":[{\"token\":\"token_id:7\",\"logprob\":-0.5,\"bytes\":null}]}],"
+                "\"refusal\":null}");
 }
 
 static void test_text_completion_and_models(void **state)

@@ -53,10 +53,13 @@ typedef struct tw_sampling_params {
     size_t n_logit_bias;
 } tw_sampling_params;
 
-/* One alternative at a position. */
+/* One alternative at a position. The sampler leaves text NULL; the engine's
+ * chunks carry the token's bytes there (tw_token_logprob). */
 typedef struct tw_top_logprob {
     uint32_t token_id;
     float logprob;
+    const char *text;
+    size_t text_len;
 } tw_top_logprob;
 
 /* What one sampling step produced. */
