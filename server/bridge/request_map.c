@@ -521,13 +521,11 @@ static tw_status map_prompt(const json_t *root, tw_bridge_gen_request *r, tw_bri
 static tw_status map_completion_extras(const json_t *root, tw_bridge_gen_request *r,
                                        tw_bridge_apierr *ae)
 {
-    bool b = false;
+    bool echo = false;
     long long v;
-    int got = tw_bridge_get_bool(root, "echo", NULL, &b, ae);
+    int got = tw_bridge_get_bool(root, "echo", NULL, &echo, ae);
     if (got < 0)
         return TW_INVALID_ARGUMENT;
-    if (got > 0 && b)
-        return unsupported(ae, "echo", "set to true");
     const char *suffix = NULL;
     size_t len = 0;
     got = tw_bridge_get_string(root, "suffix", NULL, (size_t)-1 / 4, &suffix, &len, ae);
@@ -553,6 +551,17 @@ static tw_status map_completion_extras(const json_t *root, tw_bridge_gen_request
         r->logprobs.has_top_logprobs = 1;
         r->logprobs.top_logprobs = (uint32_t)v;
         r->gen.logprobs = &r->logprobs;
+    }
+    /* The prompt's text comes back with a whole answer; its
+     * log-probabilities and a streamed echo are not computed. */
+    if (echo && r->want_logprobs)
+        return unsupported(ae, "echo", "together with 'logprobs'");
+    if (echo && r->stream)
+        return unsupported(ae, "echo", "together with 'stream'");
+    if (echo) {
+        r->echo = true;
+        r->gen.has_echo_prompt = 1;
+        r->gen.echo_prompt = 1;
     }
     return TW_OK;
 }

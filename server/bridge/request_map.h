@@ -52,6 +52,7 @@ typedef struct tw_bridge_gen_request {
     unsigned top_logprobs;  /* alternatives per position */
     bool parse_tool_calls;  /* tools offered: look for calls in the output */
     bool return_token_ids;  /* extension: add the generated ids to each choice */
+    bool echo;              /* completions: the prompt's text before each choice's */
 
     json_t *root; /* the request body; strings of gen point into it */
     tw_bridge_arena arena;

@@ -84,6 +84,20 @@ static json_t *text_or_empty(const char *s)
     return tw_bridge_json_text(s ? s : "", s ? strlen(s) : 0);
 }
 
+/* echo: the prompt's text, then the choice's. */
+static json_t *echoed_text(const char *prompt, const char *text)
+{
+    const size_t np = strlen(prompt), nt = text ? strlen(text) : 0;
+    char *both = malloc(np + nt + 1);
+    if (!both)
+        return NULL;
+    memcpy(both, prompt, np);
+    memcpy(both + np, text ? text : "", nt + 1);
+    json_t *j = tw_bridge_json_text(both, np + nt);
+    free(both);
+    return j;
+}
+
 json_t *tw_bridge_token_ids_json(const uint32_t *ids, size_t n)
 {
     json_t *a = json_array();
@@ -505,11 +519,18 @@ tw_status tw_bridge_text_completion_json(const tw_bridge_resp_meta *meta,
             st = choice_error(c, ae);
             break;
         }
+        if (rq->echo && !rep->prompt_text) {
+            st = tw_bridge_fail(ae, TW_INTERNAL, NULL, NULL,
+                                "The engine did not send the prompt back for 'echo'.");
+            break;
+        }
         json_t *ch = json_object();
         int bad = !ch;
         if (!bad) {
             size_t off = 0;
-            bad |= json_object_set_new(ch, "text", text_or_empty(c->text));
+            bad |= json_object_set_new(ch, "text",
+                                       rq->echo ? echoed_text(rep->prompt_text, c->text)
+                                                : text_or_empty(c->text));
             bad |= json_object_set_new(ch, "index", json_integer(c->index));
             bad |= json_object_set_new(ch, "logprobs",
                                        rq->want_logprobs

@@ -52,6 +52,7 @@ struct twd_gen {
     uint32_t n;
     choice_acc *choices;
     bool out_of_memory;
+    char *prompt_text;     /* echo_prompt: the prompt as text */
     text_buf scratch_text; /* NUL-terminated copies for the wire */
     text_buf scratch_reasoning;
     char model[TW_MODEL_NAME_MAX];
@@ -91,6 +92,7 @@ static void gen_free(twd_gen *g)
         free(g->choices[i].matched_stop);
     }
     free(g->choices);
+    free(g->prompt_text);
     free(g->scratch_text.p);
     free(g->scratch_reasoning.p);
     free(g);
@@ -379,6 +381,7 @@ static void answer(twd_gen *g, twd_worker *w, const tw_gen_chunk *c)
     Tokenwire__V1__Usage usage = TOKENWIRE__V1__USAGE__INIT;
     Tokenwire__V1__GenerateReply gr = TOKENWIRE__V1__GENERATE_REPLY__INIT;
     gr.model = g->model;
+    gr.prompt_text = g->prompt_text;
     gr.n_choices = g->n;
     gr.choices = chp;
     if (c->usage) {
@@ -423,6 +426,26 @@ static void on_chunk(void *user, const tw_gen_chunk *c)
     answer(g, w, c);
     atomic_fetch_sub(&s->generations, 1);
     gen_free(g);
+}
+
+/* echo_prompt: a text prompt as sent, token ids as the model's tokenizer
+ * reads them back (special tokens included), a conversation rendered by the
+ * model's chat template as the engine renders it. *out (free()) is
+ * NUL-terminated. */
+static tw_status echo_text(tw_engine *e, const tw_gen_request *r, char **out, tw_err *err)
+{
+    size_t len;
+    switch (r->prompt_kind) {
+    case TW_PROMPT_TEXT:
+        *out = strdup(r->prompt_text);
+        return *out ? TW_OK : tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory");
+    case TW_PROMPT_TOKENS:
+        return tw_engine_detokenize(e, r->model, r->prompt_ids, r->n_prompt_ids, false, out, &len,
+                                    err);
+    default:
+        return tw_engine_apply_chat_template(e, r->model, &r->chat, r->thinking.enable_thinking,
+                                             out, &len, err);
+    }
 }
 
 bool twd_cancel_request_id(twd_server *s, uint64_t request_id)
@@ -517,6 +540,16 @@ void twd_handle_generate(twd_worker *w, const Tokenwire__V1__Request *req)
         return;
     }
 
+    char *echo = NULL;
+    if (gw->has_echo_prompt && gw->echo_prompt &&
+        (st = echo_text(s->engine, &r, &echo, &err)) != TW_OK) {
+        twd_gen_scratch_free(&sc);
+        gen_free(g);
+        atomic_fetch_sub(&s->generations, 1);
+        twd_worker_fail(w, st, err.msg);
+        return;
+    }
+
     tw_gen_callbacks cb = {on_chunk};
     uint64_t engine_req = 0;
     if (streaming) {
@@ -528,6 +561,7 @@ void twd_handle_generate(twd_worker *w, const Tokenwire__V1__Request *req)
         if (st != TW_OK) {
             twd_streams_abandon(s->streams, stream);
             gen_free(g);
+            free(echo);
             atomic_fetch_sub(&s->generations, 1);
             twd_worker_fail(w, st, err.msg);
             return;
@@ -540,14 +574,17 @@ void twd_handle_generate(twd_worker *w, const Tokenwire__V1__Request *req)
         twd_stream_set_req(s->streams, stream, engine_req);
         gr.model = model;
         gr.stream_id = id;
+        gr.prompt_text = echo;
         Tokenwire__V1__Reply rep = TOKENWIRE__V1__REPLY__INIT;
         rep.result_case = TOKENWIRE__V1__REPLY__RESULT_GENERATE;
         rep.generate = &gr;
         twd_worker_reply(w, &rep);
+        free(echo);
         return;
     }
 
     g->w = w;
+    g->prompt_text = echo;
     pthread_mutex_lock(&s->gen_mu);
     w->gen = g;
     st = tw_engine_submit(s->engine, &r, &cb, g, &engine_req, &err);

@@ -36,6 +36,42 @@ static json_t *ok_json(twb_result *r, const char *what)
     return j;
 }
 
+/* The text of a completion's first choice (free()). */
+static char *completion_text(twb_service *s, const char *body)
+{
+    twb_result r = twb_http(s, "POST", "/v1/completions", body, SIZE_MAX);
+    json_t *j = ok_json(&r, body);
+    const char *t = json_string_value(
+        json_object_get(json_array_get(json_object_get(j, "choices"), 0), "text"));
+    assert_non_null(t);
+    char *copy = strdup(t);
+    json_decref(j);
+    return copy;
+}
+
+/* echo: a whole completion starts with its prompt, as text or as the
+ * tokenizer reads its ids back, and goes on with the greedy answer that
+ * the same request without echo gives. */
+static void check_echo(twb_service *s, const json_t *tokens)
+{
+    char *answer =
+        completion_text(s, "{\"prompt\":\"def f():\",\"max_tokens\":4,\"temperature\":0}");
+    char *echoed = completion_text(
+        s, "{\"prompt\":\"def f():\",\"max_tokens\":4,\"temperature\":0,\"echo\":true}");
+    char want[512];
+    snprintf(want, sizeof want, "def f():%s", answer);
+    assert_string_equal(echoed, want);
+    free(echoed);
+    char *ids = json_dumps(tokens, JSON_COMPACT), body[512];
+    snprintf(body, sizeof body, "{\"prompt\":%s,\"max_tokens\":4,\"temperature\":0,\"echo\":true}",
+             ids);
+    free(ids);
+    echoed = completion_text(s, body);
+    assert_string_equal(echoed, want);
+    free(echoed);
+    free(answer);
+}
+
 static void test_every_endpoint(void **state)
 {
     (void)state;
@@ -93,6 +129,7 @@ static void test_every_endpoint(void **state)
     assert_true(json_array_size(tokens) > 0);
     assert_int_equal(json_integer_value(json_object_get(j, "count")), json_array_size(tokens));
     json_decref(j);
+    check_echo(&s, tokens);
     json_t *dreq = json_pack("{s:o}", "tokens", tokens);
     char *dbody = json_dumps(dreq, JSON_COMPACT);
     json_decref(dreq);

@@ -323,6 +323,14 @@ static void test_completion_prompts(void **state)
     assert_int_equal(map_completion("{\"prompt\":[\"hello\"],\"echo\":false}", &g, &ae), TW_OK);
     assert_int_equal(g.gen.prompt_case, TOKENWIRE__V1__GENERATE_REQUEST__PROMPT_TEXT);
     assert_string_equal(g.gen.text, "hello");
+    assert_false(g.echo);
+    assert_false(g.gen.has_echo_prompt);
+    tw_bridge_gen_request_fini(&g);
+
+    /* echo asks the engine for the prompt's text */
+    assert_int_equal(map_completion("{\"prompt\":\"hello\",\"echo\":true}", &g, &ae), TW_OK);
+    assert_true(g.echo);
+    assert_true(g.gen.has_echo_prompt && g.gen.echo_prompt);
     tw_bridge_gen_request_fini(&g);
 }
 
@@ -343,7 +351,9 @@ static void test_completion_hostile(void **state)
         {"{\"prompt\":[\"a\",\"b\"]}", "prompt"},
         {"{\"prompt\":[[1],[2]]}", "prompt"},
         {"{\"prompt\":[[]]}", "prompt[0]"},
-        {"{\"prompt\":\"x\",\"echo\":true}", "echo"},
+        {"{\"prompt\":\"x\",\"echo\":true,\"logprobs\":1}", "echo"},
+        {"{\"prompt\":\"x\",\"echo\":true,\"stream\":true}", "echo"},
+        {"{\"prompt\":\"x\",\"echo\":1}", "echo"},
         {"{\"prompt\":\"x\",\"suffix\":\"tail\"}", "suffix"},
         {"{\"prompt\":\"x\",\"best_of\":3}", "best_of"},
         {"{\"prompt\":\"x\",\"logprobs\":6}", "logprobs"},
