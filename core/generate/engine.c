@@ -541,6 +541,13 @@ tw_status tw_engine_submit(tw_engine *e, const tw_gen_request *req, const tw_gen
     r->submit_us = tw_now_us();
     r->cache_mode = req->cache.mode;
     r->cache_persist = req->cache.persist;
+    /* The prompt's log-probabilities need every position's logits, which a
+     * restored prefix does not have: such a prompt is read whole, and still
+     * cached for others when the caller allows it. */
+    if (r->prompt_lps)
+        r->cache_mode = r->cache_mode == TW_CACHE_USE || r->cache_mode == TW_CACHE_WRITE_ONLY
+                            ? TW_CACHE_WRITE_ONLY
+                            : TW_CACHE_BYPASS;
     st = admission_check(e, r, err);
     if (st != TW_OK) {
         request_free(r);

@@ -92,6 +92,10 @@ typedef struct request {
     char **stop_strings;
     tw_thinking_opts thinking;
     tw_logprob_opts logprobs;
+    /* prompt_logprobs: one per prompt token (the first has none: NaN),
+     * filled by choice 0's prefill; sent with its first chunk once ready */
+    tw_token_logprob *prompt_lps;
+    bool prompt_lps_ready, prompt_lps_sent;
     tw_spec_opts speculative;
     tw_cache_mode cache_mode;
     bool cache_persist;

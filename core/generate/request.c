@@ -27,6 +27,7 @@ void request_free(request *r)
     if (!r)
         return;
     free(r->prompt);
+    free(r->prompt_lps);
     free(r->bias);
     free(r->stop_ids);
     for (size_t i = 0; r->stop_strings && i < r->stop.n_stop_strings; i++)
@@ -305,8 +306,6 @@ static tw_status validate_options(const tw_engine *e, const model_entry *m,
     if (req->logprobs.top_logprobs > TW_MAX_TOP_LOGPROBS)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "top_logprobs must be 0..%d, got %u",
                          TW_MAX_TOP_LOGPROBS, req->logprobs.top_logprobs);
-    if (req->logprobs.prompt_logprobs)
-        return tw_errorf(err, TW_UNIMPLEMENTED, "prompt log-probabilities are not supported yet");
     if ((unsigned)req->cache.mode > TW_CACHE_WRITE_ONLY)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "cache mode %d unknown", (int)req->cache.mode);
     if ((unsigned)req->speculative.mode > TW_SPEC_DRAFT)
@@ -354,6 +353,14 @@ tw_status request_prepare(tw_engine *e, model_entry *m, const tw_gen_request *re
     if (st != TW_OK) {
         request_free(r);
         return st;
+    }
+    if (req->logprobs.prompt_logprobs) {
+        r->prompt_lps = calloc(r->n_prompt, sizeof *r->prompt_lps);
+        if (!r->prompt_lps) {
+            request_free(r);
+            return tw_errorf(err, TW_RESOURCE_EXHAUSTED,
+                             "prompt log-probabilities of %zu tokens: out of memory", r->n_prompt);
+        }
     }
     r->kind = classify(m, req, r->prompt, r->n_prompt);
     *out = r;

@@ -35,6 +35,7 @@ typedef struct slot {
     uint64_t spec_t0;   /* when this step's round began */
 
     size_t prefilled;
+    float *prompt_logits; /* prompt_logprobs (choice 0): a prefill group's rows of logits */
     uint32_t next_token; /* committed, to be fed by the next decode step */
     bool close_pending;  /* a forced </think> comes next */
     const uint32_t *forced; /* then these transition tokens */

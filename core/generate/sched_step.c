@@ -190,6 +190,51 @@ static void count_rate(tw_engine *e, uint64_t decoded, uint64_t prefilled)
     pthread_mutex_unlock(&e->lock);
 }
 
+/* Prompt tokens [from, end) with every position's logits, a prefill group
+ * at a time (cut where a whole read's steps are, so the same bits), each
+ * row giving the next prompt token's log-probability; the last row's go to
+ * the model's logits for the first token. */
+static tw_status forward_with_prompt_logprobs(sched *s, slot *sl, size_t from, size_t end,
+                                              tw_err *err)
+{
+    request *r = sl->r;
+    const model_entry *m = sl->m;
+    const size_t V = m->vocab, G = TW_PREFILL_GROUP;
+    const uint32_t n_top = r->logprobs.top_logprobs;
+    if (from == 0) {
+        tw_token_logprob *first = &r->prompt_lps[0];
+        first->token_id = r->prompt[0];
+        first->logprob = NAN;
+        first->n_top = 0;
+        token_text(m, first->token_id, &first->text, &first->text_len);
+    }
+    for (size_t at = from; at < end;) {
+        const size_t stop = (at / G + 1) * G < end ? (at / G + 1) * G : end;
+        tw_status st = tw_model_forward(m->model, s->pool, sl->seq, r->prompt + at, stop - at,
+                                        sl->prompt_logits, TW_LOGITS_ALL, err);
+        if (st != TW_OK)
+            return st;
+        for (size_t p = at; p < stop; p++) {
+            const float *row = sl->prompt_logits + (p - at) * V;
+            if (p + 1 == r->n_prompt) {
+                memcpy(m->logits, row, V * sizeof *row);
+                continue;
+            }
+            tw_token_logprob *lp = &r->prompt_lps[p + 1];
+            lp->token_id = r->prompt[p + 1];
+            lp->n_top = n_top;
+            tw_logprobs_of_row(row, (uint32_t)V, lp->token_id, n_top, &lp->logprob, lp->top);
+            token_text(m, lp->token_id, &lp->text, &lp->text_len);
+            for (uint32_t i = 0; i < n_top; i++)
+                token_text(m, lp->top[i].token_id, &lp->top[i].text, &lp->top[i].text_len);
+        }
+        at = stop;
+    }
+    if (end == r->n_prompt)
+        r->prompt_lps_ready = true;
+    return TW_OK;
+}
+
 /* The prompt chunk [sl->prefilled, end) through the model, then the
  * cache's bookkeeping, and the first token after the last chunk. */
 static void prefill_chunk(tw_engine *e, sched *s, slot *sl, size_t end)
@@ -199,9 +244,11 @@ static void prefill_chunk(tw_engine *e, sched *s, slot *sl, size_t end)
     const bool last = end == r->n_prompt;
     tw_err err;
     uint64_t t0 = tw_now_us();
-    tw_status st = tw_model_forward(sl->m->model, s->pool, sl->seq, r->prompt + sl->prefilled, n,
-                                    last ? sl->m->logits : NULL,
-                                    last ? TW_LOGITS_LAST : TW_LOGITS_NONE, &err);
+    tw_status st = sl->prompt_logits
+                       ? forward_with_prompt_logprobs(s, sl, sl->prefilled, end, &err)
+                       : tw_model_forward(sl->m->model, s->pool, sl->seq, r->prompt + sl->prefilled,
+                                          n, last ? sl->m->logits : NULL,
+                                          last ? TW_LOGITS_LAST : TW_LOGITS_NONE, &err);
     sl->prefill_us += tw_now_us() - t0;
     count_rate(e, 0, n);
     if (st != TW_OK) {

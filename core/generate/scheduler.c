@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "sched_internal.h"
+#include "tw/kernels.h"
 #include "tw/log.h"
 
 /* ------------------------------------------------------------------ setup */
@@ -132,6 +133,13 @@ static tw_status slot_setup(tw_engine *e, slot *sl, request *r, uint32_t index, 
     (void)e;
 
     tw_status st = admission_seq_take(e, r, &sl->seq, err); /* sized by the request */
+    if (st == TW_OK && r->prompt_lps && index == 0) {
+        sl->prompt_logits = malloc((size_t)TW_PREFILL_GROUP * m->vocab * sizeof(float));
+        if (!sl->prompt_logits)
+            st = tw_errorf(err, TW_RESOURCE_EXHAUSTED,
+                           "prompt log-probabilities: out of memory for %d rows of logits",
+                           TW_PREFILL_GROUP);
+    }
     if (st == TW_OK)
         sl->prefilled = engine_cache_admit(m->cache, &sl->cache, sl->seq, r->prompt, r->n_prompt,
                                            r->cache_mode, r->cache_persist);
@@ -164,6 +172,8 @@ static void slot_clear(tw_engine *e, slot *sl)
 {
     admission_slot_end(e, sl->r, sl->m, sl->seq); /* its share, and the sequence */
     sl->seq = NULL;
+    free(sl->prompt_logits);
+    sl->prompt_logits = NULL;
     tw_sampler_destroy(sl->sampler);
     tw_stop_destroy(sl->stop);
     tw_thinking_destroy(sl->think);
@@ -257,6 +267,11 @@ void sched_emit(tw_engine *e, slot *sl)
     c.token_ids = sl->ids;
     c.n_token_ids = sl->n_ids;
     c.logprobs = (r->logprobs.enabled || r->logprobs.top_logprobs) && sl->n_ids ? sl->lps : NULL;
+    if (sl->index == 0 && r->prompt_lps_ready && !r->prompt_lps_sent) {
+        c.prompt_logprobs = r->prompt_lps;
+        c.n_prompt_logprobs = r->n_prompt;
+        r->prompt_lps_sent = true;
+    }
     c.text_delta = sl->text.len ? sl->text.p : "";
     c.text_len = sl->text.len;
     c.reasoning_delta = sl->reasoning.len ? sl->reasoning.p : "";

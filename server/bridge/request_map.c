@@ -552,16 +552,18 @@ static tw_status map_completion_extras(const json_t *root, tw_bridge_gen_request
         r->logprobs.top_logprobs = (uint32_t)v;
         r->gen.logprobs = &r->logprobs;
     }
-    /* The prompt's text comes back with a whole answer; its
-     * log-probabilities and a streamed echo are not computed. */
-    if (echo && r->want_logprobs)
-        return unsupported(ae, "echo", "together with 'logprobs'");
+    /* The prompt's text (and with logprobs its tokens' log-probabilities)
+     * comes back with a whole answer; a streamed echo is not sent. */
     if (echo && r->stream)
         return unsupported(ae, "echo", "together with 'stream'");
     if (echo) {
         r->echo = true;
         r->gen.has_echo_prompt = 1;
         r->gen.echo_prompt = 1;
+        if (r->want_logprobs) {
+            r->logprobs.has_prompt_logprobs = 1;
+            r->logprobs.prompt_logprobs = 1;
+        }
     }
     return TW_OK;
 }

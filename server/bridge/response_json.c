@@ -232,19 +232,25 @@ json_t *tw_bridge_chat_logprobs_json(Tokenwire__V1__TokenLogprob *const *lp, siz
     return o;
 }
 
-json_t *tw_bridge_completion_logprobs_json(Tokenwire__V1__TokenLogprob *const *lp, size_t n,
-                                           unsigned top, size_t *text_offset)
+/* n tokens' legacy log-probabilities appended to the four parallel arrays;
+ * a token without one (the prompt's first) gets null in token_logprobs and
+ * top_logprobs. Non-zero when memory is short. */
+static int append_completion_logprobs(json_t *tokens, json_t *lps, json_t *tops, json_t *offs,
+                                      Tokenwire__V1__TokenLogprob *const *lp, size_t n,
+                                      unsigned top, size_t *text_offset)
 {
-    json_t *o = json_object();
-    json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(),
-           *offs = json_array();
-    int bad = !o || !tokens || !lps || !tops || !offs;
+    int bad = 0;
     for (size_t i = 0; !bad && i < n; i++) {
         const ProtobufCBinaryData *t = &lp[i]->token_text;
         bad |= json_array_append_new(tokens, token_name(lp[i]->has_token_text, t, lp[i]->token_id));
-        bad |= json_array_append_new(lps, json_real(lp[i]->logprob));
         bad |= json_array_append_new(offs, json_integer((json_int_t)*text_offset));
         *text_offset += t->len;
+        if (!lp[i]->has_logprob) {
+            bad |= json_array_append_new(lps, json_null());
+            bad |= json_array_append_new(tops, json_null());
+            continue;
+        }
+        bad |= json_array_append_new(lps, json_real(lp[i]->logprob));
         json_t *alts = json_object();
         size_t nt = lp[i]->n_top < top ? lp[i]->n_top : top;
         for (size_t k = 0; alts && !bad && k < nt; k++) {
@@ -256,6 +262,27 @@ json_t *tw_bridge_completion_logprobs_json(Tokenwire__V1__TokenLogprob *const *l
         }
         bad |= json_array_append_new(tops, alts);
     }
+    return bad;
+}
+
+json_t *tw_bridge_completion_logprobs_json(Tokenwire__V1__TokenLogprob *const *lp, size_t n,
+                                           unsigned top, size_t *text_offset)
+{
+    return tw_bridge_echo_logprobs_json(NULL, 0, lp, n, top, text_offset);
+}
+
+json_t *tw_bridge_echo_logprobs_json(Tokenwire__V1__TokenLogprob *const *prompt, size_t n_prompt,
+                                     Tokenwire__V1__TokenLogprob *const *lp, size_t n, unsigned top,
+                                     size_t *text_offset)
+{
+    json_t *o = json_object();
+    json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+    int bad = !o || !tokens || !lps || !tops || !offs;
+    if (!bad)
+        bad |=
+            append_completion_logprobs(tokens, lps, tops, offs, prompt, n_prompt, top, text_offset);
+    if (!bad)
+        bad |= append_completion_logprobs(tokens, lps, tops, offs, lp, n, top, text_offset);
     if (!bad) {
         bad |= json_object_set(o, "tokens", tokens);
         bad |= json_object_set(o, "token_logprobs", lps);
@@ -532,12 +559,12 @@ tw_status tw_bridge_text_completion_json(const tw_bridge_resp_meta *meta,
                                        rq->echo ? echoed_text(rep->prompt_text, c->text)
                                                 : text_or_empty(c->text));
             bad |= json_object_set_new(ch, "index", json_integer(c->index));
-            bad |= json_object_set_new(ch, "logprobs",
-                                       rq->want_logprobs
-                                           ? tw_bridge_completion_logprobs_json(
-                                                 c->logprobs, c->n_logprobs, rq->top_logprobs,
-                                                 &off)
-                                           : json_null());
+            bad |= json_object_set_new(
+                ch, "logprobs",
+                rq->want_logprobs ? tw_bridge_echo_logprobs_json(
+                                        rep->prompt_logprobs, rq->echo ? rep->n_prompt_logprobs : 0,
+                                        c->logprobs, c->n_logprobs, rq->top_logprobs, &off)
+                                  : json_null());
             bad |= json_object_set_new(ch, "finish_reason",
                                        json_string(tw_bridge_finish_reason(c->finish_reason)));
             if (rq->return_token_ids)

@@ -51,6 +51,13 @@ json_t *tw_bridge_chat_logprobs_json(Tokenwire__V1__TokenLogprob *const *lp, siz
 json_t *tw_bridge_completion_logprobs_json(Tokenwire__V1__TokenLogprob *const *lp, size_t n,
                                            unsigned top, size_t *text_offset);
 
+/* The same for echo: the prompt's tokens first (its first token, which has
+ * no log-probability, gets null in token_logprobs and top_logprobs), then
+ * the answer's. */
+json_t *tw_bridge_echo_logprobs_json(Tokenwire__V1__TokenLogprob *const *prompt, size_t n_prompt,
+                                     Tokenwire__V1__TokenLogprob *const *lp, size_t n, unsigned top,
+                                     size_t *text_offset);
+
 /* [{"index"?, "id", "type": "function", "function": {"name", "arguments"}}];
  * with_index adds the "index" streamed deltas carry. */
 json_t *tw_bridge_tool_calls_json(const tw_bridge_tool_calls *calls, bool with_index);

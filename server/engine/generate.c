@@ -5,6 +5,7 @@
  * running request waits on; it only copies, encodes and hands bytes to
  * non-blocking sockets. A PUB socket drops for slow subscribers instead of
  * waiting, and the stream store keeps the chunk for Resume either way. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,7 @@ struct twd_gen {
     choice_acc *choices;
     bool out_of_memory;
     char *prompt_text;     /* echo_prompt: the prompt as text */
+    choice_acc prompt;     /* prompt_logprobs, kept like a choice's */
     text_buf scratch_text; /* NUL-terminated copies for the wire */
     text_buf scratch_reasoning;
     char model[TW_MODEL_NAME_MAX];
@@ -92,6 +94,9 @@ static void gen_free(twd_gen *g)
         free(g->choices[i].matched_stop);
     }
     free(g->choices);
+    free(g->prompt.lps);
+    free(g->prompt.lp_texts);
+    free(g->prompt.lp_text.p);
     free(g->prompt_text);
     free(g->scratch_text.p);
     free(g->scratch_reasoning.p);
@@ -112,8 +117,9 @@ static void fill_logprobs(const tw_token_logprob *src, size_t n, Tokenwire__V1__
         tokenwire__v1__token_logprob__init(&lp[i]);
         lp[i].has_token_id = 1;
         lp[i].token_id = t->token_id;
-        lp[i].has_logprob = 1;
-        lp[i].logprob = t->logprob;
+        /* the prompt's first token has none */
+        lp[i].has_logprob = !isnan(t->logprob);
+        lp[i].logprob = lp[i].has_logprob ? t->logprob : 0.0f;
         if (t->text) {
             lp[i].has_token_text = 1;
             lp[i].token_text.data = (uint8_t *)t->text;
@@ -203,16 +209,22 @@ static void publish(twd_gen *g, const tw_gen_chunk *c)
             sc.error = &error;
         }
     }
-    wire_lps wl = {0};
+    wire_lps wl = {0}, wp = {0};
     if (c->logprobs && c->n_token_ids && wire_lps_make(c->logprobs, c->n_token_ids, &wl)) {
         sc.n_logprobs = c->n_token_ids;
         sc.logprobs = wl.lpp;
+    }
+    if (c->prompt_logprobs && c->n_prompt_logprobs &&
+        wire_lps_make(c->prompt_logprobs, c->n_prompt_logprobs, &wp)) {
+        sc.n_prompt_logprobs = c->n_prompt_logprobs;
+        sc.prompt_logprobs = wp.lpp;
     }
     uint8_t *frame = NULL;
     size_t len = 0;
     tw_err err;
     tw_status st = tw_wire_encode_frame(&sc, &frame, &len, &err);
     wire_lps_free(&wl);
+    wire_lps_free(&wp);
     if (st != TW_OK) {
         /* The sequence number must still advance and the stream must still
          * finish, or callers would wait for it forever. */
@@ -320,6 +332,9 @@ static void accumulate(twd_gen *g, const tw_gen_chunk *c)
     }
     if (c->logprobs && c->n_token_ids && !keep_logprobs(a, c->logprobs, c->n_token_ids))
         g->out_of_memory = true;
+    if (c->prompt_logprobs && c->n_prompt_logprobs &&
+        !keep_logprobs(&g->prompt, c->prompt_logprobs, c->n_prompt_logprobs))
+        g->out_of_memory = true;
     if ((c->text_len && !buf_set(&a->text, c->text_delta, c->text_len, true)) ||
         (c->reasoning_len && !buf_set(&a->reasoning, c->reasoning_delta, c->reasoning_len, true)))
         g->out_of_memory = true;
@@ -351,7 +366,13 @@ static void answer(twd_gen *g, twd_worker *w, const tw_gen_chunk *c)
         kept_logprobs_resolve(a);
         ok = a->n_lps == 0 || wire_lps_make(a->lps, a->n_lps, &wl[i]);
     }
+    wire_lps wp = {0};
+    if (ok && g->prompt.n_lps) {
+        kept_logprobs_resolve(&g->prompt);
+        ok = wire_lps_make(g->prompt.lps, g->prompt.n_lps, &wp);
+    }
     if (!ok) {
+        wire_lps_free(&wp);
         for (uint32_t i = 0; wl && i < g->n; i++)
             wire_lps_free(&wl[i]);
         free(ch);
@@ -382,6 +403,8 @@ static void answer(twd_gen *g, twd_worker *w, const tw_gen_chunk *c)
     Tokenwire__V1__GenerateReply gr = TOKENWIRE__V1__GENERATE_REPLY__INIT;
     gr.model = g->model;
     gr.prompt_text = g->prompt_text;
+    gr.n_prompt_logprobs = g->prompt.n_lps;
+    gr.prompt_logprobs = wp.lpp;
     gr.n_choices = g->n;
     gr.choices = chp;
     if (c->usage) {
@@ -392,6 +415,7 @@ static void answer(twd_gen *g, twd_worker *w, const tw_gen_chunk *c)
     rep.result_case = TOKENWIRE__V1__REPLY__RESULT_GENERATE;
     rep.generate = &gr;
     twd_worker_reply(w, &rep);
+    wire_lps_free(&wp);
     for (uint32_t i = 0; i < g->n; i++)
         wire_lps_free(&wl[i]);
     free(ch);

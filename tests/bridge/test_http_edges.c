@@ -70,6 +70,49 @@ static void check_echo(twb_service *s, const json_t *tokens)
     assert_string_equal(echoed, want);
     free(echoed);
     free(answer);
+
+    /* with logprobs: the prompt's tokens first, the first of them without
+     * one, then the answer's, as the same request without echo gives them;
+     * the tokens spell the whole text */
+    twb_result r = twb_http(
+        s, "POST", "/v1/completions",
+        "{\"prompt\":\"def f():\",\"max_tokens\":4,\"temperature\":0,\"logprobs\":2}", SIZE_MAX);
+    json_t *plain = ok_json(&r, "logprobs");
+    r = twb_http(s, "POST", "/v1/completions",
+                 "{\"prompt\":\"def f():\",\"max_tokens\":4,\"temperature\":0,\"logprobs\":2,"
+                 "\"echo\":true}",
+                 SIZE_MAX);
+    json_t *ech = ok_json(&r, "echo with logprobs");
+    json_t *pc = json_array_get(json_object_get(plain, "choices"), 0);
+    json_t *ec = json_array_get(json_object_get(ech, "choices"), 0);
+    json_t *plp = json_object_get(pc, "logprobs"), *elp = json_object_get(ec, "logprobs");
+    const size_t n_answer = json_array_size(json_object_get(plp, "tokens"));
+    const size_t n_prompt =
+        json_integer_value(json_object_get(json_object_get(ech, "usage"), "prompt_tokens"));
+    json_t *tokens_all = json_object_get(elp, "tokens");
+    json_t *values = json_object_get(elp, "token_logprobs");
+    json_t *tops = json_object_get(elp, "top_logprobs");
+    json_t *offs = json_object_get(elp, "text_offset");
+    assert_int_equal(n_answer, 4);
+    assert_int_equal(json_array_size(tokens_all), n_prompt + n_answer);
+    assert_true(json_is_null(json_array_get(values, 0)));
+    assert_true(json_is_null(json_array_get(tops, 0)));
+    char spelled[512] = "";
+    for (size_t i = 0; i < n_prompt + n_answer; i++) {
+        assert_int_equal(json_integer_value(json_array_get(offs, i)), strlen(spelled));
+        strncat(spelled, json_string_value(json_array_get(tokens_all, i)),
+                sizeof spelled - strlen(spelled) - 1);
+        if (i == 0)
+            continue;
+        assert_true(json_real_value(json_array_get(values, i)) <= 0.0);
+        assert_int_equal(json_object_size(json_array_get(tops, i)), 2);
+    }
+    assert_string_equal(spelled, json_string_value(json_object_get(ec, "text")));
+    for (size_t i = 0; i < n_answer; i++)
+        assert_true(json_equal(json_array_get(values, n_prompt + i),
+                               json_array_get(json_object_get(plp, "token_logprobs"), i)));
+    json_decref(plain);
+    json_decref(ech);
 }
 
 static void test_every_endpoint(void **state)

@@ -331,6 +331,13 @@ static void test_completion_prompts(void **state)
     assert_int_equal(map_completion("{\"prompt\":\"hello\",\"echo\":true}", &g, &ae), TW_OK);
     assert_true(g.echo);
     assert_true(g.gen.has_echo_prompt && g.gen.echo_prompt);
+    assert_null(g.gen.logprobs);
+    tw_bridge_gen_request_fini(&g);
+    /* with logprobs, the prompt's too */
+    assert_int_equal(map_completion("{\"prompt\":\"hello\",\"echo\":true,\"logprobs\":2}", &g, &ae),
+                     TW_OK);
+    assert_true(g.gen.logprobs->prompt_logprobs);
+    assert_int_equal(g.gen.logprobs->top_logprobs, 2);
     tw_bridge_gen_request_fini(&g);
 }
 
@@ -351,7 +358,6 @@ static void test_completion_hostile(void **state)
         {"{\"prompt\":[\"a\",\"b\"]}", "prompt"},
         {"{\"prompt\":[[1],[2]]}", "prompt"},
         {"{\"prompt\":[[]]}", "prompt[0]"},
-        {"{\"prompt\":\"x\",\"echo\":true,\"logprobs\":1}", "echo"},
         {"{\"prompt\":\"x\",\"echo\":true,\"stream\":true}", "echo"},
         {"{\"prompt\":\"x\",\"echo\":1}", "echo"},
         {"{\"prompt\":\"x\",\"suffix\":\"tail\"}", "suffix"},

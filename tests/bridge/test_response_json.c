@@ -187,17 +187,20 @@ static void test_logprobs_shapes_and_bad_utf8(void **state)
     t0.has_token_text = 1;
     t0.token_text.data = (uint8_t *)"Hi";
     t0.token_text.len = 2;
+    t0.has_logprob = 1;
     t0.logprob = -0.25f;
     Tokenwire__V1__TopLogprob t1 = TOKENWIRE__V1__TOP_LOGPROB__INIT;
     t1.has_token_text = 1;
     t1.token_text.data = (uint8_t *)"\xe4";
     t1.token_text.len = 1;
+    t1.has_logprob = 1;
     t1.logprob = -2.5f;
     Tokenwire__V1__TopLogprob *tops[] = {&t0, &t1};
     Tokenwire__V1__TokenLogprob lp = TOKENWIRE__V1__TOKEN_LOGPROB__INIT;
     lp.has_token_text = 1;
     lp.token_text.data = (uint8_t *)"Hi";
     lp.token_text.len = 2;
+    lp.has_logprob = 1;
     lp.logprob = -0.25f;
     lp.n_top = 2;
     lp.top = tops;
@@ -227,6 +230,7 @@ static void test_logprobs_shapes_and_bad_utf8(void **state)
     Tokenwire__V1__TopLogprob *utops[] = {&u0, &u1};
     Tokenwire__V1__TokenLogprob ul = TOKENWIRE__V1__TOKEN_LOGPROB__INIT;
     ul.token_id = 7;
+    ul.has_logprob = 1;
     ul.logprob = -0.5f;
     ul.n_top = 2;
     ul.top = utops;
@@ -235,6 +239,17 @@ static void test_logprobs_shapes_and_bad_utf8(void **state)
     expect_json(tw_bridge_completion_logprobs_json(ulps, 1, 2, &off),
                 "{\"tokens\":[\"token_id:7\"],\"token_logprobs\":[-0.5],\"top_logprobs\":"
                 "[{\"token_id:7\":-0.5,\"token_id:9\":-1.5}],\"text_offset\":[0]}");
+    /* echo: the prompt's first token has no log-probability */
+    Tokenwire__V1__TokenLogprob p0 = TOKENWIRE__V1__TOKEN_LOGPROB__INIT;
+    p0.has_token_text = 1;
+    p0.token_text.data = (uint8_t *)"ab";
+    p0.token_text.len = 2;
+    Tokenwire__V1__TokenLogprob *plps[] = {&p0, &ul};
+    off = 0;
+    expect_json(tw_bridge_echo_logprobs_json(plps, 2, ulps, 1, 1, &off),
+                "{\"tokens\":[\"ab\",\"token_id:7\",\"token_id:7\"],\"token_logprobs\":[null,-0.5,"
+                "-0.5],\"top_logprobs\":[null,{\"token_id:7\":-0.5},{\"token_id:7\":-0.5}],"
+                "\"text_offset\":[0,2,2]}");
     expect_json(tw_bridge_chat_logprobs_json(ulps, 1, 1),
                 "{\"content\":[{\"token\":\"token_id:7\",\"logprob\":-0.5,\"bytes\":null,"
                 "\"top_logprobs\":[{\"token\":\"token_id:7\",\"logprob\":-0.5,\"bytes\":null}]}],"

@@ -260,7 +260,9 @@ typedef struct tw_spec_opts {
 typedef struct tw_logprob_opts {
     bool enabled;          /* a log-probability per generated token */
     uint32_t top_logprobs; /* 0..TW_MAX_TOP_LOGPROBS alternatives per position */
-    bool prompt_logprobs;  /* not supported yet: submit answers UNIMPLEMENTED */
+    bool prompt_logprobs;  /* also each prompt token's, given the tokens before it (with
+                              top_logprobs alternatives); the prompt is then read whole,
+                              not restored from the caches */
 } tw_logprob_opts;
 
 /* A generation request (GenerateRequest); start from tw_gen_request_init(),
@@ -323,6 +325,10 @@ typedef struct tw_gen_chunk {
                                       (reasoning and forced tokens included, stop tokens not) */
     size_t n_token_ids;
     const tw_token_logprob *logprobs; /* parallel to token_ids when requested, else NULL */
+    /* prompt_logprobs: on the first chunk of choice 0, one per prompt token;
+     * the first token has no log-probability (NaN, no alternatives) */
+    const tw_token_logprob *prompt_logprobs;
+    size_t n_prompt_logprobs;
     const char *text_delta;        /* answer text, whole UTF-8 only; never retracted */
     size_t text_len;
     const char *reasoning_delta;   /* reasoning text (separate_reasoning only) */
@@ -359,7 +365,7 @@ typedef struct tw_gen_callbacks {
  * empty or too long prompt, text prompt for a model without tokenizer),
  * NOT_FOUND (no such model / no default model), RESOURCE_EXHAUSTED (queue
  * full, or the request needs more sequence memory than the whole memory
- * budget), UNIMPLEMENTED (prompt_logprobs), FAILED_PRECONDITION (engine
+ * budget), FAILED_PRECONDITION (engine
  * shutting down). A request that fits the budget but not the memory left
  * now waits in the queue. Never blocks on the scheduler. */
 tw_status tw_engine_submit(tw_engine *e, const tw_gen_request *req, const tw_gen_callbacks *cb,

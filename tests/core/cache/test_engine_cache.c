@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
@@ -16,9 +17,13 @@
 #include "golden_families.h"
 #include "tw/engine.h"
 #include "tw/kernels.h"
+#include "tw/pool.h"
+#include "tw/sampler.h"
 
 #define OUT_MAX 64
 #define ANSWER 6
+
+#define PROMPT_MAX 400
 
 typedef struct result {
     pthread_mutex_t mu;
@@ -26,6 +31,10 @@ typedef struct result {
     uint32_t ids[OUT_MAX];
     float lp[OUT_MAX]; /* each token's log-probability */
     size_t n;
+    /* prompt_logprobs: each prompt token's, and its best alternative */
+    uint32_t prompt_ids[PROMPT_MAX], prompt_best[PROMPT_MAX];
+    float prompt_lp[PROMPT_MAX];
+    size_t n_prompt, prompt_chunks;
     bool final;
     tw_status error;
     tw_usage usage;
@@ -35,6 +44,16 @@ static void on_chunk(void *user, const tw_gen_chunk *ch)
 {
     result *r = user;
     pthread_mutex_lock(&r->mu);
+    if (ch->prompt_logprobs) {
+        r->prompt_chunks++;
+        for (size_t i = 0; i < ch->n_prompt_logprobs && i < PROMPT_MAX; i++) {
+            const tw_token_logprob *p = &ch->prompt_logprobs[i];
+            r->prompt_ids[i] = p->token_id;
+            r->prompt_lp[i] = p->logprob;
+            r->prompt_best[i] = p->n_top ? p->top[0].token_id : UINT32_MAX;
+        }
+        r->n_prompt = ch->n_prompt_logprobs;
+    }
     for (size_t i = 0; i < ch->n_token_ids && r->n < OUT_MAX; i++) {
         r->lp[r->n] = ch->logprobs ? ch->logprobs[i].logprob : 1.0f;
         r->ids[r->n++] = ch->token_ids[i];
@@ -48,9 +67,10 @@ static void on_chunk(void *user, const tw_gen_chunk *ch)
     pthread_mutex_unlock(&r->mu);
 }
 
-/* Runs one greedy request to the end. */
-static void run(tw_engine *e, const uint32_t *prompt, size_t n, tw_cache_mode mode, bool persist,
-                result *out)
+/* Runs one greedy request to the end, with the prompt's log-probabilities
+ * (and one alternative) when prompt_lps. */
+static void run_asking(tw_engine *e, const uint32_t *prompt, size_t n, tw_cache_mode mode,
+                       bool persist, bool prompt_lps, result *out)
 {
     memset(out, 0, sizeof *out);
     pthread_mutex_init(&out->mu, NULL);
@@ -65,6 +85,8 @@ static void run(tw_engine *e, const uint32_t *prompt, size_t n, tw_cache_mode mo
     r.cache.mode = mode;
     r.cache.persist = persist;
     r.logprobs.enabled = true;
+    r.logprobs.prompt_logprobs = prompt_lps;
+    r.logprobs.top_logprobs = prompt_lps ? 1 : 0;
     tw_gen_callbacks cb = {.on_chunk = on_chunk};
     tw_err err;
     uint64_t id;
@@ -85,6 +107,13 @@ static void run(tw_engine *e, const uint32_t *prompt, size_t n, tw_cache_mode mo
     assert_int_equal(out->n, ANSWER);
     for (size_t i = 0; i < ANSWER; i++)
         assert_true(out->lp[i] <= 0.0f);
+    assert_int_equal(out->prompt_chunks, prompt_lps ? 1 : 0);
+}
+
+static void run(tw_engine *e, const uint32_t *prompt, size_t n, tw_cache_mode mode, bool persist,
+                result *out)
+{
+    run_asking(e, prompt, n, mode, persist, false, out);
 }
 
 /* The same tokens with the same log-probabilities, to the bit: a cached
@@ -304,6 +333,76 @@ static void test_prefill_chunk_setting(void **state)
         tw_test_print_skip();
 }
 
+/* The prompt's log-probabilities: asked for, the prompt is read whole even
+ * with its prefix cached, the answer keeps its bits, each prompt token's
+ * value is the log-softmax of the model's logits at the position before it
+ * (read through the model API in one call), and the prompt is cached for
+ * the requests after it. */
+static void prompt_logprobs_check(const char *path, void *ctx)
+{
+    (void)ctx;
+    char *dir = tw_test_mkdtemp();
+    tw_engine *e = engine_on(path, dir, TW_KV_F16);
+    tw_engine_model_info info;
+    tw_err err;
+    assert_int_equal(tw_engine_get_model(e, NULL, &info, &err), TW_OK);
+    tw_test_rng rng = {0x10b};
+    uint32_t prompt[P2];
+    random_tokens(&rng, prompt, P2, info.vocab_size);
+    result cold, r;
+    run(e, prompt, P2, TW_CACHE_BYPASS, false, &cold);
+    run(e, prompt, P1, TW_CACHE_USE, false, &r); /* caches the first 192 */
+    run_asking(e, prompt, P2, TW_CACHE_USE, false, true, &r);
+    same_output(&r, &cold);
+    assert_int_equal(r.usage.cached_prompt_tokens, 0);
+    assert_int_equal(r.n_prompt, P2);
+    assert_true(isnan(r.prompt_lp[0]));
+    assert_int_equal(r.prompt_best[0], UINT32_MAX);
+
+    tw_model_opts o = {.max_context = 512, .max_batch = 2, .max_chunk = 128, .kv_type = TW_KV_F16};
+    tw_model *m;
+    if (tw_model_load(path, &o, &m, &err) != TW_OK)
+        fail_msg("load %s: %s", path, err.msg);
+    const uint32_t V = info.vocab_size;
+    float *logits = malloc((size_t)P2 * V * sizeof(float));
+    assert_non_null(logits);
+    tw_seq *seq;
+    tw_pool *pool;
+    assert_int_equal(tw_pool_create(2, &pool, &err), TW_OK);
+    assert_int_equal(tw_seq_create(m, 0, &seq, &err), TW_OK);
+    assert_int_equal(tw_model_forward(m, pool, seq, prompt, P2, logits, TW_LOGITS_ALL, &err),
+                     TW_OK);
+    tw_pool_destroy(pool);
+    for (size_t i = 1; i < P2; i++) {
+        float want;
+        tw_top_logprob best;
+        tw_logprobs_of_row(logits + (i - 1) * V, V, prompt[i], 1, &want, &best);
+        assert_int_equal(r.prompt_ids[i], prompt[i]);
+        if (memcmp(&r.prompt_lp[i], &want, sizeof want) != 0)
+            fail_msg("%s: prompt token %zu: %.9g, the model's logits give %.9g", path, i,
+                     (double)r.prompt_lp[i], (double)want);
+        assert_int_equal(r.prompt_best[i], best.token_id);
+    }
+    tw_seq_free(seq);
+    tw_model_free(m);
+    free(logits);
+
+    /* it went into the cache as it was read */
+    run(e, prompt, P2, TW_CACHE_READ_ONLY, false, &r);
+    same_output(&r, &cold);
+    assert_int_equal(r.usage.cached_prompt_tokens, 320);
+    tw_engine_destroy(e);
+    tw_test_rmtree(dir);
+    free(dir);
+}
+
+static void test_prompt_logprobs(void **state)
+{
+    (void)state;
+    if (each_family(prompt_logprobs_check, NULL))
+        tw_test_print_skip();
+}
+
 /* Caching turned off entirely: nothing is looked up, output unchanged. */
 static void test_caches_off(void **state)
 {
@@ -338,10 +437,9 @@ int main(int argc, char **argv)
 {
     repo_golden_dir = argc > 1 ? argv[1] : "tests/data/golden";
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_every_family),
-        cmocka_unit_test(test_caches_off),
-        cmocka_unit_test(test_copy_option),
-        cmocka_unit_test(test_prefill_chunk_setting),
+        cmocka_unit_test(test_every_family),    cmocka_unit_test(test_caches_off),
+        cmocka_unit_test(test_copy_option),     cmocka_unit_test(test_prefill_chunk_setting),
+        cmocka_unit_test(test_prompt_logprobs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
