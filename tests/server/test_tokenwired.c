@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 
 #include <jansson.h>
 #include <nng/nng.h>
@@ -304,6 +305,9 @@ static void greedy_request(const golden *gd, Tokenwire__V1__GenerateRequest *g,
 typedef struct collected {
     uint32_t ids[256];
     size_t n;
+    float lps[256], prompt_lps[256]; /* NaN: none sent */
+    size_t n_lps, n_prompt_lps;
+    int prompt_chunks;
     uint64_t last_seq;
     int chunks;
     int finals;
@@ -318,9 +322,67 @@ static int collect(void *user, const Tokenwire__V1__StreamChunk *ch)
     c->chunks++;
     for (size_t i = 0; i < ch->n_token_ids && c->n < 256; i++)
         c->ids[c->n++] = ch->token_ids[i];
+    for (size_t i = 0; i < ch->n_logprobs && c->n_lps < 256; i++)
+        c->lps[c->n_lps++] = ch->logprobs[i]->logprob;
+    if (ch->n_prompt_logprobs)
+        c->prompt_chunks++;
+    for (size_t i = 0; i < ch->n_prompt_logprobs && c->n_prompt_lps < 256; i++)
+        c->prompt_lps[c->n_prompt_lps++] =
+            ch->prompt_logprobs[i]->has_logprob ? ch->prompt_logprobs[i]->logprob : NAN;
     if (ch->final)
         c->finals++;
     return 0;
+}
+
+/* Log-probabilities of the answer (two alternatives each) and of the
+ * prompt, whole and streamed: one per token, the greedy token first among
+ * its alternatives, the prompt's first token without one, the same numbers
+ * both ways. */
+static void check_logprobs(tw_client *c, const golden *gd, Tokenwire__V1__GenerateRequest *g)
+{
+    Tokenwire__V1__LogprobOptions lo = TOKENWIRE__V1__LOGPROB_OPTIONS__INIT;
+    lo.has_enabled = lo.has_top_logprobs = lo.has_prompt_logprobs = 1;
+    lo.enabled = 1;
+    lo.top_logprobs = 2;
+    lo.prompt_logprobs = 1;
+    g->logprobs = &lo;
+    Tokenwire__V1__Reply *rep = NULL;
+    tw_err err;
+    assert_int_equal(tw_client_generate(c, g, &rep, &err), TW_OK);
+    const Tokenwire__V1__GenerateReply *gr = rep->generate;
+    const Tokenwire__V1__Choice *ch = gr->choices[0];
+    assert_int_equal(ch->n_logprobs, gd->n_greedy);
+    for (size_t i = 0; i < gd->n_greedy; i++) {
+        const Tokenwire__V1__TokenLogprob *lp = ch->logprobs[i];
+        assert_int_equal(lp->token_id, gd->greedy[i]);
+        assert_true(lp->has_logprob && lp->logprob <= 0.0f);
+        assert_int_equal(lp->n_top, 2);
+        assert_int_equal(lp->top[0]->token_id, gd->greedy[i]);
+        assert_true(lp->top[1]->logprob <= lp->top[0]->logprob);
+    }
+    assert_int_equal(gr->n_prompt_logprobs, gd->n_input);
+    assert_false(gr->prompt_logprobs[0]->has_logprob);
+    for (size_t i = 0; i < gd->n_input; i++) {
+        assert_int_equal(gr->prompt_logprobs[i]->token_id, gd->input[i]);
+        if (i)
+            assert_true(gr->prompt_logprobs[i]->has_logprob &&
+                        gr->prompt_logprobs[i]->logprob <= 0.0f);
+    }
+
+    collected col;
+    memset(&col, 0, sizeof col);
+    char sid[TW_WIRE_STREAM_ID_MAX + 1];
+    assert_int_equal(tw_client_generate_stream(c, g, collect, &col, sid, &err), TW_OK);
+    assert_int_equal(col.prompt_chunks, 1);
+    assert_int_equal(col.n_lps, gd->n_greedy);
+    assert_int_equal(col.n_prompt_lps, gd->n_input);
+    assert_true(isnan(col.prompt_lps[0]));
+    for (size_t i = 0; i < gd->n_greedy; i++)
+        assert_true(col.lps[i] == ch->logprobs[i]->logprob);
+    for (size_t i = 1; i < gd->n_input; i++)
+        assert_true(col.prompt_lps[i] == gr->prompt_logprobs[i]->logprob);
+    tw_wire_free_reply(rep);
+    g->logprobs = NULL;
 }
 
 /* The reference greedy tokens, non-streamed, streamed and resumed, with
@@ -356,6 +418,8 @@ static void generate_golden(const char *shared, const char *kv_type, const char 
     assert_string_equal(rep->generate->model, "qwen2");
     assert_int_equal(rep->generate->usage->prompt_tokens, gd.n_input);
     tw_wire_free_reply(rep);
+
+    check_logprobs(c, &gd, &g);
 
     /* Streaming: the same tokens, in order, exactly once. */
     collected col;

@@ -552,9 +552,6 @@ static void test_submit_errors(void **state)
     greedy_request(&r, f->g.input, f->g.n_input, 4);
     r.sampling.top_p = 2.0f;
     assert_int_equal(tw_engine_submit(f->e, &r, &cb, &c, &id, &err), TW_INVALID_ARGUMENT);
-    greedy_request(&r, f->g.input, f->g.n_input, 4);
-    r.logprobs.prompt_logprobs = true;
-    assert_int_equal(tw_engine_submit(f->e, &r, &cb, &c, &id, &err), TW_UNIMPLEMENTED);
     /* No callback ran for any refused request. */
     assert_false(c.final);
     assert_int_equal(c.n[0], 0);
