@@ -94,6 +94,7 @@ static void commit(tw_engine *e, slot *sl, uint32_t token, const tw_sample_resul
     if (r->logprobs.enabled || r->logprobs.top_logprobs) {
         tw_token_logprob *lp = &sl->lps[k];
         lp->token_id = token;
+        lp->reasoning = role != TW_ROLE_CONTENT && r->thinking.separate_reasoning;
         lp->logprob = res ? res->logprob : 0.0f;
         lp->n_top = res ? res->n_top : 0;
         if (res && res->n_top)
@@ -206,6 +207,7 @@ static tw_status forward_with_prompt_logprobs(sched *s, slot *sl, size_t from, s
         first->token_id = r->prompt[0];
         first->logprob = NAN;
         first->n_top = 0;
+        first->reasoning = false;
         token_text(m, first->token_id, &first->text, &first->text_len);
     }
     for (size_t at = from; at < end;) {
@@ -222,6 +224,7 @@ static tw_status forward_with_prompt_logprobs(sched *s, slot *sl, size_t from, s
             }
             tw_token_logprob *lp = &r->prompt_lps[p + 1];
             lp->token_id = r->prompt[p + 1];
+            lp->reasoning = false;
             lp->n_top = n_top;
             tw_logprobs_of_row(row, (uint32_t)V, lp->token_id, n_top, &lp->logprob, lp->top);
             token_text(m, lp->token_id, &lp->text, &lp->text_len);

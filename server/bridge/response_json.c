@@ -204,6 +204,9 @@ json_t *tw_bridge_chat_logprobs_json(Tokenwire__V1__TokenLogprob *const *lp, siz
     json_t *o = json_object();
     int bad = !content || !o;
     for (size_t i = 0; !bad && i < n; i++) {
+        /* the content's tokens only: reasoning_content has its own text */
+        if (lp[i]->reasoning)
+            continue;
         json_t *e =
             token_entry(lp[i]->has_token_text, &lp[i]->token_text, lp[i]->token_id, lp[i]->logprob);
         json_t *alts = json_array();

@@ -42,7 +42,8 @@ const char *tw_bridge_finish_reason(Tokenwire__V1__FinishReason fr);
  *  "completion_tokens_details": {"reasoning_tokens"}}; u may be NULL (zeros). */
 json_t *tw_bridge_usage_json(const Tokenwire__V1__Usage *u);
 
-/* Chat logprobs {"content": [{token, logprob, bytes, top_logprobs}], "refusal": null}. */
+/* Chat logprobs {"content": [{token, logprob, bytes, top_logprobs}], "refusal": null}:
+ * the answer's tokens; those of the reasoning held apart are left out. */
 json_t *tw_bridge_chat_logprobs_json(Tokenwire__V1__TokenLogprob *const *lp, size_t n,
                                      unsigned top);
 

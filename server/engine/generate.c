@@ -117,6 +117,8 @@ static void fill_logprobs(const tw_token_logprob *src, size_t n, Tokenwire__V1__
         tokenwire__v1__token_logprob__init(&lp[i]);
         lp[i].has_token_id = 1;
         lp[i].token_id = t->token_id;
+        lp[i].has_reasoning = t->reasoning;
+        lp[i].reasoning = t->reasoning;
         /* the prompt's first token has none */
         lp[i].has_logprob = !isnan(t->logprob);
         lp[i].logprob = lp[i].has_logprob ? t->logprob : 0.0f;

@@ -36,6 +36,39 @@ static json_t *ok_json(twb_result *r, const char *what)
     return j;
 }
 
+/* A chat answer's logprobs.content holds the tokens of message.content,
+ * not those of the reasoning kept apart in reasoning_content: their texts
+ * spell the content exactly. */
+static void check_chat_logprobs(twb_service *s)
+{
+    twb_result r =
+        twb_http(s, "POST", "/v1/chat/completions",
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Write add(a, b).\"}],"
+                 "\"max_tokens\":6,\"temperature\":0,\"logprobs\":true,\"top_logprobs\":1}",
+                 SIZE_MAX);
+    json_t *j = ok_json(&r, "chat with logprobs");
+    json_t *ch = json_array_get(json_object_get(j, "choices"), 0);
+    json_t *msg = json_object_get(ch, "message");
+    const char *content = json_string_value(json_object_get(msg, "content"));
+    assert_non_null(content);
+    /* this model reasons first, so the split is exercised */
+    assert_true(json_string_length(json_object_get(msg, "reasoning_content")) > 0);
+    json_t *lps = json_object_get(json_object_get(ch, "logprobs"), "content");
+    char spelled[1024] = "";
+    size_t i;
+    json_t *e;
+    json_array_foreach(lps, i, e)
+    {
+        strncat(spelled, json_string_value(json_object_get(e, "token")),
+                sizeof spelled - strlen(spelled) - 1);
+        /* a token the thinking controller forced has no alternatives */
+        assert_true(json_array_size(json_object_get(e, "top_logprobs")) <= 1);
+    }
+    assert_true(json_array_size(lps) > 0);
+    assert_string_equal(spelled, content);
+    json_decref(j);
+}
+
 /* The text of a completion's first choice (free()). */
 static char *completion_text(twb_service *s, const char *body)
 {
@@ -150,6 +183,7 @@ static void test_every_endpoint(void **state)
     j = ok_json(&r, "chat");
     assert_string_equal(json_string_value(json_object_get(j, "object")), "chat.completion");
     json_decref(j);
+    check_chat_logprobs(&s);
     r = twb_http(&s, "POST", "/v1/chat/completions",
                  "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":3,"
                  "\"stream\":true}",

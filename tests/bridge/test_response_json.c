@@ -239,6 +239,20 @@ static void test_logprobs_shapes_and_bad_utf8(void **state)
     expect_json(tw_bridge_completion_logprobs_json(ulps, 1, 2, &off),
                 "{\"tokens\":[\"token_id:7\"],\"token_logprobs\":[-0.5],\"top_logprobs\":"
                 "[{\"token_id:7\":-0.5,\"token_id:9\":-1.5}],\"text_offset\":[0]}");
+    /* A reasoning token (kept apart in reasoning_content) is not one of
+     * the content's, while a raw completion lists every token. */
+    Tokenwire__V1__TokenLogprob rl = ul;
+    rl.has_reasoning = rl.reasoning = 1;
+    rl.token_id = 8;
+    Tokenwire__V1__TokenLogprob *rlps[] = {&rl, &ul};
+    expect_json(tw_bridge_chat_logprobs_json(rlps, 2, 0),
+                "{\"content\":[{\"token\":\"token_id:7\",\"logprob\":-0.5,\"bytes\":null,"
+                "\"top_logprobs\":[]}],\"refusal\":null}");
+    off = 0;
+    expect_json(tw_bridge_completion_logprobs_json(rlps, 2, 0, &off),
+                "{\"tokens\":[\"token_id:8\",\"token_id:7\"],\"token_logprobs\":[-0.5,-0.5],"
+                "\"top_logprobs\":[{},{}],\"text_offset\":[0,0]}");
+
     /* echo: the prompt's first token has no log-probability */
     Tokenwire__V1__TokenLogprob p0 = TOKENWIRE__V1__TOKEN_LOGPROB__INIT;
     p0.has_token_text = 1;

@@ -312,6 +312,9 @@ typedef struct tw_token_logprob {
     float logprob;
     const char *text; /* may be NULL when the model has no tokenizer */
     size_t text_len;
+    /* a reasoning token (or think tag) that separate_reasoning keeps out of
+     * the answer's text */
+    bool reasoning;
     uint32_t n_top;
     tw_top_logprob top[TW_MAX_TOP_LOGPROBS];
 } tw_token_logprob;
