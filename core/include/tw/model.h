@@ -201,7 +201,7 @@ typedef enum tw_logits_mode {
  * (what a restored cache prefix relies on).
  * Writes logits as `mode` says (logits may be NULL only with
  * TW_LOGITS_NONE). pool may be NULL to compute on the calling thread, row by
- * row: slower, and a prompt's logits then differ in the last bits from a
+ * row: slower, and a prompt's logits may then differ in the last bits from a
  * pool's (which are the same at every pool size).
  * Checks everything before touching the sequence: a token id >= vocab_size
  * is INVALID_ARGUMENT, len + n > capacity is OUT_OF_RANGE, and in both cases
