@@ -97,6 +97,19 @@ void twd_worker_fail(twd_worker *w, tw_status code, const char *msg)
 
 /* ------------------------------------------------------------ requests */
 
+/* GenerateRequest.user for the log, where it serves abuse tracing: at most
+ * 48 bytes, anything but printable ASCII shown as '?', so a caller's bytes
+ * cannot forge log lines. */
+static void log_user(const char *user, char *out, size_t cap)
+{
+    char clean[49];
+    size_t n = 0;
+    for (; user[n] && n < sizeof clean - 1; n++)
+        clean[n] = user[n] >= 0x20 && user[n] < 0x7f ? user[n] : '?';
+    clean[n] = '\0';
+    snprintf(out, cap, " (user \"%s\"%s)", clean, user[n] ? "..." : "");
+}
+
 static void handle_request(twd_worker *w, nng_msg *msg)
 {
     twd_server *s = w->srv;
@@ -126,9 +139,14 @@ static void handle_request(twd_worker *w, nng_msg *msg)
         tw_wire_free_request(req);
         return;
     }
-    if (s->cfg->verbose)
-        tw_info("request %llu: method %d", (unsigned long long)req->request_id,
-                (int)req->method_case);
+    if (s->cfg->verbose) {
+        char user[80] = "";
+        if (req->method_case == TOKENWIRE__V1__REQUEST__METHOD_GENERATE && req->generate->user &&
+            *req->generate->user)
+            log_user(req->generate->user, user, sizeof user);
+        tw_info("request %llu: method %d%s", (unsigned long long)req->request_id,
+                (int)req->method_case, user);
+    }
     /* Handlers that call into the engine are counted, so that shutdown can
      * wait for them before it destroys the engine. The count goes up before
      * draining is read: a handler either sees draining or is waited for.

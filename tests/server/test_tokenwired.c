@@ -499,6 +499,47 @@ static void test_generate_golden(void **state)
     generate_golden(shared, "f32", "auto");
 }
 
+/* --verbose logs each Generate's end-user id, its bytes made safe for a
+ * log line and cut to 48. */
+static void test_verbose_logs_user(void **state)
+{
+    (void)state;
+    TW_REQUIRE_SHARED(shared);
+    golden gd;
+    char model_dir[1024];
+    load_golden(shared, &gd, model_dir, sizeof model_dir);
+    twt_daemon d;
+    const char *extra[] = {"--model", model_dir, "--threads", "2", "--verbose", NULL};
+    daemon_start(&d, extra, NULL);
+    tw_client *c = connect_to(&d, NULL);
+    Tokenwire__V1__GenerateRequest g;
+    Tokenwire__V1__TokenIds t;
+    Tokenwire__V1__SamplingParams sp;
+    Tokenwire__V1__StopRules stop;
+    greedy_request(&gd, &g, &t, &sp, &stop);
+    stop.max_tokens = 1;
+    char user[80];
+    snprintf(user, sizeof user, "alice\nrequest 1: forged%060d", 7);
+    g.user = user;
+    Tokenwire__V1__Reply *rep = NULL;
+    tw_err err;
+    assert_int_equal(tw_client_generate(c, &g, &rep, &err), TW_OK);
+    tw_wire_free_reply(rep);
+    tw_client_close(c);
+    twt_daemon_stop(&d);
+    char *text = tw_test_read_file(d.log, NULL);
+    assert_non_null(text);
+    char want[96];
+    user[5] = '?';
+    snprintf(want, sizeof want, "(user \"%.48s\"...)", user);
+    if (!strstr(text, want))
+        fail_msg("no %s in the log: %s", want,
+                 text + (strlen(text) > 600 ? strlen(text) - 600 : 0));
+    assert_null(strstr(text, "\nrequest 1: forged"));
+    free(text);
+    twt_daemon_cleanup(&d);
+}
+
 static void test_generate_kv_f16(void **state)
 {
     (void)state;
@@ -579,6 +620,7 @@ int main(void)
         cmocka_unit_test_teardown(test_concurrent_callers, twt_daemon_teardown),
         cmocka_unit_test_teardown(test_generate_kv_f16, twt_daemon_teardown),
         cmocka_unit_test_teardown(test_generate_golden, twt_daemon_teardown),
+        cmocka_unit_test_teardown(test_verbose_logs_user, twt_daemon_teardown),
         cmocka_unit_test_teardown(test_generate_narrower_isa, twt_daemon_teardown),
         cmocka_unit_test(test_bad_setting_values),
     };
