@@ -5,7 +5,6 @@
  * running request waits on; it only copies, encodes and hands bytes to
  * non-blocking sockets. A PUB socket drops for slow subscribers instead of
  * waiting, and the stream store keeps the chunk for Resume either way. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include "server.h"
 
 #include <nng/supplemental/util/platform.h>
+#include "logprobs.h"
 #include "translate.h"
 
 typedef struct text_buf {
@@ -20,25 +20,10 @@ typedef struct text_buf {
     size_t len, cap;
 } text_buf;
 
-/* One token's log-probabilities kept for the reply: its text and its
- * alternatives' as runs of the choice's lp_text. */
-typedef struct kept_text {
-    size_t off, len;
-    bool has;
-} kept_text;
-
-typedef struct kept_texts {
-    kept_text text;
-    kept_text top[TW_MAX_TOP_LOGPROBS];
-} kept_texts;
-
 typedef struct choice_acc {
     uint32_t *ids;
     size_t n_ids, cap_ids;
-    tw_token_logprob *lps; /* texts set from lp_texts when the reply is built */
-    kept_texts *lp_texts;
-    size_t n_lps, cap_lps;
-    text_buf lp_text;
+    twd_kept_logprobs lps;
     text_buf text;
     text_buf reasoning;
     tw_finish_reason finish;
@@ -54,7 +39,7 @@ struct twd_gen {
     choice_acc *choices;
     bool out_of_memory;
     char *prompt_text;     /* echo_prompt: the prompt as text */
-    choice_acc prompt;     /* prompt_logprobs, kept like a choice's */
+    twd_kept_logprobs prompt; /* prompt_logprobs */
     text_buf scratch_text; /* NUL-terminated copies for the wire */
     text_buf scratch_reasoning;
     char model[TW_MODEL_NAME_MAX];
@@ -86,17 +71,13 @@ static void gen_free(twd_gen *g)
 {
     for (uint32_t i = 0; i < g->n; i++) {
         free(g->choices[i].ids);
-        free(g->choices[i].lps);
-        free(g->choices[i].lp_texts);
-        free(g->choices[i].lp_text.p);
+        twd_kept_logprobs_free(&g->choices[i].lps);
         free(g->choices[i].text.p);
         free(g->choices[i].reasoning.p);
         free(g->choices[i].matched_stop);
     }
     free(g->choices);
-    free(g->prompt.lps);
-    free(g->prompt.lp_texts);
-    free(g->prompt.lp_text.p);
+    twd_kept_logprobs_free(&g->prompt);
     free(g->prompt_text);
     free(g->scratch_text.p);
     free(g->scratch_reasoning.p);
@@ -104,76 +85,6 @@ static void gen_free(twd_gen *g)
 }
 
 /* ------------------------------------------------------------ streaming */
-
-/* n tokens' log-probabilities into wire messages: lp / lpp hold n, top /
- * topp n * TW_MAX_TOP_LOGPROBS. Texts are borrowed from src. */
-static void fill_logprobs(const tw_token_logprob *src, size_t n, Tokenwire__V1__TokenLogprob *lp,
-                          Tokenwire__V1__TokenLogprob **lpp, Tokenwire__V1__TopLogprob *top,
-                          Tokenwire__V1__TopLogprob **topp)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        const tw_token_logprob *t = &src[i];
-        tokenwire__v1__token_logprob__init(&lp[i]);
-        lp[i].has_token_id = 1;
-        lp[i].token_id = t->token_id;
-        lp[i].has_reasoning = t->reasoning;
-        lp[i].reasoning = t->reasoning;
-        /* the prompt's first token has none */
-        lp[i].has_logprob = !isnan(t->logprob);
-        lp[i].logprob = lp[i].has_logprob ? t->logprob : 0.0f;
-        if (t->text) {
-            lp[i].has_token_text = 1;
-            lp[i].token_text.data = (uint8_t *)t->text;
-            lp[i].token_text.len = t->text_len;
-        }
-        uint32_t nt = t->n_top < TW_MAX_TOP_LOGPROBS ? t->n_top : TW_MAX_TOP_LOGPROBS;
-        lp[i].top = &topp[k];
-        lp[i].n_top = nt;
-        for (uint32_t j = 0; j < nt; j++, k++) {
-            tokenwire__v1__top_logprob__init(&top[k]);
-            top[k].has_token_id = 1;
-            top[k].token_id = t->top[j].token_id;
-            top[k].has_logprob = 1;
-            top[k].logprob = t->top[j].logprob;
-            if (t->top[j].text) {
-                top[k].has_token_text = 1;
-                top[k].token_text.data = (uint8_t *)t->top[j].text;
-                top[k].token_text.len = t->top[j].text_len;
-            }
-            topp[k] = &top[k];
-        }
-        lpp[i] = &lp[i];
-    }
-}
-
-/* Wire messages for n tokens' log-probabilities (fill_logprobs); false when
- * memory is short. wire_lps_free releases them. */
-typedef struct wire_lps {
-    Tokenwire__V1__TokenLogprob *lp, **lpp;
-    Tokenwire__V1__TopLogprob *top, **topp;
-} wire_lps;
-
-static bool wire_lps_make(const tw_token_logprob *src, size_t n, wire_lps *w)
-{
-    const size_t nt = n * TW_MAX_TOP_LOGPROBS;
-    w->lp = calloc(n, sizeof *w->lp);
-    w->lpp = calloc(n, sizeof *w->lpp);
-    w->top = calloc(nt, sizeof *w->top);
-    w->topp = calloc(nt, sizeof *w->topp);
-    if (!w->lp || !w->lpp || !w->top || !w->topp)
-        return false;
-    fill_logprobs(src, n, w->lp, w->lpp, w->top, w->topp);
-    return true;
-}
-
-static void wire_lps_free(wire_lps *w)
-{
-    free(w->lp);
-    free(w->lpp);
-    free(w->top);
-    free(w->topp);
-}
 
 static void publish(twd_gen *g, const tw_gen_chunk *c)
 {
@@ -211,13 +122,13 @@ static void publish(twd_gen *g, const tw_gen_chunk *c)
             sc.error = &error;
         }
     }
-    wire_lps wl = {0}, wp = {0};
-    if (c->logprobs && c->n_token_ids && wire_lps_make(c->logprobs, c->n_token_ids, &wl)) {
+    twd_wire_logprobs wl = {0}, wp = {0};
+    if (c->logprobs && c->n_token_ids && twd_wire_logprobs_make(c->logprobs, c->n_token_ids, &wl)) {
         sc.n_logprobs = c->n_token_ids;
         sc.logprobs = wl.lpp;
     }
     if (c->prompt_logprobs && c->n_prompt_logprobs &&
-        wire_lps_make(c->prompt_logprobs, c->n_prompt_logprobs, &wp)) {
+        twd_wire_logprobs_make(c->prompt_logprobs, c->n_prompt_logprobs, &wp)) {
         sc.n_prompt_logprobs = c->n_prompt_logprobs;
         sc.prompt_logprobs = wp.lpp;
     }
@@ -225,8 +136,8 @@ static void publish(twd_gen *g, const tw_gen_chunk *c)
     size_t len = 0;
     tw_err err;
     tw_status st = tw_wire_encode_frame(&sc, &frame, &len, &err);
-    wire_lps_free(&wl);
-    wire_lps_free(&wp);
+    twd_wire_logprobs_free(&wl);
+    twd_wire_logprobs_free(&wp);
     if (st != TW_OK) {
         /* The sequence number must still advance and the stream must still
          * finish, or callers would wait for it forever. */
@@ -252,65 +163,6 @@ static void publish(twd_gen *g, const tw_gen_chunk *c)
 
 /* ------------------------------------------------------------ non-streaming */
 
-/* A text borrowed for the callback's length, appended to the choice's
- * lp_text. */
-static bool keep_text(choice_acc *a, const char *text, size_t len, kept_text *out)
-{
-    out->has = text != NULL;
-    out->off = a->lp_text.len;
-    out->len = text ? len : 0;
-    return !text || buf_set(&a->lp_text, text, len, true);
-}
-
-/* Copies n tokens' log-probabilities for the reply; false when memory is
- * short. */
-static bool keep_logprobs(choice_acc *a, const tw_token_logprob *src, size_t n)
-{
-    if (a->n_lps + n > a->cap_lps) {
-        size_t cap = a->cap_lps ? a->cap_lps : 64;
-        while (cap < a->n_lps + n)
-            cap *= 2;
-        tw_token_logprob *p = realloc(a->lps, cap * sizeof *p);
-        if (p)
-            a->lps = p;
-        kept_texts *t = p ? realloc(a->lp_texts, cap * sizeof *t) : NULL;
-        if (!t)
-            return false;
-        a->lp_texts = t;
-        a->cap_lps = cap;
-    }
-    for (size_t i = 0; i < n; i++) {
-        tw_token_logprob *lp = &a->lps[a->n_lps];
-        kept_texts *kt = &a->lp_texts[a->n_lps];
-        *lp = src[i];
-        if (lp->n_top > TW_MAX_TOP_LOGPROBS)
-            lp->n_top = TW_MAX_TOP_LOGPROBS;
-        bool ok = keep_text(a, src[i].text, src[i].text_len, &kt->text);
-        for (uint32_t j = 0; j < lp->n_top; j++)
-            ok = ok && keep_text(a, src[i].top[j].text, src[i].top[j].text_len, &kt->top[j]);
-        if (!ok)
-            return false;
-        a->n_lps++;
-    }
-    return true;
-}
-
-/* The kept log-probabilities of a choice with their texts pointing into
- * lp_text again (no longer growing once the request has ended). */
-static void kept_logprobs_resolve(choice_acc *a)
-{
-    for (size_t i = 0; i < a->n_lps; i++) {
-        tw_token_logprob *lp = &a->lps[i];
-        const kept_texts *kt = &a->lp_texts[i];
-        lp->text = kt->text.has ? a->lp_text.p + kt->text.off : NULL;
-        lp->text_len = kt->text.len;
-        for (uint32_t j = 0; j < lp->n_top; j++) {
-            lp->top[j].text = kt->top[j].has ? a->lp_text.p + kt->top[j].off : NULL;
-            lp->top[j].text_len = kt->top[j].len;
-        }
-    }
-}
-
 static void accumulate(twd_gen *g, const tw_gen_chunk *c)
 {
     if (c->index >= g->n)
@@ -332,10 +184,11 @@ static void accumulate(twd_gen *g, const tw_gen_chunk *c)
         memcpy(a->ids + a->n_ids, c->token_ids, c->n_token_ids * sizeof *a->ids);
         a->n_ids += c->n_token_ids;
     }
-    if (c->logprobs && c->n_token_ids && !keep_logprobs(a, c->logprobs, c->n_token_ids))
+    if (c->logprobs && c->n_token_ids &&
+        !twd_kept_logprobs_add(&a->lps, c->logprobs, c->n_token_ids))
         g->out_of_memory = true;
     if (c->prompt_logprobs && c->n_prompt_logprobs &&
-        !keep_logprobs(&g->prompt, c->prompt_logprobs, c->n_prompt_logprobs))
+        !twd_kept_logprobs_add(&g->prompt, c->prompt_logprobs, c->n_prompt_logprobs))
         g->out_of_memory = true;
     if ((c->text_len && !buf_set(&a->text, c->text_delta, c->text_len, true)) ||
         (c->reasoning_len && !buf_set(&a->reasoning, c->reasoning_delta, c->reasoning_len, true)))
@@ -361,22 +214,17 @@ static void answer(twd_gen *g, twd_worker *w, const tw_gen_chunk *c)
     }
     Tokenwire__V1__Choice *ch = calloc(g->n, sizeof *ch);
     Tokenwire__V1__Choice **chp = calloc(g->n, sizeof *chp);
-    wire_lps *wl = calloc(g->n, sizeof *wl);
+    twd_wire_logprobs *wl = calloc(g->n, sizeof *wl);
     bool ok = ch && chp && wl;
-    for (uint32_t i = 0; ok && i < g->n; i++) {
-        choice_acc *a = &g->choices[i];
-        kept_logprobs_resolve(a);
-        ok = a->n_lps == 0 || wire_lps_make(a->lps, a->n_lps, &wl[i]);
-    }
-    wire_lps wp = {0};
-    if (ok && g->prompt.n_lps) {
-        kept_logprobs_resolve(&g->prompt);
-        ok = wire_lps_make(g->prompt.lps, g->prompt.n_lps, &wp);
-    }
+    for (uint32_t i = 0; ok && i < g->n; i++)
+        ok = twd_kept_logprobs_to_wire(&g->choices[i].lps, &wl[i]);
+    twd_wire_logprobs wp = {0};
+    if (ok)
+        ok = twd_kept_logprobs_to_wire(&g->prompt, &wp);
     if (!ok) {
-        wire_lps_free(&wp);
+        twd_wire_logprobs_free(&wp);
         for (uint32_t i = 0; wl && i < g->n; i++)
-            wire_lps_free(&wl[i]);
+            twd_wire_logprobs_free(&wl[i]);
         free(ch);
         free(chp);
         free(wl);
@@ -386,7 +234,7 @@ static void answer(twd_gen *g, twd_worker *w, const tw_gen_chunk *c)
     for (uint32_t i = 0; i < g->n; i++) {
         choice_acc *a = &g->choices[i];
         tokenwire__v1__choice__init(&ch[i]);
-        ch[i].n_logprobs = a->n_lps;
+        ch[i].n_logprobs = a->lps.n;
         ch[i].logprobs = wl[i].lpp;
         ch[i].has_index = 1;
         ch[i].index = i;
@@ -405,7 +253,7 @@ static void answer(twd_gen *g, twd_worker *w, const tw_gen_chunk *c)
     Tokenwire__V1__GenerateReply gr = TOKENWIRE__V1__GENERATE_REPLY__INIT;
     gr.model = g->model;
     gr.prompt_text = g->prompt_text;
-    gr.n_prompt_logprobs = g->prompt.n_lps;
+    gr.n_prompt_logprobs = g->prompt.n;
     gr.prompt_logprobs = wp.lpp;
     gr.n_choices = g->n;
     gr.choices = chp;
@@ -417,9 +265,9 @@ static void answer(twd_gen *g, twd_worker *w, const tw_gen_chunk *c)
     rep.result_case = TOKENWIRE__V1__REPLY__RESULT_GENERATE;
     rep.generate = &gr;
     twd_worker_reply(w, &rep);
-    wire_lps_free(&wp);
+    twd_wire_logprobs_free(&wp);
     for (uint32_t i = 0; i < g->n; i++)
-        wire_lps_free(&wl[i]);
+        twd_wire_logprobs_free(&wl[i]);
     free(ch);
     free(chp);
     free(wl);
