@@ -262,7 +262,8 @@ typedef struct tw_logprob_opts {
     uint32_t top_logprobs; /* 0..TW_MAX_TOP_LOGPROBS alternatives per position */
     bool prompt_logprobs;  /* also each prompt token's, given the tokens before it (with
                               top_logprobs alternatives); the prompt is then read whole,
-                              not restored from the caches */
+                              not restored from the caches, by choice 0 holding
+                              TW_PREFILL_GROUP rows of logits (64 x vocab floats) */
 } tw_logprob_opts;
 
 /* A generation request (GenerateRequest); start from tw_gen_request_init(),
