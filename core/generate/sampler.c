@@ -502,6 +502,28 @@ static uint32_t draw(tw_sampler *s, float max)
     return c[s->n_kept - 1].id; /* r landed on the rounding edge */
 }
 
+/* Step 3's scaling (greedy reads the logits unscaled). */
+static void apply_temperature(const tw_sampler *s, float *logits)
+{
+    if (s->p.temperature == 0.0f || s->p.temperature == 1.0f)
+        return;
+    float inv = 1.0f / s->p.temperature;
+    for (uint32_t i = 0; i < s->vocab; i++)
+        logits[i] *= inv;
+}
+
+/* The n_top best of the processed logits as log-probabilities. */
+static uint32_t best_alternatives(const tw_sampler *s, const float *logits, double lse,
+                                  uint32_t n_top, tw_top_logprob *top)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->vocab; i++)
+        top_insert(top, &n, n_top, i, logits[i]);
+    for (uint32_t i = 0; i < n; i++)
+        top[i].logprob = (float)((double)top[i].logprob - lse);
+    return n;
+}
+
 void tw_sampler_sample(tw_sampler *s, float *logits, bool want_logprob, uint32_t n_top,
                        tw_sample_result *out)
 {
@@ -512,11 +534,7 @@ void tw_sampler_sample(tw_sampler *s, float *logits, bool want_logprob, uint32_t
     uint32_t raw_best = process_logits(s, logits);
 
     bool greedy = s->p.temperature == 0.0f;
-    if (!greedy && s->p.temperature != 1.0f) {
-        float inv = 1.0f / s->p.temperature;
-        for (uint32_t i = 0; i < s->vocab; i++)
-            logits[i] *= inv;
-    }
+    apply_temperature(s, logits);
     /* Greedy needs only the arg-max, and it finds the maximum too. */
     uint32_t best = greedy ? greedy_best(s, logits, raw_best) : 0;
     float max = greedy ? logits[best] : row_max(logits, s->vocab);
@@ -543,14 +561,28 @@ void tw_sampler_sample(tw_sampler *s, float *logits, bool want_logprob, uint32_t
     }
     if (want_logprob)
         out->logprob = (float)((double)logits[out->token] - lse);
-    if (n_top) {
-        uint32_t n = 0;
-        for (uint32_t i = 0; i < s->vocab; i++)
-            top_insert(out->top, &n, n_top, i, logits[i]);
-        for (uint32_t i = 0; i < n; i++)
-            out->top[i].logprob = (float)((double)out->top[i].logprob - lse);
-        out->n_top = n;
-    }
+    if (n_top)
+        out->n_top = best_alternatives(s, logits, lse, n_top, out->top);
+}
+
+void tw_sampler_score(tw_sampler *s, float *logits, uint32_t token, uint32_t n_top,
+                      tw_sample_result *out)
+{
+    if (n_top > TW_MAX_TOP_LOGPROBS)
+        n_top = TW_MAX_TOP_LOGPROBS;
+    out->token = token;
+    out->n_top = 0;
+    out->logprob = -INFINITY;
+    process_logits(s, logits);
+    apply_temperature(s, logits);
+    float max = row_max(logits, s->vocab);
+    if (!isfinite(max))
+        return; /* everything banned: no distribution to place the token in */
+    double lse = row_logsumexp(logits, s->vocab, max);
+    if (token < s->vocab)
+        out->logprob = (float)((double)logits[token] - lse);
+    if (n_top)
+        out->n_top = best_alternatives(s, logits, lse, n_top, out->top);
 }
 
 size_t tw_sampler_last_kept(const tw_sampler *s, uint32_t *ids, size_t cap)

@@ -76,13 +76,15 @@ static void token_text(const model_entry *m, uint32_t token, const char **text, 
         *len = 0;
 }
 
-/* Adds a committed token (sampled or forced) to the output and runs the
- * rules that follow it. */
-static void commit(tw_engine *e, slot *sl, uint32_t token, const tw_sample_result *res)
+/* Adds a committed token (sampled, or forced when !sampled) to the output
+ * and runs the rules that follow it; res holds its log-probabilities when
+ * the request asked for them. */
+static void commit(tw_engine *e, slot *sl, uint32_t token, const tw_sample_result *res,
+                   bool sampled)
 {
     (void)e;
     request *r = sl->r;
-    if (res && tw_stop_token(sl->stop, token, sl->n_answer, NULL)) {
+    if (sampled && tw_stop_token(sl->stop, token, sl->n_answer, NULL)) {
         sched_slot_finish(sl, TW_FINISH_STOP);
         return;
     }
@@ -155,23 +157,29 @@ static void next_token(tw_engine *e, slot *sl, float *row)
         sl->got_first = true;
         sl->ttft_us = tw_now_us() - sl->r->submit_us;
     }
-    if (sl->close_pending) {
-        sl->close_pending = false;
-        commit(e, sl, sl->m->think_close, NULL);
-        return;
-    }
-    if (sl->forced_pos < sl->n_forced) {
-        commit(e, sl, sl->forced[sl->forced_pos++], NULL);
+    request *r = sl->r;
+    bool want = r->logprobs.enabled || r->logprobs.top_logprobs;
+    tw_sample_result res;
+    if (sl->close_pending || sl->forced_pos < sl->n_forced) {
+        uint32_t token;
+        if (sl->close_pending) {
+            sl->close_pending = false;
+            token = sl->m->think_close;
+        } else {
+            token = sl->forced[sl->forced_pos++];
+        }
+        /* a forced token still has the model's view of it, as a sampled
+         * one would under the request's settings */
+        if (want)
+            tw_sampler_score(sl->sampler, row, token, r->logprobs.top_logprobs, &res);
+        commit(e, sl, token, want ? &res : NULL, false);
         return;
     }
     if (tw_stop_suppress_eos(sl->stop, sl->n_answer))
         for (size_t i = 0; i < sl->m->n_eos; i++)
             row[sl->m->eos[i]] = -INFINITY;
-    request *r = sl->r;
-    tw_sample_result res;
-    bool want = r->logprobs.enabled || r->logprobs.top_logprobs;
     tw_sampler_sample(sl->sampler, row, want, r->logprobs.top_logprobs, &res);
-    commit(e, sl, res.token, &res);
+    commit(e, sl, res.token, &res, true);
 }
 
 /* ------------------------------------------------------------ steps */
@@ -350,7 +358,7 @@ static void spec_next_token(tw_engine *e, slot *sl, size_t i, float *row)
     bool accepted;
     tw_sample_result res = {0};
     res.token = tw_spec_choose(sl->spec, sl->sampler, i, row, &accepted);
-    commit(e, sl, res.token, &res);
+    commit(e, sl, res.token, &res, true);
 }
 
 /* The first half of a speculative round: the proposals, verified later in

@@ -1,6 +1,7 @@
 #include "response_json.h"
 
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +182,14 @@ static json_t *token_name(bool has_text, const ProtobufCBinaryData *text, uint32
     return json_string(name);
 }
 
+/* A log-probability as JSON, which has no infinity: a token the request's
+ * settings ban (one the thinking controller forced anyway) gets -9999, the
+ * floor OpenAI writes for such tokens. */
+static json_t *logprob_json(float logprob)
+{
+    return json_real(isfinite(logprob) ? (double)logprob : -9999.0);
+}
+
 static json_t *token_entry(bool has_text, const ProtobufCBinaryData *text, uint32_t id,
                            float logprob)
 {
@@ -188,7 +197,7 @@ static json_t *token_entry(bool has_text, const ProtobufCBinaryData *text, uint3
     if (!o)
         return NULL;
     int bad = json_object_set_new(o, "token", token_name(has_text, text, id));
-    bad |= json_object_set_new(o, "logprob", json_real(logprob));
+    bad |= json_object_set_new(o, "logprob", logprob_json(logprob));
     bad |= json_object_set_new(o, "bytes", has_text ? bytes_array(text) : json_null());
     if (bad) {
         json_decref(o);
@@ -253,14 +262,14 @@ static int append_completion_logprobs(json_t *tokens, json_t *lps, json_t *tops,
             bad |= json_array_append_new(tops, json_null());
             continue;
         }
-        bad |= json_array_append_new(lps, json_real(lp[i]->logprob));
+        bad |= json_array_append_new(lps, logprob_json(lp[i]->logprob));
         json_t *alts = json_object();
         size_t nt = lp[i]->n_top < top ? lp[i]->n_top : top;
         for (size_t k = 0; alts && !bad && k < nt; k++) {
             const Tokenwire__V1__TopLogprob *a = lp[i]->top[k];
             json_t *key = token_name(a->has_token_text, &a->token_text, a->token_id);
             bad |= !key || json_object_set_new(alts, json_string_value(key),
-                                               json_real(lp[i]->top[k]->logprob));
+                                               logprob_json(lp[i]->top[k]->logprob));
             json_decref(key);
         }
         bad |= json_array_append_new(tops, alts);

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,6 +269,25 @@ static void test_logprobs_shapes_and_bad_utf8(void **state)
                 "{\"content\":[{\"token\":\"token_id:7\",\"logprob\":-0.5,\"bytes\":null,"
                 "\"top_logprobs\":[{\"token\":\"token_id:7\",\"logprob\":-0.5,\"bytes\":null}]}],"
                 "\"refusal\":null}");
+
+    /* A token the request banned and the thinking controller forced has no
+     * probability: JSON has no infinity, so it reads -9999 in both forms. */
+    Tokenwire__V1__TopLogprob b0 = u0;
+    b0.logprob = -INFINITY;
+    Tokenwire__V1__TopLogprob *btops[] = {&b0};
+    Tokenwire__V1__TokenLogprob bl = ul;
+    bl.logprob = -INFINITY;
+    bl.n_top = 1;
+    bl.top = btops;
+    Tokenwire__V1__TokenLogprob *blps[] = {&bl};
+    expect_json(tw_bridge_chat_logprobs_json(blps, 1, 1),
+                "{\"content\":[{\"token\":\"token_id:7\",\"logprob\":-9999.0,\"bytes\":null,"
+                "\"top_logprobs\":[{\"token\":\"token_id:7\",\"logprob\":-9999.0,"
+                "\"bytes\":null}]}],\"refusal\":null}");
+    off = 0;
+    expect_json(tw_bridge_completion_logprobs_json(blps, 1, 1, &off),
+                "{\"tokens\":[\"token_id:7\"],\"token_logprobs\":[-9999.0],\"top_logprobs\":"
+                "[{\"token_id:7\":-9999.0}],\"text_offset\":[0]}");
 }
 
 static void test_text_completion_and_models(void **state)

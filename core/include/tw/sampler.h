@@ -110,6 +110,16 @@ void tw_sampler_accept(tw_sampler *s, const uint32_t *tokens, size_t n, bool gen
 void tw_sampler_sample(tw_sampler *s, float *logits, bool want_logprob, uint32_t n_top,
                        tw_sample_result *out);
 
+/* The log-probability tw_sampler_sample would report for a token chosen
+ * elsewhere (one the thinking controller forces), and the n_top
+ * alternatives it would list, under the same processing (bias, penalties,
+ * temperature; truncation does not apply, as it does not to a sampled
+ * token's value). -infinity when the processing bans the token. The logits
+ * are modified in place; draws no random number and records no history.
+ * No allocation. */
+void tw_sampler_score(tw_sampler *s, float *logits, uint32_t token, uint32_t n_top,
+                      tw_sample_result *out);
+
 /* The distribution tw_sampler_sample would draw from for these logits, as
  * probabilities: processing steps 1-4 as documented above, then the kept
  * candidates normalised (one-hot for greedy and when everything is banned).

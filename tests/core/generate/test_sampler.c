@@ -376,6 +376,61 @@ static void test_logprobs_are_normalised(void **state)
     assert_int_equal(top[0].token_id, 0);
 }
 
+/* Scoring a token the sampler did not choose reports what sampling would
+ * have reported for it: the same processing (bias, penalties, temperature),
+ * bit for bit, with no random number drawn and no history kept. */
+static void test_score_matches_sampling(void **state)
+{
+    (void)state;
+    enum { V = 24 };
+    tw_test_rng rng = {17};
+    float raw[V], a[V], b[V];
+    for (int i = 0; i < V; i++)
+        raw[i] = 3.0f * tw_test_rand_f32(&rng);
+    tw_logit_bias bias[2] = {{.token_id = 5, .bias = 2.5f}, {.token_id = 9, .bias = -100.0f}};
+    const float temps[] = {0.0f, 0.6f, 1.0f, 1.7f};
+    for (int t = 0; t < 4; t++) {
+        tw_sampling_params p;
+        tw_sampling_params_init(&p);
+        p.temperature = temps[t];
+        p.top_p = 0.5f;
+        p.repetition_penalty = 1.3f;
+        p.frequency_penalty = 0.4f;
+        p.logit_bias = bias;
+        p.n_logit_bias = 2;
+        tw_sampler *s = make(V, &p, 99), *twin = make(V, &p, 99);
+        const uint32_t seen[3] = {2, 5, 2};
+        tw_sampler_accept(s, seen, 3, true);
+        tw_sampler_accept(twin, seen, 3, true);
+        memcpy(a, raw, sizeof a);
+        tw_sample_result got, want;
+        tw_sampler_sample(s, a, true, 6, &want);
+        /* the banned token has no probability at all, nor one out of the
+         * vocabulary */
+        memcpy(b, raw, sizeof b);
+        tw_sampler_score(twin, b, 9, 0, &got);
+        assert_true(isinf(got.logprob) && got.logprob < 0);
+        assert_int_equal(got.n_top, 0);
+        memcpy(b, raw, sizeof b);
+        tw_sampler_score(twin, b, V, 0, &got);
+        assert_true(isinf(got.logprob) && got.logprob < 0);
+        memcpy(b, raw, sizeof b);
+        tw_sampler_score(twin, b, want.token, 6, &got);
+        assert_int_equal(got.token, want.token);
+        assert_memory_equal(&got.logprob, &want.logprob, sizeof got.logprob);
+        assert_int_equal(got.n_top, 6);
+        assert_memory_equal(got.top, want.top, 6 * sizeof got.top[0]);
+        /* scoring drew nothing and kept nothing: the twin's first draw is
+         * the one the sampler made */
+        memcpy(b, raw, sizeof b);
+        tw_sampler_sample(twin, b, true, 0, &got);
+        assert_int_equal(got.token, want.token);
+        assert_memory_equal(&got.logprob, &want.logprob, sizeof got.logprob);
+        tw_sampler_destroy(s);
+        tw_sampler_destroy(twin);
+    }
+}
+
 /* Draws 10^5 times from a fixed distribution: each frequency must lie within
  * five standard deviations of its probability. */
 static void check_frequencies(const double *probs, uint32_t v, const tw_sampling_params *p,
@@ -470,6 +525,7 @@ int main(void)
         cmocka_unit_test(test_everything_banned_falls_back_to_raw_best),
         cmocka_unit_test(test_seed_determinism),
         cmocka_unit_test(test_logprobs_are_normalised),
+        cmocka_unit_test(test_score_matches_sampling),
         cmocka_unit_test(test_sampled_frequencies_match_probabilities),
         cmocka_unit_test(test_bad_params_rejected),
     };
