@@ -147,6 +147,31 @@ static int emit_content(tw_bridge_shaper *sh, uint32_t idx, const char *text, si
     return emit_choice(sh, with_ids(ch, ids_from));
 }
 
+/* echo on a stream: the prompt's text (with logprobs, its tokens' too) as a
+ * completion choice's first event, before anything it generated. */
+static int emit_echo(tw_bridge_shaper *sh, uint32_t idx, tw_bridge_shaper_choice *st,
+                     const Tokenwire__V1__StreamChunk *c)
+{
+    st->echoed = true;
+    bool lps = sh->rq->want_logprobs;
+    if (!c->prompt_text || (lps && c->n_prompt_logprobs == 0)) {
+        tw_bridge_apierr ae;
+        tw_bridge_fail(&ae, TW_INTERNAL, NULL, "engine_error",
+                       "The engine did not send the prompt back for 'echo'.");
+        tw_bridge_shaper_error(sh, &ae);
+        sh->stopped = true;
+        return 1;
+    }
+    json_t *lp = NULL;
+    if (lps && !(lp = tw_bridge_echo_logprobs_json(c->prompt_logprobs, c->n_prompt_logprobs, NULL,
+                                                   0, sh->rq->top_logprobs, &st->text_offset))) {
+        sh->stopped = true;
+        return 1;
+    }
+    json_t *text = tw_bridge_json_text(c->prompt_text, strlen(c->prompt_text));
+    return emit_choice(sh, text_choice(idx, text, lp, NULL));
+}
+
 /* The end of one chat choice: tool calls (the engine's or parsed from held
  * text), any held-back text, then the finish chunk. */
 static int finish_chat_choice(tw_bridge_shaper *sh, uint32_t idx,
@@ -226,6 +251,8 @@ int tw_bridge_shaper_chunk(tw_bridge_shaper *sh, const Tokenwire__V1__StreamChun
             return 1;
     }
     st->started = true;
+    if (!chat && sh->rq->echo && !st->echoed && emit_echo(sh, idx, st, c))
+        return 1;
     if (chat && c->reasoning_delta && c->reasoning_delta[0]) {
         json_t *d = delta_with("reasoning_content",
                                tw_bridge_json_text(c->reasoning_delta, strlen(c->reasoning_delta)));

@@ -5,7 +5,8 @@
  * role, then reasoning/content deltas, then tool-call deltas, then a chunk
  * with an empty delta and the finish_reason; with include_usage, every chunk
  * has "usage": null and a last chunk with empty choices carries the usage.
- * For /v1/completions the chunks are text_completion objects.
+ * For /v1/completions the chunks are text_completion objects; with echo a
+ * choice's first one holds the prompt.
  *
  * Events go to a callback as JSON (one `data:` line each); writing them and
  * the closing `[DONE]` is the caller's business. Not thread-safe: one shaper
@@ -29,6 +30,7 @@ typedef int (*tw_bridge_event_fn)(void *user, const json_t *event);
 typedef struct tw_bridge_shaper_choice {
     bool started;  /* the role chunk was sent */
     bool finished; /* the finish chunk was sent */
+    bool echoed;   /* completions with echo: the prompt went out */
     tw_bridge_tool_stream tools;
     size_t text_offset; /* legacy logprobs text offsets */
 } tw_bridge_shaper_choice;

@@ -29,6 +29,7 @@ typedef struct choice_acc {
     tw_finish_reason finish;
     char *matched_stop;
     bool forced_close;
+    bool echoed; /* streaming: prompt_text went out on this choice's first chunk */
 } choice_acc;
 
 struct twd_gen {
@@ -38,7 +39,7 @@ struct twd_gen {
     uint32_t n;
     choice_acc *choices;
     bool out_of_memory;
-    char *prompt_text;     /* echo_prompt: the prompt as text */
+    char *prompt_text;        /* echo_prompt: the prompt as text (both forms) */
     twd_kept_logprobs prompt; /* prompt_logprobs */
     text_buf scratch_text; /* NUL-terminated copies for the wire */
     text_buf scratch_reasoning;
@@ -97,6 +98,10 @@ static void publish(twd_gen *g, const tw_gen_chunk *c)
     sc.index = c->index;
     sc.n_token_ids = c->n_token_ids;
     sc.token_ids = (uint32_t *)c->token_ids;
+    if (g->prompt_text && c->index < g->n && !g->choices[c->index].echoed) {
+        sc.prompt_text = g->prompt_text;
+        g->choices[c->index].echoed = true;
+    }
     if (c->text_len && buf_set(&g->scratch_text, c->text_delta, c->text_len, false))
         sc.text_delta = g->scratch_text.p;
     if (c->reasoning_len &&
@@ -428,6 +433,17 @@ void twd_handle_generate(twd_worker *w, const Tokenwire__V1__Request *req)
     uint64_t engine_req = 0;
     if (streaming) {
         twd_stream *stream = g->stream;
+        /* the chunks carry the echo too, so a caller that resumes or only
+         * watches the stream has it; g may be gone before the reply */
+        if (echo && !(g->prompt_text = strdup(echo))) {
+            twd_gen_scratch_free(&sc);
+            twd_streams_abandon(s->streams, stream);
+            gen_free(g);
+            free(echo);
+            atomic_fetch_sub(&s->generations, 1);
+            twd_worker_fail(w, TW_RESOURCE_EXHAUSTED, "out of memory");
+            return;
+        }
         char model[TW_MODEL_NAME_MAX];
         snprintf(model, sizeof model, "%s", g->model);
         st = tw_engine_submit(s->engine, &r, &cb, g, &engine_req, &err);

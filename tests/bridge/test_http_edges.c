@@ -61,8 +61,8 @@ static void check_chat_logprobs(twb_service *s)
     {
         strncat(spelled, json_string_value(json_object_get(e, "token")),
                 sizeof spelled - strlen(spelled) - 1);
-        /* a token the thinking controller forced has no alternatives */
-        assert_true(json_array_size(json_object_get(e, "top_logprobs")) <= 1);
+        /* every token, sampled or forced, has the alternative asked for */
+        assert_int_equal(json_array_size(json_object_get(e, "top_logprobs")), 1);
     }
     assert_true(json_array_size(lps) > 0);
     assert_string_equal(spelled, content);
@@ -148,6 +148,108 @@ static void check_echo(twb_service *s, const json_t *tokens)
     json_decref(ech);
 }
 
+/* A streamed completion's choices put together: per index the texts
+ * joined and the legacy logprobs' four arrays joined, in event order. The
+ * first event of each index is kept apart too. */
+typedef struct streamed {
+    char text[2][512];
+    char first[2][512];
+    json_t *lps[2];
+} streamed;
+
+static void join_stream(const char *body, streamed *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < 2; i++)
+        out->lps[i] = json_pack("{s:[],s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs",
+                                "text_offset");
+    bool done = false;
+    for (const char *p = body; (p = strstr(p, "data: ")) != NULL;) {
+        p += 6;
+        const char *end = strstr(p, "\n\n");
+        assert_non_null(end);
+        if (strncmp(p, "[DONE]", 6) == 0) {
+            done = true;
+            break;
+        }
+        json_t *ev = json_loadb(p, (size_t)(end - p), 0, NULL);
+        if (!ev)
+            fail_msg("bad event: %.*s", (int)(end - p), p);
+        json_t *ch = json_array_get(json_object_get(ev, "choices"), 0);
+        size_t idx = (size_t)json_integer_value(json_object_get(ch, "index"));
+        assert_true(idx < 2);
+        const char *t = json_string_value(json_object_get(ch, "text"));
+        assert_non_null(t);
+        if (!*out->text[idx] && *t)
+            snprintf(out->first[idx], sizeof out->first[idx], "%s", t);
+        strncat(out->text[idx], t, sizeof out->text[idx] - strlen(out->text[idx]) - 1);
+        json_t *lp = json_object_get(ch, "logprobs");
+        const char *key;
+        json_t *arr;
+        if (json_is_object(lp))
+            json_object_foreach(lp, key, arr)
+                json_array_extend(json_object_get(out->lps[idx], key), arr);
+        json_decref(ev);
+        p = end + 2;
+    }
+    assert_true(done);
+}
+
+static void streamed_fini(streamed *s)
+{
+    json_decref(s->lps[0]);
+    json_decref(s->lps[1]);
+}
+
+/* echo on a stream: each choice's first event is the prompt (with its
+ * tokens' log-probabilities when asked), and the whole stream joins into the
+ * whole answer, offsets and values alike. */
+static void check_streamed_echo(twb_service *s)
+{
+    const char *body = "{\"prompt\":\"def f():\",\"max_tokens\":4,\"temperature\":0,"
+                       "\"logprobs\":2,\"echo\":true%s}";
+    char req[256];
+    snprintf(req, sizeof req, body, "");
+    twb_result r = twb_http(s, "POST", "/v1/completions", req, SIZE_MAX);
+    json_t *whole = ok_json(&r, "echo with logprobs");
+    json_t *wc = json_array_get(json_object_get(whole, "choices"), 0);
+    snprintf(req, sizeof req, body, ",\"stream\":true");
+    r = twb_http(s, "POST", "/v1/completions", req, SIZE_MAX);
+    assert_int_equal(r.status, 200);
+    streamed st;
+    join_stream(r.body, &st);
+    free(r.body);
+    assert_string_equal(st.first[0], "def f():");
+    assert_string_equal(st.text[0], json_string_value(json_object_get(wc, "text")));
+    json_t *wl = json_object_get(wc, "logprobs");
+    if (!json_equal(st.lps[0], wl)) {
+        char *a = json_dumps(st.lps[0], JSON_COMPACT), *b = json_dumps(wl, JSON_COMPACT);
+        fail_msg("streamed echo logprobs\n%s\nwhole\n%s", a, b);
+    }
+    streamed_fini(&st);
+
+    /* two choices, each echoing */
+    r = twb_http(s, "POST", "/v1/completions",
+                 "{\"prompt\":\"def f():\",\"max_tokens\":4,\"temperature\":0,\"n\":2,"
+                 "\"echo\":true,\"stream\":true}",
+                 SIZE_MAX);
+    assert_int_equal(r.status, 200);
+    join_stream(r.body, &st);
+    free(r.body);
+    for (int i = 0; i < 2; i++) {
+        assert_string_equal(st.first[i], "def f():");
+        assert_string_equal(st.text[i], json_string_value(json_object_get(wc, "text")));
+    }
+    streamed_fini(&st);
+    json_decref(whole);
+
+    /* the prompt's log-probabilities come once, so more choices than one
+     * cannot each have them on a stream */
+    snprintf(req, sizeof req, body, ",\"stream\":true,\"n\":2");
+    r = twb_http(s, "POST", "/v1/completions", req, SIZE_MAX);
+    twb_expect_error(&r, 400, "unsupported_parameter");
+}
+
 static void test_every_endpoint(void **state)
 {
     (void)state;
@@ -207,6 +309,7 @@ static void test_every_endpoint(void **state)
     assert_int_equal(json_integer_value(json_object_get(j, "count")), json_array_size(tokens));
     json_decref(j);
     check_echo(&s, tokens);
+    check_streamed_echo(&s);
     json_t *dreq = json_pack("{s:o}", "tokens", tokens);
     char *dbody = json_dumps(dreq, JSON_COMPACT);
     json_decref(dreq);

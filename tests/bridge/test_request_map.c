@@ -339,6 +339,18 @@ static void test_completion_prompts(void **state)
     assert_true(g.gen.logprobs->prompt_logprobs);
     assert_int_equal(g.gen.logprobs->top_logprobs, 2);
     tw_bridge_gen_request_fini(&g);
+    /* and on a stream, of one choice with logprobs or of several without */
+    assert_int_equal(map_completion("{\"prompt\":\"hello\",\"echo\":true,\"logprobs\":2,"
+                                    "\"stream\":true}",
+                                    &g, &ae),
+                     TW_OK);
+    assert_true(g.stream && g.echo && g.gen.logprobs->prompt_logprobs);
+    tw_bridge_gen_request_fini(&g);
+    assert_int_equal(
+        map_completion("{\"prompt\":\"hello\",\"echo\":true,\"n\":3,\"stream\":true}", &g, &ae),
+        TW_OK);
+    assert_true(g.stream && g.echo && g.gen.echo_prompt);
+    tw_bridge_gen_request_fini(&g);
 }
 
 static void test_completion_hostile(void **state)
@@ -358,7 +370,7 @@ static void test_completion_hostile(void **state)
         {"{\"prompt\":[\"a\",\"b\"]}", "prompt"},
         {"{\"prompt\":[[1],[2]]}", "prompt"},
         {"{\"prompt\":[[]]}", "prompt[0]"},
-        {"{\"prompt\":\"x\",\"echo\":true,\"stream\":true}", "echo"},
+        {"{\"prompt\":\"x\",\"echo\":true,\"stream\":true,\"logprobs\":1,\"n\":2}", "echo"},
         {"{\"prompt\":\"x\",\"echo\":1}", "echo"},
         {"{\"prompt\":\"x\",\"suffix\":\"tail\"}", "suffix"},
         {"{\"prompt\":\"x\",\"best_of\":3}", "best_of"},

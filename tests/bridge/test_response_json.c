@@ -452,6 +452,40 @@ static void test_stream_tool_calls_and_errors(void **state)
     tw_bridge_gen_request_fini(&g);
 }
 
+/* A streamed echo the engine did not send the prompt for fails the stream
+ * with an error event instead of answering without the prompt. */
+static void test_stream_echo_needs_the_prompt(void **state)
+{
+    (void)state;
+    json_t *root = json_loads("{\"prompt\":\"ab\",\"echo\":true,\"stream\":true}", 0, NULL);
+    tw_bridge_gen_request g;
+    tw_bridge_apierr ae;
+    assert_int_equal(tw_bridge_map_completion_request(root, &g, &ae), TW_OK);
+    json_decref(root);
+    collected col = {{0}, 0};
+    tw_bridge_shaper sh;
+    assert_int_equal(tw_bridge_shaper_init(&sh, &META, &g, collect, &col), TW_OK);
+    Tokenwire__V1__StreamChunk c = TOKENWIRE__V1__STREAM_CHUNK__INIT;
+    c.text_delta = "cd";
+    assert_int_not_equal(tw_bridge_shaper_chunk(&sh, &c), 0);
+    tw_bridge_shaper_fini(&sh);
+    assert_non_null(strstr(col.buf, "\"error\""));
+    assert_null(strstr(col.buf, "cd"));
+
+    /* with it, the prompt is the choice's first event */
+    collected ok = {{0}, 0};
+    assert_int_equal(tw_bridge_shaper_init(&sh, &META, &g, collect, &ok), TW_OK);
+    c.prompt_text = "ab";
+    assert_int_equal(tw_bridge_shaper_chunk(&sh, &c), 0);
+    tw_bridge_shaper_fini(&sh);
+    const char *first = strstr(ok.buf, "\"text\":\"ab\"");
+    const char *then = strstr(ok.buf, "\"text\":\"cd\"");
+    assert_non_null(first);
+    assert_non_null(then);
+    assert_true(first < then);
+    tw_bridge_gen_request_fini(&g);
+}
+
 static void test_json_text_replaces_invalid_utf8(void **state)
 {
     (void)state;
@@ -473,6 +507,7 @@ int main(void)
         cmocka_unit_test(test_text_completion_and_models),
         cmocka_unit_test(test_stream_chat_sequence),
         cmocka_unit_test(test_stream_tool_calls_and_errors),
+        cmocka_unit_test(test_stream_echo_needs_the_prompt),
         cmocka_unit_test(test_json_text_replaces_invalid_utf8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
