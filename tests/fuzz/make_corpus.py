@@ -32,6 +32,63 @@ def safetensors(header, payload):
     return struct.pack("<Q", len(h)) + h + payload
 
 
+def varint(v):
+    b = bytearray()
+    while True:
+        if v < 0x80:
+            b.append(v)
+            return bytes(b)
+        b.append((v & 0x7F) | 0x80)
+        v >>= 7
+
+
+def pb(*fields):
+    """Protobuf bytes of (number, value) pairs: int as varint, float as
+    fixed32, bytes/str as length-delimited, list of ints as packed."""
+    out = b""
+    for num, v in fields:
+        if isinstance(v, bool) or isinstance(v, int):
+            out += varint(num << 3) + varint(int(v))
+        elif isinstance(v, float):
+            out += varint(num << 3 | 5) + struct.pack("<f", v)
+        else:
+            if isinstance(v, list):
+                v = b"".join(varint(x) for x in v)
+            elif isinstance(v, str):
+                v = v.encode()
+            out += varint(num << 3 | 2) + varint(len(v)) + v
+    return out
+
+
+def token_logprob(tid, text, lp, tops=(), reasoning=False):
+    top = [(4, pb((1, t), (2, x), (3, l))) for t, x, l in tops]
+    return pb((1, tid), (2, text), (3, lp), *top, (5, reasoning))
+
+
+def bridge_reply_seeds(out):
+    """fuzz_bridge_reply: selector (request << 1 | streamed), then a
+    GenerateReply, or StreamChunks each behind a two-byte length."""
+    d = os.path.join(out, "bridge_reply")
+    lp = token_logprob(7, b"ab", -0.5, [(7, b"ab", -0.5), (9, b"\xe4", -1.5)])
+    rlp = token_logprob(8, b"<think>", -0.1, reasoning=True)
+    chunks = [
+        pb((3, 0), (4, [8, 7]), (6, "hm"), (7, rlp), (7, lp), (14, "ab"),
+           (13, token_logprob(1, b"a", float("nan"))), (13, lp)),
+        pb((3, 1), (4, [7]), (5, "<tool_call>{\"name\":\"f\","), (7, lp), (14, "ab")),
+        pb((3, 1), (5, "\"arguments\":{}}</tool_call>"), (8, 1)),
+        pb((3, 0), (4, [7]), (5, "ab"), (7, lp), (8, 3), (12, True),
+           (9, pb((1, 2), (2, 3)))),
+    ]
+    stream = b"".join(struct.pack("<H", len(c)) + c for c in chunks)
+    choice = pb((1, 0), (2, [7, 7]), (3, "abab"), (4, "why"), (6, 3), (8, lp), (8, lp),
+                (5, pb((1, "c"), (2, "f"), (3, "{}"))))
+    reply = pb((1, "m"), (3, choice), (3, pb((1, 1), (3, "x"), (6, 8))), (4, pb((1, 2))),
+               (5, "ab"), (6, token_logprob(1, b"a", float("nan"))), (6, lp))
+    for i in range(5):
+        put(d, "stream_%d" % i, bytes([i << 1 | 1]) + stream)
+        put(d, "whole_%d" % i, bytes([i << 1]) + reply)
+
+
 def main():
     out, build, shared = sys.argv[1:4]
     src = os.path.dirname(os.path.abspath(__file__))
@@ -154,6 +211,8 @@ def main():
         "model": "m", "prompt": "hello", "max_tokens": 4, "echo": False, "logprobs": 2,
         "stop": "x", "best_of": 1, "suffix": None}).encode())
     put(br, "completion_ids", b"\x01" + json.dumps({"model": "m", "prompt": [[1, 2, 3]]}).encode())
+
+    bridge_reply_seeds(out)
 
     tc = os.path.join(out, "toolcall")
     put(tc, "hermes", b"\x03Let me check.\n<tool_call>\n{\"name\": \"get_weather\", "
