@@ -253,8 +253,24 @@ static tw_status load_tokenizer(const char *path, tw_tokenizer **tok, tw_err *er
     return s;
 }
 
-/* The eos list, think tags and transition tokens of a freshly loaded model. */
-static tw_status setup_generation(model_entry *m, const tw_model_info *info, tw_err *err)
+/* The caller's chat template in place of the model's: it must compile, as
+ * the caller asked for it by name. */
+static tw_status own_template(model_entry *m, const char *src, tw_err *err)
+{
+    if (!m->tok)
+        return tw_errorf(err, TW_INVALID_ARGUMENT,
+                         "chat template: model %s has no tokenizer to render chats with", m->name);
+    tw_err terr;
+    if (tw_chat_template_compile(src, strlen(src), &m->tmpl, &terr) != TW_OK)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "chat template: %s", terr.msg);
+    m->tool_format = tw_tool_format_of_template(src, strlen(src));
+    return TW_OK;
+}
+
+/* The eos list, think tags, chat template and transition tokens of a
+ * freshly loaded model; template (NULL: none) replaces its own. */
+static tw_status setup_generation(model_entry *m, const tw_model_info *info, const char *template,
+                                  tw_err *err)
 {
     m->n_eos = 0;
     for (size_t i = 0; i < info->n_eos && m->n_eos < TW_ENGINE_MAX_EOS; i++)
@@ -262,7 +278,7 @@ static tw_status setup_generation(model_entry *m, const tw_model_info *info, tw_
             m->eos[m->n_eos++] = (uint32_t)info->eos_ids[i];
     m->think_open = m->think_close = TW_TOKEN_NONE;
     if (!m->tok)
-        return TW_OK;
+        return template && *template ? own_template(m, template, err) : TW_OK;
     uint32_t tv = tw_tokenizer_vocab_size(m->tok);
     for (uint32_t id = 0; id < tv && id < m->vocab && m->n_eos < TW_ENGINE_MAX_EOS; id++) {
         if (!tw_tokenizer_is_eog(m->tok, id))
@@ -274,12 +290,18 @@ static tw_status setup_generation(model_entry *m, const tw_model_info *info, tw_
             m->eos[m->n_eos++] = id;
     }
     const char *src = tw_tokenizer_chat_template(m->tok);
-    if (src) {
+    if (template && *template) {
+        tw_status s = own_template(m, template, err);
+        if (s != TW_OK)
+            return s;
+    } else if (src) {
+        m->tool_format = tw_tool_format_of_template(src, strlen(src));
         tw_err terr;
         if (tw_chat_template_compile(src, strlen(src), &m->tmpl, &terr) != TW_OK) {
             tw_warn("model %s: chat template does not compile (%s); using ChatML", m->name,
                     terr.msg);
             src = tw_chat_template_chatml();
+            m->tool_format = TW_TOOL_FORMAT_NONE;
             if (tw_chat_template_compile(src, strlen(src), &m->tmpl, &terr) != TW_OK)
                 m->tmpl = NULL;
         }
@@ -323,6 +345,7 @@ static void fill_info(tw_engine *e, const model_entry *m, tw_engine_model_info *
     out->is_default = e->default_model == m;
     out->has_tokenizer = m->tok != NULL;
     out->has_chat_template = m->tmpl != NULL;
+    out->tool_format = tw_tool_format_name(m->tool_format);
     out->has_thinking = m->think_open != TW_TOKEN_NONE;
     out->progress = 1.0f;
 }
@@ -391,7 +414,7 @@ tw_status tw_engine_load_model(tw_engine *e, const char *path, const char *name,
         if (m->tok && tw_tokenizer_vocab_size(m->tok) > m->vocab)
             tw_warn("model %s: tokenizer has %u tokens, the model %u", nm,
                     tw_tokenizer_vocab_size(m->tok), m->vocab);
-        st = setup_generation(m, mi, err);
+        st = setup_generation(m, mi, opts->chat_template, err);
     }
     if (st == TW_OK) {
         m->logits = malloc((size_t)e->opts.max_batch * m->vocab * sizeof(float));

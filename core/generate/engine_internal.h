@@ -13,6 +13,7 @@
 #include "tw/model.h"
 #include "tw/pool.h"
 #include "tw/tokenizer.h"
+#include "tw/tool_format.h"
 
 #include "admission.h"
 #include "cache/engine_cache.h"
@@ -48,6 +49,7 @@ typedef struct model_entry {
     engine_cache *cache; /* prefix cache + state store use; NULL: off */
     tw_tokenizer *tok; /* NULL: ids only */
     struct tw_chat_template *tmpl; /* NULL: no chat prompts */
+    tw_tool_format tool_format;    /* how tmpl asks for tool calls */
     uint32_t vocab;
     uint32_t max_context;
     uint32_t eos[TW_ENGINE_MAX_EOS];
@@ -83,6 +85,9 @@ typedef struct request {
 
     uint32_t *prompt;
     size_t n_prompt;
+    /* tool_choice "required" or a named function: the call's opening,
+     * which ends the prompt and starts each choice's answer text */
+    char *answer_prefix;
     tw_transition_kind kind; /* typed transition for a loop close */
 
     tw_sampling_params sampling;

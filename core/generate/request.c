@@ -27,6 +27,7 @@ void request_free(request *r)
     if (!r)
         return;
     free(r->prompt);
+    free(r->answer_prefix);
     free(r->prompt_lps);
     free(r->bias);
     free(r->stop_ids);
@@ -174,6 +175,72 @@ static tw_transition_kind classify(const model_entry *m, const tw_gen_request *r
     return tw_thinking_classify_prompt(buf, len);
 }
 
+/* Whether the rendered prompt leaves the answer inside a thinking block
+ * (its last <think> not closed). */
+static bool ends_in_thinking(const model_entry *m, const char *text, size_t len)
+{
+    if (m->think_open == TW_TOKEN_NONE)
+        return false;
+    const char *open = tw_tokenizer_token_text(m->tok, m->think_open);
+    const char *close = tw_tokenizer_token_text(m->tok, m->think_close);
+    if (!open || !close || !*open || !*close)
+        return false;
+    size_t no = strlen(open), nc = strlen(close);
+    for (size_t i = len; i > 0; i--) {
+        if (i >= nc && memcmp(text + i - nc, close, nc) == 0)
+            return false;
+        if (i >= no && memcmp(text + i - no, open, no) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* tool_choice "required" or a named function: the call's opening, which the
+ * prompt ends with (after closing a thinking block the template left open)
+ * so the model can only go on with the call. Appended to *text (a malloc'd
+ * render); r->answer_prefix keeps the opening for the answer's text. */
+static tw_status force_tool_call(const model_entry *m, const tw_chat_input *chat, request *r,
+                                 char **text, size_t *len, tw_err *err)
+{
+    const char *choice = chat->tool_choice;
+    if (!choice || !strcmp(choice, "auto") || !strcmp(choice, "none"))
+        return TW_OK;
+    if (chat->n_tools == 0)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "tool_choice \"%s\" without tools", choice);
+    const char *name = NULL;
+    if (strcmp(choice, "required") != 0) {
+        for (size_t i = 0; i < chat->n_tools && !name; i++)
+            if (chat->tools[i].name && !strcmp(chat->tools[i].name, choice))
+                name = choice;
+        if (!name)
+            return tw_errorf(err, TW_INVALID_ARGUMENT,
+                             "tool_choice names \"%s\", which is not one of the tools", choice);
+    }
+    if (m->tool_format == TW_TOOL_FORMAT_NONE)
+        return tw_errorf(err, TW_INVALID_ARGUMENT,
+                         "tool_choice \"%s\": the chat template of model %s shows no tool-call "
+                         "format this engine knows (Hermes <tool_call> or Llama 3.1 JSON), so "
+                         "a call cannot be required; use \"auto\"",
+                         choice, m->name);
+    tw_status st = tw_tool_call_opener(m->tool_format, name, &r->answer_prefix, err);
+    if (st != TW_OK)
+        return st;
+    const char *close =
+        ends_in_thinking(m, *text, *len) ? tw_tokenizer_token_text(m->tok, m->think_close) : NULL;
+    size_t nc = close ? strlen(close) + 2 : 0, np = strlen(r->answer_prefix);
+    char *grown = realloc(*text, *len + nc + np + 1);
+    if (!grown)
+        return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory");
+    if (close) {
+        memcpy(grown + *len, close, nc - 2);
+        memcpy(grown + *len + nc - 2, "\n\n", 2);
+    }
+    memcpy(grown + *len + nc, r->answer_prefix, np + 1);
+    *text = grown;
+    *len += nc + np;
+    return TW_OK;
+}
+
 static tw_status build_prompt(tw_engine *e, model_entry *m, const tw_gen_request *req,
                               request *r, tw_err *err)
 {
@@ -220,8 +287,12 @@ static tw_status build_prompt(tw_engine *e, model_entry *m, const tw_gen_request
     } else {
         tw_status st = engine_render_chat(m, &req->chat, r->thinking.enable_thinking,
                                           &rendered, &len, err);
-        if (st != TW_OK)
+        if (st == TW_OK)
+            st = force_tool_call(m, &req->chat, r, &rendered, &len, err);
+        if (st != TW_OK) {
+            free(rendered);
             return st;
+        }
         text = rendered;
     }
     tw_status st = TW_OK;

@@ -156,6 +156,10 @@ static void next_token(tw_engine *e, slot *sl, float *row)
     if (!sl->got_first) {
         sl->got_first = true;
         sl->ttft_us = tw_now_us() - sl->r->submit_us;
+        /* a forced tool call's opening ended the prompt; the answer reads
+         * as the whole call */
+        if (sl->r->answer_prefix)
+            push_content(sl, sl->r->answer_prefix, strlen(sl->r->answer_prefix));
     }
     request *r = sl->r;
     bool want = r->logprobs.enabled || r->logprobs.top_logprobs;

@@ -24,6 +24,8 @@ static const opt_def OPTS[] = {
     {"model", K_STR, "PATH       load a model at start (repeatable)"},
     {"model-name", K_STR, "NAME  serve the preceding --model under NAME"},
     {"draft", K_STR, "PATH       draft model (same vocabulary) for the preceding --model"},
+    {"chat-template", K_STR,
+     "FILE  Jinja chat template for the preceding --model, in place of its own"},
     {"models-dir", K_STR, "DIR   where downloaded models are kept"},
     {"max-download-bytes", K_SIZE, "N  largest model download accepted (0: no limit)"},
     {"listen", K_STR, "URL       RPC endpoint (repeatable; tcp://, ipc://, tls+tcp://)"},
@@ -121,6 +123,7 @@ void twd_config_free(twd_config *cfg)
         free(cfg->models[i].path);
         free(cfg->models[i].name);
         free(cfg->models[i].draft);
+        free(cfg->models[i].chat_template);
     }
     for (size_t i = 0; i < cfg->n_listen; i++)
         free(cfg->listen[i]);
@@ -145,12 +148,14 @@ void twd_config_usage(void *fp, const char *prog)
     fprintf(f, "usage: %s [options]\n\nThe tokenwire engine daemon.\n\n", prog);
     for (size_t i = 0; i < N_OPTS; i++)
         fprintf(f, "  --%s %s\n", OPTS[i].name, OPTS[i].help);
-    fprintf(f, "\nEvery option is also a key of the --config INI file (e.g. "
-               "max_concurrent = 8).\nTOKENWIRE_API_KEY adds an accepted API key.\n"
-               "--model-name and --draft apply to the --model given just before them, e.g.\n"
-               "  --model a.gguf --draft a-draft.gguf --model b.gguf\n"
-               "speculates for a.gguf with a-draft.gguf and serves b.gguf without a draft.\n"
-               "Defaults: --listen %s --publish %s\n",
+    fprintf(f,
+            "\nEvery option is also a key of the --config INI file (e.g. "
+            "max_concurrent = 8).\nTOKENWIRE_API_KEY adds an accepted API key.\n"
+            "--model-name, --draft and --chat-template apply to the --model given just before\n"
+            "them, e.g.\n"
+            "  --model a.gguf --draft a-draft.gguf --model b.gguf\n"
+            "speculates for a.gguf with a-draft.gguf and serves b.gguf without a draft.\n"
+            "Defaults: --listen %s --publish %s\n",
             TWD_DEFAULT_LISTEN, TWD_DEFAULT_PUBLISH);
 }
 
@@ -345,6 +350,11 @@ static tw_status apply(loader *l, const opt_def *o, const char *v)
         if (cfg->n_models == 0)
             return tw_errorf(err, TW_INVALID_ARGUMENT, "draft must follow a model");
         return set_str(&cfg->models[cfg->n_models - 1].draft, v, n, err);
+    }
+    if (!strcmp(n, "chat-template")) {
+        if (cfg->n_models == 0)
+            return tw_errorf(err, TW_INVALID_ARGUMENT, "chat-template must follow a model");
+        return set_str(&cfg->models[cfg->n_models - 1].chat_template, v, n, err);
     }
     if (!strcmp(n, "listen")) {
         if (l->from_cli && !l->cli_listen_seen) {

@@ -23,6 +23,7 @@ typedef struct twd_model_spec {
     char *path;
     char *name; /* NULL: derived from the path */
     char *draft; /* draft model for speculative decoding; NULL: none */
+    char *chat_template; /* template file in place of the model's; NULL: its own */
 } twd_model_spec;
 
 /* --isa: the kernels' instruction set, the widest the CPU has or a

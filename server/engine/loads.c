@@ -323,6 +323,7 @@ void twd_run_load(twd_worker *w, const Tokenwire__V1__LoadModelRequest *l)
         opts.quantize = l->quantize;
         opts.max_context = l->max_context;
         opts.make_default = l->make_default;
+        opts.chat_template = l->chat_template;
         st = tw_engine_load_model(s->engine, path, name, &opts, &info, &err);
     }
     if (st == TW_OK) {

@@ -9,6 +9,7 @@
 #include "config.h"
 #include "server.h"
 #include "tw/blas.h"
+#include "tw/chat_template.h"
 #include "tw/engine.h"
 #include "tw/hw.h"
 #include "tw/log.h"
@@ -16,6 +17,38 @@
 #ifndef TWD_VERSION
 #define TWD_VERSION "unknown"
 #endif
+
+/* A --chat-template file's text (*out, free()): at most the largest source
+ * the template compiler takes, and text (no NUL byte). */
+static tw_status read_template(const char *path, char **out, tw_err *err)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return tw_errorf(err, TW_NOT_FOUND, "chat template %s: cannot open it", path);
+    char *buf = malloc(TW_CHAT_TEMPLATE_MAX_SOURCE + 1);
+    size_t n = buf ? fread(buf, 1, TW_CHAT_TEMPLATE_MAX_SOURCE + 1, f) : 0;
+    bool failed = buf && ferror(f);
+    fclose(f);
+    tw_status st = TW_OK;
+    if (!buf)
+        st = tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory");
+    else if (failed)
+        st = tw_errorf(err, TW_INVALID_ARGUMENT, "chat template %s: read error", path);
+    else if (n > TW_CHAT_TEMPLATE_MAX_SOURCE)
+        st = tw_errorf(err, TW_INVALID_ARGUMENT, "chat template %s: larger than %u bytes", path,
+                       TW_CHAT_TEMPLATE_MAX_SOURCE);
+    else if (n == 0 || memchr(buf, 0, n))
+        st = tw_errorf(err, TW_INVALID_ARGUMENT, "chat template %s: %s", path,
+                       n ? "holds a NUL byte" : "empty");
+    if (st != TW_OK) {
+        free(buf);
+        return st;
+    }
+    buf[n] = 0;
+    *out = buf;
+    return TW_OK;
+}
 
 /* widest: the ISA the CPU would run by itself (cfg->isa is in force). */
 static int run(const twd_config *cfg, const char *widest)
@@ -81,9 +114,15 @@ static int run(const twd_config *cfg, const char *widest)
         tw_load_opts lo;
         tw_load_opts_init(&lo);
         lo.draft_path = cfg->models[i].draft;
+        char *tmpl = NULL;
+        st = cfg->models[i].chat_template ? read_template(cfg->models[i].chat_template, &tmpl, &err)
+                                          : TW_OK;
+        lo.chat_template = tmpl;
         tw_engine_model_info info;
-        st = tw_engine_load_model(engine, cfg->models[i].path, cfg->models[i].name, &lo, &info,
-                                  &err);
+        if (st == TW_OK)
+            st = tw_engine_load_model(engine, cfg->models[i].path, cfg->models[i].name, &lo, &info,
+                                      &err);
+        free(tmpl);
         if (st != TW_OK) {
             fprintf(stderr, "tokenwired: loading %s: %s\n", cfg->models[i].path, err.msg);
             tw_engine_destroy(engine);
@@ -94,6 +133,9 @@ static int run(const twd_config *cfg, const char *widest)
                     info.draft_path);
         else
             tw_info("loaded model %s from %s", info.name, info.path);
+        if (cfg->models[i].chat_template)
+            tw_info("model %s: chat template from %s (tool calls: %s)", info.name,
+                    cfg->models[i].chat_template, info.tool_format);
     }
     if (cfg->mlock) {
         if (tw_hw_lock_memory(&err) == TW_OK)

@@ -286,6 +286,19 @@ static void test_every_endpoint(void **state)
     assert_string_equal(json_string_value(json_object_get(j, "object")), "chat.completion");
     json_decref(j);
     check_chat_logprobs(&s);
+    /* the shipped template writes no tool calls, so none can be required
+     * (an answer without the call would break the promise) */
+    for (int streamed = 0; streamed < 2; streamed++) {
+        char body[512];
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}],"
+                 "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"w\"}}],"
+                 "\"tool_choice\":\"required\",\"stream\":%s}",
+                 streamed ? "true" : "false");
+        r = twb_http(&s, "POST", "/v1/chat/completions", body, SIZE_MAX);
+        assert_non_null(strstr(r.body, "tool-call format"));
+        twb_expect_error(&r, 400, NULL);
+    }
     r = twb_http(&s, "POST", "/v1/chat/completions",
                  "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":3,"
                  "\"stream\":true}",

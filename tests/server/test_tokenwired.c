@@ -611,6 +611,47 @@ static void test_bad_setting_values(void **state)
     free(dir);
 }
 
+/* --chat-template: a file that cannot be read, that does not compile, or
+ * given for a model without a tokenizer stops the start with the reason;
+ * before any --model it is a usage error. */
+static void test_chat_template_errors(void **state)
+{
+    (void)state;
+    TW_REQUIRE_SHARED(shared);
+    char prog[4096], model[1024], log[4200], bad[4200], good[4200];
+    tw_test_build_path(prog, sizeof prog, "server/engine/tokenwired");
+    snprintf(model, sizeof model, "%s/golden/qwen2", shared);
+    char *dir = tw_test_mkdtemp();
+    snprintf(log, sizeof log, "%s/out.log", dir);
+    snprintf(bad, sizeof bad, "%s/bad.jinja", dir);
+    snprintf(good, sizeof good, "%s/good.jinja", dir);
+    assert_true(tw_test_write_file(bad, "{% for %}", 9));
+    assert_true(tw_test_write_file(good, "{{ messages[0].content }}", 25));
+    const struct {
+        const char *first, *file, *says;
+    } cases[] = {{"--chat-template", good, "chat-template must follow a model"},
+                 {"--model", "/nonexistent/x.jinja", "cannot open"},
+                 {"--model", bad, "chat template"},
+                 {"--model", good, "no tokenizer"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *with_model[] = {
+            prog,       "--model",           model, "--chat-template", cases[i].file,
+            "--listen", "tcp://127.0.0.1:0", NULL};
+        const char *alone[] = {prog, "--chat-template", cases[i].file, NULL};
+        tw_test_spawn_opts o = {.log_path = log, .stdin_null = true};
+        int rc = tw_test_run(strcmp(cases[i].first, "--model") ? alone : with_model, &o, 30000);
+        assert_true(rc != 0 && rc < 128);
+        char *text = tw_test_read_file(log, NULL);
+        assert_non_null(text);
+        if (!strstr(text, cases[i].says))
+            fail_msg("--chat-template %s: the message does not say \"%s\": %s", cases[i].file,
+                     cases[i].says, text);
+        free(text);
+    }
+    tw_test_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -623,6 +664,7 @@ int main(void)
         cmocka_unit_test_teardown(test_verbose_logs_user, twt_daemon_teardown),
         cmocka_unit_test_teardown(test_generate_narrower_isa, twt_daemon_teardown),
         cmocka_unit_test(test_bad_setting_values),
+        cmocka_unit_test(test_chat_template_errors),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     tw_client_fini(); /* lets NNG finish freeing closed sockets before the leak check */

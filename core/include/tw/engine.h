@@ -133,6 +133,8 @@ typedef struct tw_engine_model_info {
     bool is_default;
     bool has_tokenizer;     /* false: token-id prompts only */
     bool has_chat_template;
+    const char *tool_format; /* how its template writes tool calls (tw_tool_format_name);
+                                NULL for a load still in progress */
     bool has_thinking;      /* the vocabulary has <think> / </think> */
     float progress;         /* 0..1 while loading */
     char error[TW_ERR_MSG_MAX]; /* why loading failed */
@@ -146,6 +148,10 @@ typedef struct tw_load_opts {
     /* A small model with the same vocabulary that drafts tokens for
      * speculative decoding (GGUF file or HF directory); NULL or "": none. */
     const char *draft_path;
+    /* Jinja source that replaces the model's own chat template (which it
+     * must compile, and which needs the model's tokenizer); NULL or "":
+     * the model's. */
+    const char *chat_template;
 } tw_load_opts;
 
 void tw_load_opts_init(tw_load_opts *o);

@@ -1,0 +1,66 @@
+#include "tw/tool_format.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool has(const char *src, size_t len, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (size_t i = 0; i + n <= len; i++)
+        if (src[i] == needle[0] && memcmp(src + i, needle, n) == 0)
+            return true;
+    return false;
+}
+
+tw_tool_format tw_tool_format_of_template(const char *src, size_t len)
+{
+    if (!src)
+        return TW_TOOL_FORMAT_NONE;
+    if (has(src, len, "<tool_call>"))
+        return TW_TOOL_FORMAT_HERMES;
+    if (has(src, len, "<|python_tag|>") && has(src, len, "\"parameters\""))
+        return TW_TOOL_FORMAT_LLAMA_JSON;
+    return TW_TOOL_FORMAT_NONE;
+}
+
+const char *tw_tool_format_name(tw_tool_format f)
+{
+    switch (f) {
+    case TW_TOOL_FORMAT_HERMES:
+        return "hermes";
+    case TW_TOOL_FORMAT_LLAMA_JSON:
+        return "llama-json";
+    default:
+        return "none";
+    }
+}
+
+tw_status tw_tool_call_opener(tw_tool_format f, const char *name, char **out, tw_err *err)
+{
+    *out = NULL;
+    if (f != TW_TOOL_FORMAT_HERMES && f != TW_TOOL_FORMAT_LLAMA_JSON)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "no tool-call format to open a call in");
+    const char *head = f == TW_TOOL_FORMAT_HERMES ? "<tool_call>\n" : "";
+    const char *args = f == TW_TOOL_FORMAT_HERMES ? "arguments" : "parameters";
+    if (!name) {
+        /* Hermes: the block's tag; the JSON form: up to the name's quote */
+        *out = strdup(f == TW_TOOL_FORMAT_HERMES ? head : "{\"name\": \"");
+        return *out ? TW_OK : tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory");
+    }
+    json_t *s = json_string(name);
+    if (!s)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "tool name is not valid UTF-8");
+    char *quoted = json_dumps(s, JSON_ENCODE_ANY);
+    json_decref(s);
+    if (!quoted)
+        return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory");
+    size_t cap = strlen(head) + strlen(quoted) + 32;
+    *out = malloc(cap);
+    if (*out)
+        snprintf(*out, cap, "%s{\"name\": %s, \"%s\": ", head, quoted, args);
+    free(quoted);
+    return *out ? TW_OK : tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory");
+}

@@ -1,0 +1,283 @@
+/* tool_choice "required" and a named function, on the shipped model with
+ * Qwen2.5's chat template (Hermes <tool_call> blocks) in place of its own:
+ * the prompt ends with the call's opening and each answer starts with it.
+ * Models whose template shows no tool-call format refuse such a choice, as
+ * do names that are not among the tools; a replacement template must
+ * compile.
+ *
+ *   test_tool_choice MODEL.gguf   (the template comes from ../shared/chat) */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "test_support.h"
+#include "tw/engine.h"
+#include "tw/tool_format.h"
+
+typedef struct answer {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char text[2][1024];
+    char reasoning[1024];
+    bool final;
+    tw_status error;
+    tw_usage usage;
+} answer;
+
+static const char *g_model;
+
+static void on_chunk(void *user, const tw_gen_chunk *ch)
+{
+    answer *a = user;
+    pthread_mutex_lock(&a->mu);
+    if (ch->index < 2)
+        strncat(a->text[ch->index], ch->text_delta, ch->text_len);
+    strncat(a->reasoning, ch->reasoning_delta, ch->reasoning_len);
+    if (ch->final) {
+        a->final = true;
+        a->error = ch->error;
+        a->usage = *ch->usage;
+        pthread_cond_broadcast(&a->cv);
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
+static const tw_chat_message g_msgs[] = {{.role = "user", .content = "Weather in Paris?"}};
+static const tw_tool g_tools[] = {
+    {.name = "get_weather",
+     .description = "Current weather",
+     .parameters_json = "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}"},
+    {.name = "get_time", .parameters_json = "{\"type\":\"object\"}"},
+};
+
+static void chat_request(tw_gen_request *r, const char *choice)
+{
+    tw_gen_request_init(r);
+    r->prompt_kind = TW_PROMPT_CHAT;
+    r->chat.messages = g_msgs;
+    r->chat.n_messages = 1;
+    r->chat.tools = g_tools;
+    r->chat.n_tools = 2;
+    r->chat.tool_choice = choice;
+    r->sampling.temperature = 0.0f;
+    r->stop.max_tokens = 4;
+    r->n = 2;
+    r->thinking.enable_thinking = TW_THINK_OFF;
+}
+
+/* Runs a chat with this tool_choice to the end. */
+static void run(tw_engine *e, const char *choice, answer *a)
+{
+    memset(a, 0, sizeof *a);
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    tw_gen_request r;
+    chat_request(&r, choice);
+    tw_gen_callbacks cb = {.on_chunk = on_chunk};
+    tw_err err;
+    uint64_t id;
+    if (tw_engine_submit(e, &r, &cb, a, &id, &err) != TW_OK)
+        fail_msg("submit (tool_choice %s): %s", choice, err.msg);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 60;
+    pthread_mutex_lock(&a->mu);
+    while (!a->final && pthread_cond_timedwait(&a->cv, &a->mu, &ts) == 0)
+        ;
+    bool done = a->final;
+    pthread_mutex_unlock(&a->mu);
+    pthread_mutex_destroy(&a->mu);
+    pthread_cond_destroy(&a->cv);
+    assert_true(done);
+    assert_int_equal(a->error, TW_OK);
+}
+
+/* Submitting this tool_choice fails with INVALID_ARGUMENT naming why. */
+static void refused(tw_engine *e, const char *choice, const char *why)
+{
+    tw_gen_request r;
+    chat_request(&r, choice);
+    tw_gen_callbacks cb = {.on_chunk = on_chunk};
+    tw_err err;
+    uint64_t id;
+    answer a;
+    assert_int_equal(tw_engine_submit(e, &r, &cb, &a, &id, &err), TW_INVALID_ARGUMENT);
+    if (!strstr(err.msg, why))
+        fail_msg("tool_choice %s: \"%s\" does not say \"%s\"", choice, err.msg, why);
+}
+
+/* How many tokens the chat renders to, plus extra text after it. */
+static size_t prompt_tokens(tw_engine *e, const char *extra)
+{
+    tw_gen_request r;
+    chat_request(&r, NULL);
+    char *text;
+    size_t len, n;
+    uint32_t *ids;
+    tw_err err;
+    assert_int_equal(tw_engine_apply_chat_template(e, NULL, &r.chat, TW_THINK_OFF, &text, &len, &err),
+                     TW_OK);
+    char *all = malloc(len + strlen(extra) + 1);
+    assert_non_null(all);
+    memcpy(all, text, len);
+    strcpy(all + len, extra);
+    assert_int_equal(tw_engine_tokenize(e, NULL, all, strlen(all), false, true, &ids, &n, &err),
+                     TW_OK);
+    free(ids);
+    free(all);
+    free(text);
+    return n;
+}
+
+static tw_engine *engine_with(const char *template, tw_status want, tw_err *err)
+{
+    tw_engine_opts o;
+    tw_engine_opts_init(&o);
+    o.threads = 2;
+    o.max_context = 1024;
+    tw_engine *e;
+    assert_int_equal(tw_engine_create(&o, &e, err), TW_OK);
+    tw_load_opts lo;
+    tw_load_opts_init(&lo);
+    lo.chat_template = template;
+    assert_int_equal(tw_engine_load_model(e, g_model, NULL, &lo, NULL, err), want);
+    return e;
+}
+
+static void starts_with(const char *text, const char *prefix)
+{
+    if (strncmp(text, prefix, strlen(prefix)) != 0)
+        fail_msg("the answer \"%s\" does not start with \"%s\"", text, prefix);
+}
+
+static void test_forced_calls(void **state)
+{
+    (void)state;
+    TW_REQUIRE_SHARED(dir);
+    char path[4096];
+    tw_test_shared_path(path, sizeof path, "chat/Qwen-Qwen2.5-7B-Instruct.jinja");
+    char *qwen = tw_test_read_file(path, NULL);
+    assert_non_null(qwen);
+    tw_err err;
+    tw_engine *e = engine_with(qwen, TW_OK, &err);
+    tw_engine_model_info info;
+    assert_int_equal(tw_engine_get_model(e, NULL, &info, &err), TW_OK);
+    assert_string_equal(info.tool_format, "hermes");
+
+    answer *a = malloc(sizeof *a);
+    assert_non_null(a);
+    const char *named = "<tool_call>\n{\"name\": \"get_time\", \"arguments\": ";
+    run(e, "get_time", a);
+    for (int i = 0; i < 2; i++)
+        starts_with(a->text[i], named);
+    assert_true(strlen(a->text[0]) > strlen(named)); /* the model went on */
+    assert_int_equal(a->usage.prompt_tokens, prompt_tokens(e, named));
+    run(e, "required", a);
+    starts_with(a->text[0], "<tool_call>\n");
+    assert_int_equal(a->usage.prompt_tokens, prompt_tokens(e, "<tool_call>\n"));
+    /* auto and none leave the prompt as the template renders it */
+    run(e, "auto", a);
+    assert_int_equal(a->usage.prompt_tokens, prompt_tokens(e, ""));
+    run(e, "none", a);
+    assert_int_equal(a->usage.prompt_tokens, prompt_tokens(e, ""));
+    refused(e, "get_news", "not one of the tools");
+    tw_engine_destroy(e);
+
+    /* a template whose answer opens a thinking block: the block is closed
+     * before the call, and nothing is reasoning */
+    const char *thinks = "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+                         "<|im_end|>\n{%- endfor %}<|im_start|>assistant\n<think>\n"
+                         "{#- calls go in <tool_call> blocks #}";
+    e = engine_with(thinks, TW_OK, &err);
+    run(e, "get_weather", a);
+    starts_with(a->text[0], "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ");
+    assert_string_equal(a->reasoning, "");
+    assert_int_equal(a->usage.prompt_tokens,
+                     prompt_tokens(e, "</think>\n\n<tool_call>\n{\"name\": \"get_weather\", "
+                                      "\"arguments\": "));
+    tw_engine_destroy(e);
+    free(a);
+    free(qwen);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    tw_err err;
+    /* the shipped template renders no tools */
+    tw_engine *e = engine_with(NULL, TW_OK, &err);
+    tw_engine_model_info info;
+    assert_int_equal(tw_engine_get_model(e, NULL, &info, &err), TW_OK);
+    assert_string_equal(info.tool_format, "none");
+    refused(e, "required", "tool-call format");
+    refused(e, "get_weather", "tool-call format");
+    tw_engine_destroy(e);
+    /* a replacement template that does not compile fails the load */
+    e = engine_with("{% if %}", TW_INVALID_ARGUMENT, &err);
+    assert_non_null(strstr(err.msg, "chat template"));
+    tw_engine_destroy(e);
+}
+
+static void test_openers(void **state)
+{
+    (void)state;
+    char *o;
+    tw_err err;
+    assert_int_equal(tw_tool_call_opener(TW_TOOL_FORMAT_LLAMA_JSON, "a\"b\\c", &o, &err), TW_OK);
+    assert_string_equal(o, "{\"name\": \"a\\\"b\\\\c\", \"parameters\": ");
+    free(o);
+    assert_int_equal(tw_tool_call_opener(TW_TOOL_FORMAT_LLAMA_JSON, NULL, &o, &err), TW_OK);
+    assert_string_equal(o, "{\"name\": \"");
+    free(o);
+    assert_int_equal(tw_tool_call_opener(TW_TOOL_FORMAT_NONE, "f", &o, &err),
+                     TW_INVALID_ARGUMENT);
+    assert_null(o);
+    assert_int_equal(tw_tool_call_opener(TW_TOOL_FORMAT_HERMES, "\xff", &o, &err),
+                     TW_INVALID_ARGUMENT);
+    /* the formats of the reference templates */
+    const char *shared = tw_test_shared_dir();
+    if (!shared)
+        return;
+    const struct {
+        const char *file;
+        tw_tool_format want;
+    } t[] = {{"Qwen-Qwen2.5-7B-Instruct.jinja", TW_TOOL_FORMAT_HERMES},
+             {"Qwen-Qwen3-0.6B.jinja", TW_TOOL_FORMAT_HERMES},
+             {"meta-llama-Llama-3.1-8B-Instruct.jinja", TW_TOOL_FORMAT_LLAMA_JSON},
+             {"mistralai-Mistral-Nemo-Instruct-2407.jinja", TW_TOOL_FORMAT_NONE},
+             {"google-gemma-2-2b-it.jinja", TW_TOOL_FORMAT_NONE}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        char rel[256], path[4096];
+        snprintf(rel, sizeof rel, "chat/%s", t[i].file);
+        size_t len;
+        char *src = tw_test_read_file(tw_test_shared_path(path, sizeof path, rel), &len);
+        assert_non_null(src);
+        if (tw_tool_format_of_template(src, len) != t[i].want)
+            fail_msg("%s: %s, expected %s", t[i].file,
+                     tw_tool_format_name(tw_tool_format_of_template(src, len)),
+                     tw_tool_format_name(t[i].want));
+        free(src);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s MODEL.gguf\n", argv[0]);
+        return 2;
+    }
+    g_model = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_openers),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_forced_calls),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
