@@ -148,6 +148,28 @@ static bool model_state(const char *name, char *state, size_t cap, float *progre
     return found;
 }
 
+/* LoadModel's chat_template reaches the load: this model has no tokenizer,
+ * so a template for it is refused with that reason, and no model stays. */
+static void test_chat_template_needs_tokenizer(void **state)
+{
+    (void)state;
+    char url[300];
+    url_of(url, sizeof url, "/m.gguf");
+    Tokenwire__V1__LoadModelRequest lm = TOKENWIRE__V1__LOAD_MODEL_REQUEST__INIT;
+    lm.source = url;
+    lm.name = "templated";
+    lm.chat_template = "{{ messages[0].content }}";
+    Tokenwire__V1__Reply *rep = NULL;
+    tw_err err;
+    assert_int_equal(tw_client_load_model(F.c, &lm, &rep, &err), TW_INVALID_ARGUMENT);
+    tw_wire_free_reply(rep);
+    if (!strstr(err.msg, "no tokenizer"))
+        fail_msg("LoadModel with a chat template: %s", err.msg);
+    char st[32];
+    float progress;
+    assert_false(model_state("templated", st, sizeof st, &progress, NULL, 0));
+}
+
 static void test_download_and_load(void **state)
 {
     (void)state;
@@ -403,6 +425,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_download_and_load),
+        cmocka_unit_test(test_chat_template_needs_tokenizer),
         cmocka_unit_test(test_wrong_sha256),
         cmocka_unit_test(test_interrupted_download_resumes),
         cmocka_unit_test(test_server_ignoring_range_restarts),
