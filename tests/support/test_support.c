@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 
 #include "tw/kernels.h"
@@ -155,4 +156,17 @@ void tw_test_mat_make(tw_test_mat *m, tw_type type, size_t rows, size_t cols, tw
     assert_non_null(m->w);
     assert_true(tw_pack_rows(type, plain, rows, cols, m->w));
     free(plain);
+}
+
+bool tw_test_wait_done(pthread_mutex_t *mu, pthread_cond_t *cv, const bool *done, int seconds)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += seconds;
+    pthread_mutex_lock(mu);
+    while (!*done && pthread_cond_timedwait(cv, mu, &ts) == 0)
+        ;
+    bool got = *done;
+    pthread_mutex_unlock(mu);
+    return got;
 }

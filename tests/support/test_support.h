@@ -2,6 +2,7 @@
 #ifndef TW_TEST_SUPPORT_H
 #define TW_TEST_SUPPORT_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,6 +30,10 @@ char *tw_test_shared_path(char *buf, size_t cap, const char *rel);
 /* A fresh private temporary directory (removed by tw_test_rmtree). */
 char *tw_test_mkdtemp(void);
 void tw_test_rmtree(const char *path);
+
+/* Waits under mu for *done, signalled on cv, for at most seconds; returns
+ * whether it came. */
+bool tw_test_wait_done(pthread_mutex_t *mu, pthread_cond_t *cv, const bool *done, int seconds);
 
 /* Reads a whole file into a malloc'd buffer (NUL-terminated); NULL on error. */
 char *tw_test_read_file(const char *path, size_t *len);

@@ -92,14 +92,7 @@ static void run_asking(tw_engine *e, const uint32_t *prompt, size_t n, tw_cache_
     uint64_t id;
     if (tw_engine_submit(e, &r, &cb, out, &id, &err) != TW_OK)
         fail_msg("submit: %s", err.msg);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 60;
-    pthread_mutex_lock(&out->mu);
-    while (!out->final && pthread_cond_timedwait(&out->cv, &out->mu, &ts) == 0)
-        ;
-    bool done = out->final;
-    pthread_mutex_unlock(&out->mu);
+    bool done = tw_test_wait_done(&out->mu, &out->cv, &out->final, 60);
     pthread_mutex_destroy(&out->mu);
     pthread_cond_destroy(&out->cv);
     assert_true(done);

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "test_support.h"
 #include "tw/engine.h"
@@ -82,14 +81,7 @@ static void run(tw_engine *e, const tw_gen_request *r, collected *c)
     uint64_t id;
     if (tw_engine_submit(e, r, &cb, c, &id, &err) != TW_OK)
         fail_msg("submit: %s", err.msg);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 60;
-    pthread_mutex_lock(&c->mu);
-    while (!c->final && pthread_cond_timedwait(&c->cv, &c->mu, &ts) == 0)
-        ;
-    bool done = c->final;
-    pthread_mutex_unlock(&c->mu);
+    bool done = tw_test_wait_done(&c->mu, &c->cv, &c->final, 60);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     assert_true(done);

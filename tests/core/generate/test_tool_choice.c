@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "test_support.h"
 #include "tw/engine.h"
@@ -85,14 +84,7 @@ static void run(tw_engine *e, const char *choice, answer *a)
     uint64_t id;
     if (tw_engine_submit(e, &r, &cb, a, &id, &err) != TW_OK)
         fail_msg("submit (tool_choice %s): %s", choice, err.msg);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 60;
-    pthread_mutex_lock(&a->mu);
-    while (!a->final && pthread_cond_timedwait(&a->cv, &a->mu, &ts) == 0)
-        ;
-    bool done = a->final;
-    pthread_mutex_unlock(&a->mu);
+    bool done = tw_test_wait_done(&a->mu, &a->cv, &a->final, 60);
     pthread_mutex_destroy(&a->mu);
     pthread_cond_destroy(&a->cv);
     assert_true(done);
