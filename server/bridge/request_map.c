@@ -439,6 +439,45 @@ static tw_status map_thinking_kwargs(const json_t *root, tw_bridge_gen_request *
     return TW_OK;
 }
 
+/* reasoning_effort, as OpenAI's reasoning models take it: "none" and
+ * "minimal" turn thinking off, "low", "medium" and "high" turn it on with a
+ * thinking budget of 1024, 8192 and 32768 tokens. What the caller set
+ * itself (chat_template_kwargs.enable_thinking, max_thinking_tokens) wins. */
+static tw_status map_reasoning_effort(const json_t *root, tw_bridge_gen_request *r,
+                                      tw_bridge_apierr *ae)
+{
+    const char *effort = NULL;
+    int got = tw_bridge_get_string(root, "reasoning_effort", NULL, 16, &effort, NULL, ae);
+    if (got <= 0)
+        return got < 0 ? TW_INVALID_ARGUMENT : TW_OK;
+    static const struct {
+        const char *name;
+        bool think;
+        uint32_t budget;
+    } levels[] = {{"none", false, 0},
+                  {"minimal", false, 0},
+                  {"low", true, 1024},
+                  {"medium", true, 8192},
+                  {"high", true, 32768}};
+    for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
+        if (strcmp(effort, levels[i].name) != 0)
+            continue;
+        if (!r->thinking.has_enable_thinking) {
+            r->thinking.has_enable_thinking = 1;
+            r->thinking.enable_thinking = levels[i].think;
+        }
+        if (levels[i].budget && !r->thinking.has_max_thinking_tokens) {
+            r->thinking.has_max_thinking_tokens = 1;
+            r->thinking.max_thinking_tokens = levels[i].budget;
+        }
+        r->gen.thinking = &r->thinking;
+        return TW_OK;
+    }
+    return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "reasoning_effort", "invalid_value",
+                          "Invalid value for 'reasoning_effort': expected 'none', 'minimal', "
+                          "'low', 'medium' or 'high'.");
+}
+
 static tw_status check_root(const json_t *root, tw_bridge_apierr *ae)
 {
     if (!json_is_object(root))
@@ -455,13 +494,14 @@ tw_status tw_bridge_map_chat_request(json_t *root, tw_bridge_gen_request *out,
     tw_status st;
     if ((st = check_root(root, ae)) != TW_OK)
         return st;
-    if ((st = tw_bridge_map_messages(json_object_get(root, "messages"), &out->arena,
-                                     &out->chat, ae)) != TW_OK ||
-        (st = tw_bridge_map_tools(root, &out->arena, &out->chat, &out->parse_tool_calls,
-                                  ae)) != TW_OK ||
+    if ((st = tw_bridge_map_messages(json_object_get(root, "messages"), &out->arena, &out->chat,
+                                     ae)) != TW_OK ||
+        (st = tw_bridge_map_tools(root, &out->arena, &out->chat, &out->parse_tool_calls, ae)) !=
+            TW_OK ||
         (st = map_common(root, out, ae)) != TW_OK ||
         (st = map_chat_logprobs(root, out, ae)) != TW_OK ||
         (st = map_thinking_kwargs(root, out, ae)) != TW_OK ||
+        (st = map_reasoning_effort(root, out, ae)) != TW_OK ||
         (st = map_response_format(root, ae)) != TW_OK)
         return st;
     out->gen.prompt_case = TOKENWIRE__V1__GENERATE_REQUEST__PROMPT_CHAT;

@@ -253,8 +253,7 @@ static void test_chat_hostile_fields_name_the_field(void **state)
         {"{" MSG ",\"model\":[]}", "model"},
         {"{" MSG ",\"tools\":{}}", "tools"},
         {"{" MSG ",\"tools\":[{\"type\":\"retrieval\"}]}", "tools[0].type"},
-        {"{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{}}]}",
-         "tools[0].function.name"},
+        {"{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{}}]}", "tools[0].function.name"},
         {"{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"bad name\"}}]}",
          "tools[0].function.name"},
         {"{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
@@ -275,12 +274,50 @@ static void test_chat_hostile_fields_name_the_field(void **state)
         {"{" MSG ",\"chat_template_kwargs\":{\"enable_thinking\":\"no\"}}",
          "chat_template_kwargs.enable_thinking"},
         {"{" MSG ",\"max_thinking_tokens\":-1}", "max_thinking_tokens"},
+        {"{" MSG ",\"reasoning_effort\":\"extreme\"}", "reasoning_effort"},
+        {"{" MSG ",\"reasoning_effort\":3}", "reasoning_effort"},
         {"{" MSG ",\"top_k\":-2}", "top_k"},
         {"{" MSG ",\"min_p\":2}", "min_p"},
         {"{" MSG ",\"repetition_penalty\":0}", "repetition_penalty"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         expect_chat_400(cases[i].body, cases[i].param);
+}
+
+/* reasoning_effort turns thinking on with a budget, or off; what the caller
+ * set itself wins. */
+static void test_reasoning_effort(void **state)
+{
+    (void)state;
+    const struct {
+        const char *extra;
+        bool think;
+        uint32_t budget; /* 0: left unset */
+    } cases[] = {
+        {",\"reasoning_effort\":\"low\"", true, 1024},
+        {",\"reasoning_effort\":\"medium\"", true, 8192},
+        {",\"reasoning_effort\":\"high\"", true, 32768},
+        {",\"reasoning_effort\":\"minimal\"", false, 0},
+        {",\"reasoning_effort\":\"none\"", false, 0},
+        {",\"reasoning_effort\":\"low\",\"max_thinking_tokens\":77", true, 77},
+        {",\"reasoning_effort\":\"high\",\"chat_template_kwargs\":{\"enable_thinking\":false}",
+         false, 32768},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[256];
+        snprintf(body, sizeof body, "{" MSG "%s}", cases[i].extra);
+        tw_bridge_gen_request g;
+        tw_bridge_apierr ae;
+        assert_int_equal(map_chat(body, &g, &ae), TW_OK);
+        const Tokenwire__V1__ThinkingOptions *t = g.gen.thinking;
+        assert_non_null(t);
+        assert_true(t->has_enable_thinking);
+        assert_int_equal(t->enable_thinking, cases[i].think);
+        assert_int_equal(t->has_max_thinking_tokens, cases[i].budget != 0);
+        if (cases[i].budget)
+            assert_int_equal(t->max_thinking_tokens, cases[i].budget);
+        tw_bridge_gen_request_fini(&g);
+    }
 }
 
 static void test_response_format_message_says_not_supported(void **state)
@@ -454,6 +491,7 @@ int main(void)
         cmocka_unit_test(test_chat_full_mapping),
         cmocka_unit_test(test_chat_defaults_leave_fields_unset),
         cmocka_unit_test(test_chat_hostile_fields_name_the_field),
+        cmocka_unit_test(test_reasoning_effort),
         cmocka_unit_test(test_response_format_message_says_not_supported),
         cmocka_unit_test(test_completion_prompts),
         cmocka_unit_test(test_completion_hostile),
