@@ -1,6 +1,8 @@
 /* POST /v1/chat/completions and /v1/completions. */
 #include <openssl/rand.h>
 #include <openssl/sha.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,37 +68,161 @@ static void default_model_name(tw_bridge *b, char *buf, size_t cap)
     tw_wire_free_reply(rep);
 }
 
-static void generate_once(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_resp_meta *meta,
-                          tw_bridge_http_resp *resp)
+/* One Generate (gen, a form of g's) answered whole, as OpenAI JSON. */
+static tw_status reply_json(tw_bridge *b, const tw_bridge_gen_request *g,
+                            Tokenwire__V1__GenerateRequest *gen, tw_bridge_resp_meta meta,
+                            json_t **out, tw_bridge_apierr *ae)
 {
+    *out = NULL;
     Tokenwire__V1__Request req = TOKENWIRE__V1__REQUEST__INIT;
     req.method_case = TOKENWIRE__V1__REQUEST__METHOD_GENERATE;
-    req.generate = &g->gen;
+    req.generate = gen;
     Tokenwire__V1__Reply *rep = NULL;
-    tw_bridge_apierr ae;
-    if (tw_bridge_engine_call(b->engine, &req, false, &rep, &ae) != TW_OK) {
-        tw_bridge_resp_error(resp, &ae);
-        return;
-    }
+    tw_status st = tw_bridge_engine_call(b->engine, &req, false, &rep, ae);
+    if (st != TW_OK)
+        return st;
     if (rep->result_case != TOKENWIRE__V1__REPLY__RESULT_GENERATE) {
         tw_wire_free_reply(rep);
-        tw_bridge_fail(&ae, TW_INTERNAL, NULL, NULL, "The engine answered Generate with "
-                                                     "another result.");
-        tw_bridge_resp_error(resp, &ae);
-        return;
+        return tw_bridge_fail(ae, TW_INTERNAL, NULL, NULL,
+                              "The engine answered Generate with another result.");
     }
     const Tokenwire__V1__GenerateReply *gr = rep->generate;
     if (gr->model && gr->model[0])
-        meta->model = gr->model;
-    json_t *out = NULL;
-    tw_status st = g->kind == TW_BRIDGE_API_CHAT
-                       ? tw_bridge_chat_completion_json(meta, g, gr, &out, &ae)
-                       : tw_bridge_text_completion_json(meta, g, gr, &out, &ae);
-    if (st == TW_OK)
+        meta.model = gr->model;
+    st = g->kind == TW_BRIDGE_API_CHAT ? tw_bridge_chat_completion_json(&meta, g, gr, out, ae)
+                                       : tw_bridge_text_completion_json(&meta, g, gr, out, ae);
+    tw_wire_free_reply(rep);
+    return st;
+}
+
+/* ------------------------------------------------- several prompts at once */
+
+/* Prompts answered at once, so the engine batches their decode steps; few
+ * enough that one request cannot take every generation the engine allows. */
+#define BATCH_IN_FLIGHT 4
+
+typedef struct batch_job {
+    tw_bridge *b;
+    const tw_bridge_gen_request *g;
+    tw_bridge_resp_meta meta;
+    atomic_size_t next;
+    json_t **out;
+    tw_bridge_apierr *ae;
+    tw_status *st;
+} batch_job;
+
+static void *batch_worker(void *arg)
+{
+    batch_job *j = arg;
+    for (size_t i; (i = atomic_fetch_add(&j->next, 1)) < j->g->n_prompts;) {
+        Tokenwire__V1__GenerateRequest gen = j->g->gen;
+        Tokenwire__V1__TokenIds ids;
+        tw_bridge_gen_request_prompt(j->g, i, &gen, &ids);
+        j->st[i] = reply_json(j->b, j->g, &gen, j->meta, &j->out[i], &j->ae[i]);
+    }
+    return NULL;
+}
+
+/* Adds the integers of usage object from into to, nested objects alike. */
+static void add_usage(json_t *to, const json_t *from)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)from, key, v)
+    {
+        json_t *t = json_object_get(to, key);
+        if (json_is_integer(v) && json_is_integer(t))
+            json_integer_set(t, json_integer_value(t) + json_integer_value(v));
+        else if (json_is_object(v) && json_is_object(t))
+            add_usage(t, v);
+    }
+}
+
+/* One response of every prompt's choices, prompt i's choice c at index
+ * i * n + c as OpenAI numbers them, and the usage summed. Takes out[]. */
+static json_t *merge_replies(json_t **out, size_t n_prompts, uint32_t n)
+{
+    json_t *all = out[0];
+    out[0] = NULL;
+    json_t *choices = json_object_get(all, "choices");
+    for (size_t i = 1; i < n_prompts; i++) {
+        size_t k;
+        json_t *c;
+        json_array_foreach(json_object_get(out[i], "choices"), k, c)
+        {
+            json_int_t idx = json_integer_value(json_object_get(c, "index"));
+            if (json_object_set_new(c, "index", json_integer((json_int_t)(i * n) + idx)) ||
+                json_array_append(choices, c)) {
+                json_decref(all);
+                return NULL;
+            }
+        }
+        add_usage(json_object_get(all, "usage"), json_object_get(out[i], "usage"));
+    }
+    return all;
+}
+
+/* /v1/completions with several prompts: each its own Generate, a few at a
+ * time; the first failure (in prompt order) answers for the whole. */
+static void generate_batch(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_resp_meta *meta,
+                           tw_bridge_http_resp *resp)
+{
+    size_t n = g->n_prompts;
+    batch_job j = {.b = b, .g = g, .meta = *meta};
+    atomic_init(&j.next, 0);
+    j.out = calloc(n, sizeof *j.out);
+    j.ae = calloc(n, sizeof *j.ae);
+    j.st = calloc(n, sizeof *j.st);
+    tw_bridge_apierr ae;
+    if (!j.out || !j.ae || !j.st) {
+        free(j.out);
+        free(j.ae);
+        free(j.st);
+        tw_bridge_fail(&ae, TW_RESOURCE_EXHAUSTED, NULL, NULL, "Out of memory.");
+        tw_bridge_resp_error(resp, &ae);
+        return;
+    }
+    pthread_t th[BATCH_IN_FLIGHT];
+    size_t started = 0;
+    while (started < BATCH_IN_FLIGHT && started + 1 < n &&
+           pthread_create(&th[started], NULL, batch_worker, &j) == 0)
+        started++;
+    batch_worker(&j); /* this thread takes prompts too */
+    for (size_t i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    size_t bad = n;
+    for (size_t i = 0; i < n && bad == n; i++)
+        if (j.st[i] != TW_OK)
+            bad = i;
+    json_t *all = bad == n ? merge_replies(j.out, n, g->gen.has_n ? g->gen.n : 1) : NULL;
+    if (all) {
+        tw_bridge_resp_json(resp, 200, all);
+    } else if (bad < n) {
+        tw_bridge_resp_error(resp, &j.ae[bad]);
+    } else {
+        tw_bridge_fail(&ae, TW_RESOURCE_EXHAUSTED, NULL, NULL, "Out of memory.");
+        tw_bridge_resp_error(resp, &ae);
+    }
+    for (size_t i = 0; i < n; i++)
+        json_decref(j.out[i]);
+    free(j.out);
+    free(j.ae);
+    free(j.st);
+}
+
+static void generate_once(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_resp_meta *meta,
+                          tw_bridge_http_resp *resp)
+{
+    if (g->n_prompts > 1) {
+        generate_batch(b, g, meta, resp);
+        return;
+    }
+    json_t *out;
+    tw_bridge_apierr ae;
+    if (reply_json(b, g, &g->gen, *meta, &out, &ae) == TW_OK)
         tw_bridge_resp_json(resp, 200, out);
     else
         tw_bridge_resp_error(resp, &ae);
-    tw_wire_free_reply(rep);
 }
 
 /* The state of one streamed answer: the sink, whether the event-stream

@@ -535,25 +535,56 @@ static tw_status map_prompt_value(const json_t *p, const char *path, tw_bridge_g
     return TW_OK;
 }
 
-/* The completions prompt: "text", [ids...], or either wrapped in a
- * one-element array (OpenAI's batch form with a batch of one). */
+/* The completions prompt: "text", [ids...], or an array of either
+ * (OpenAI's batch form). Every prompt is checked here; gen takes the first. */
 static tw_status map_prompt(const json_t *root, tw_bridge_gen_request *r, tw_bridge_apierr *ae)
 {
     const json_t *p = json_object_get(root, "prompt");
     if (!p || json_is_null(p))
         return missing(ae, "prompt");
-    if (json_is_array(p) && json_array_size(p) > 0) {
-        const json_t *first = json_array_get(p, 0);
-        if (json_is_string(first) || json_is_array(first)) {
-            if (json_array_size(p) > 1)
-                return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "prompt", "unsupported_value",
-                                      "Invalid value for 'prompt': several prompts in one "
-                                      "request are not supported by this server; send one "
-                                      "request per prompt.");
-            return map_prompt_value(first, "prompt[0]", r, ae);
-        }
+    r->n_prompts = 1;
+    if (!json_is_array(p) || json_array_size(p) == 0)
+        return map_prompt_value(p, "prompt", r, ae);
+    const json_t *first = json_array_get(p, 0);
+    if (!json_is_string(first) && !json_is_array(first))
+        return map_prompt_value(p, "prompt", r, ae);
+    size_t n = json_array_size(p);
+    if (n > TW_BRIDGE_MAX_PROMPTS)
+        return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "prompt", "array_above_max_length",
+                              "Invalid 'prompt': at most %d prompts in one request, but got %zu.",
+                              TW_BRIDGE_MAX_PROMPTS, n);
+    r->prompt_texts = tw_bridge_arena_array(&r->arena, n, sizeof *r->prompt_texts);
+    r->prompt_ids = tw_bridge_arena_array(&r->arena, n, sizeof *r->prompt_ids);
+    if (!r->prompt_texts || !r->prompt_ids)
+        return no_memory(ae);
+    for (size_t i = 0; i < n; i++) {
+        char path[32];
+        snprintf(path, sizeof path, "prompt[%zu]", i);
+        tw_status st = map_prompt_value(json_array_get(p, i), path, r, ae);
+        if (st != TW_OK)
+            return st;
+        bool text = r->gen.prompt_case == TOKENWIRE__V1__GENERATE_REQUEST__PROMPT_TEXT;
+        r->prompt_texts[i] = text ? r->gen.text : NULL;
+        r->prompt_ids[i] = r->token_ids;
     }
-    return map_prompt_value(p, "prompt", r, ae);
+    r->n_prompts = n;
+    tw_bridge_gen_request_prompt(r, 0, &r->gen, &r->token_ids);
+    return TW_OK;
+}
+
+void tw_bridge_gen_request_prompt(const tw_bridge_gen_request *r, size_t i,
+                                  Tokenwire__V1__GenerateRequest *gen, Tokenwire__V1__TokenIds *ids)
+{
+    if (!r->prompt_texts)
+        return; /* one prompt: gen has it */
+    if (r->prompt_texts[i]) {
+        gen->prompt_case = TOKENWIRE__V1__GENERATE_REQUEST__PROMPT_TEXT;
+        gen->text = (char *)r->prompt_texts[i];
+    } else {
+        *ids = r->prompt_ids[i];
+        gen->prompt_case = TOKENWIRE__V1__GENERATE_REQUEST__PROMPT_TOKEN_IDS;
+        gen->token_ids = ids;
+    }
 }
 
 /* The legacy completions options this server cannot honour are refused
@@ -579,6 +610,16 @@ static tw_status map_completion_extras(const json_t *root, tw_bridge_gen_request
     uint32_t n = r->gen.has_n ? r->gen.n : 1;
     if (got > 0 && (uint32_t)v != n)
         return unsupported(ae, "best_of", "different from 'n'");
+    if (r->n_prompts > 1 && r->stream)
+        return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "prompt", "unsupported_value",
+                              "Invalid value for 'prompt': several prompts on a stream are not "
+                              "supported by this server; send them without 'stream' or one "
+                              "request per prompt.");
+    if (r->n_prompts * n > TW_BRIDGE_MAX_N)
+        return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "n", "invalid_value",
+                              "Invalid value for 'n': %zu prompts with %u choices each make more "
+                              "than %d choices.",
+                              r->n_prompts, n, TW_BRIDGE_MAX_N);
     /* Legacy logprobs is an integer: how many alternatives per position. */
     got = tw_bridge_get_int(root, "logprobs", NULL, 0, TW_BRIDGE_MAX_LEGACY_LOGPROBS, &v, ae);
     if (got < 0)

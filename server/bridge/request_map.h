@@ -25,6 +25,8 @@
 #define TW_BRIDGE_MAX_LEGACY_LOGPROBS 5
 #define TW_BRIDGE_MAX_PROMPT_TOKENS (1u << 20)
 #define TW_BRIDGE_MAX_MODEL_NAME 256
+/* Most prompts in one /v1/completions request (OpenAI's batch form). */
+#define TW_BRIDGE_MAX_PROMPTS 64
 /* OpenAI's default max_tokens for /v1/completions. */
 #define TW_BRIDGE_COMPLETIONS_DEFAULT_MAX_TOKENS 16
 
@@ -54,6 +56,12 @@ typedef struct tw_bridge_gen_request {
     bool return_token_ids;  /* extension: add the generated ids to each choice */
     bool echo;              /* completions: the prompt's text before each choice's */
 
+    /* completions with several prompts: each one's text or ids (gen holds
+     * the first); n_prompts is 1 for a single prompt */
+    size_t n_prompts;
+    const char **prompt_texts; /* NULL entry: that prompt is ids */
+    Tokenwire__V1__TokenIds *prompt_ids;
+
     json_t *root; /* the request body; strings of gen point into it */
     tw_bridge_arena arena;
 } tw_bridge_gen_request;
@@ -65,10 +73,16 @@ tw_status tw_bridge_map_chat_request(json_t *root, tw_bridge_gen_request *out,
                                      tw_bridge_apierr *ae);
 
 /* As tw_bridge_map_chat_request for a /v1/completions body. The prompt is a
- * string, an array of token ids, or a one-element array of either (several
- * prompts in one request are refused). */
+ * string, an array of token ids, or an array of up to TW_BRIDGE_MAX_PROMPTS
+ * of either (not on a stream), each answered with n choices. */
 tw_status tw_bridge_map_completion_request(json_t *root, tw_bridge_gen_request *out,
                                            tw_bridge_apierr *ae);
+
+/* Points gen (a copy of r->gen) at prompt i of a completions request and
+ * ids at its token ids. */
+void tw_bridge_gen_request_prompt(const tw_bridge_gen_request *r, size_t i,
+                                  Tokenwire__V1__GenerateRequest *gen,
+                                  Tokenwire__V1__TokenIds *ids);
 
 /* Releases what a map function allocated; safe on a zeroed struct and twice. */
 void tw_bridge_gen_request_fini(tw_bridge_gen_request *r);

@@ -250,6 +250,56 @@ static void check_streamed_echo(twb_service *s)
     twb_expect_error(&r, 400, "unsupported_parameter");
 }
 
+/* Several prompts in one /v1/completions request: prompt i's choice c at
+ * index i * n + c, each the answer the prompt gets alone (greedy), and the
+ * usage the sum of theirs. */
+static void check_batch_prompts(twb_service *s)
+{
+    const char *prompts[] = {"\"def add(\"", "[1, 2, 3]", "\"class A\""};
+    twb_result r = twb_http(s, "POST", "/v1/completions",
+                            "{\"prompt\":[\"def add(\",[1,2,3],\"class A\"],\"max_tokens\":4,"
+                            "\"temperature\":0,\"n\":2,\"logprobs\":1,\"echo\":true}",
+                            SIZE_MAX);
+    json_t *batch = ok_json(&r, "several prompts");
+    json_t *choices = json_object_get(batch, "choices");
+    assert_int_equal(json_array_size(choices), 6);
+    json_int_t prompt_sum = 0, completion_sum = 0;
+    for (size_t i = 0; i < 3; i++) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{\"prompt\":%s,\"max_tokens\":4,\"temperature\":0,\"logprobs\":1,"
+                 "\"echo\":true}",
+                 prompts[i]);
+        r = twb_http(s, "POST", "/v1/completions", body, SIZE_MAX);
+        json_t *alone = ok_json(&r, body);
+        json_t *want = json_array_get(json_object_get(alone, "choices"), 0);
+        for (size_t c = 0; c < 2; c++) {
+            json_t *got = json_array_get(choices, i * 2 + c);
+            assert_int_equal(json_integer_value(json_object_get(got, "index")), i * 2 + c);
+            assert_string_equal(json_string_value(json_object_get(got, "text")),
+                                json_string_value(json_object_get(want, "text")));
+            assert_true(
+                json_equal(json_object_get(got, "logprobs"), json_object_get(want, "logprobs")));
+        }
+        json_t *u = json_object_get(alone, "usage");
+        prompt_sum += json_integer_value(json_object_get(u, "prompt_tokens"));
+        completion_sum += 2 * json_integer_value(json_object_get(u, "completion_tokens"));
+        json_decref(alone);
+    }
+    json_t *u = json_object_get(batch, "usage");
+    assert_int_equal(json_integer_value(json_object_get(u, "prompt_tokens")), prompt_sum);
+    assert_int_equal(json_integer_value(json_object_get(u, "completion_tokens")), completion_sum);
+    assert_int_equal(json_integer_value(json_object_get(u, "total_tokens")),
+                     prompt_sum + completion_sum);
+    json_decref(batch);
+
+    /* one bad prompt fails the whole request, with its own reason */
+    r = twb_http(s, "POST", "/v1/completions", "{\"prompt\":[\"ok\",[99999999]],\"max_tokens\":2}",
+                 SIZE_MAX);
+    assert_non_null(strstr(r.body, "vocabulary"));
+    twb_expect_error(&r, 400, NULL);
+}
+
 static void test_every_endpoint(void **state)
 {
     (void)state;
@@ -323,6 +373,7 @@ static void test_every_endpoint(void **state)
     json_decref(j);
     check_echo(&s, tokens);
     check_streamed_echo(&s);
+    check_batch_prompts(&s);
     json_t *dreq = json_pack("{s:o}", "tokens", tokens);
     char *dbody = json_dumps(dreq, JSON_COMPACT);
     json_decref(dreq);

@@ -376,6 +376,29 @@ static void test_completion_prompts(void **state)
     assert_true(g.gen.logprobs->prompt_logprobs);
     assert_int_equal(g.gen.logprobs->top_logprobs, 2);
     tw_bridge_gen_request_fini(&g);
+    /* several prompts, text and ids mixed: gen takes the first, each can
+     * be put in a request of its own */
+    assert_int_equal(map_completion("{\"prompt\":[\"a\",[5,6],\"c\"],\"n\":2}", &g, &ae), TW_OK);
+    assert_int_equal(g.n_prompts, 3);
+    assert_string_equal(g.gen.text, "a");
+    Tokenwire__V1__GenerateRequest one = g.gen;
+    Tokenwire__V1__TokenIds ids;
+    tw_bridge_gen_request_prompt(&g, 1, &one, &ids);
+    assert_int_equal(one.prompt_case, TOKENWIRE__V1__GENERATE_REQUEST__PROMPT_TOKEN_IDS);
+    assert_int_equal(one.token_ids->n_ids, 2);
+    assert_int_equal(one.token_ids->ids[1], 6);
+    tw_bridge_gen_request_prompt(&g, 2, &one, &ids);
+    assert_int_equal(one.prompt_case, TOKENWIRE__V1__GENERATE_REQUEST__PROMPT_TEXT);
+    assert_string_equal(one.text, "c");
+    tw_bridge_gen_request_fini(&g);
+    char many[1024] = "{\"prompt\":[";
+    for (int i = 0; i <= TW_BRIDGE_MAX_PROMPTS; i++)
+        strcat(many, i ? ",\"p\"" : "\"p\"");
+    strcat(many, "]}");
+    assert_int_equal(map_completion(many, &g, &ae), TW_INVALID_ARGUMENT);
+    assert_string_equal(ae.param, "prompt");
+    tw_bridge_gen_request_fini(&g);
+
     /* and on a stream, of one choice with logprobs or of several without */
     assert_int_equal(map_completion("{\"prompt\":\"hello\",\"echo\":true,\"logprobs\":2,"
                                     "\"stream\":true}",
@@ -404,9 +427,11 @@ static void test_completion_hostile(void **state)
         {"{\"prompt\":[1,4294967295]}", "prompt[1]"},
         {"{\"prompt\":[1,2.5]}", "prompt[1]"},
         {"{\"prompt\":[1,\"a\"]}", "prompt[1]"},
-        {"{\"prompt\":[\"a\",\"b\"]}", "prompt"},
-        {"{\"prompt\":[[1],[2]]}", "prompt"},
+        {"{\"prompt\":[\"a\",\"b\"],\"stream\":true}", "prompt"},
+        {"{\"prompt\":[[1],[2]],\"n\":65}", "n"},
         {"{\"prompt\":[[]]}", "prompt[0]"},
+        {"{\"prompt\":[\"a\",[1,-1]]}", "prompt[1][1]"},
+        {"{\"prompt\":[\"a\",3]}", "prompt[1]"},
         {"{\"prompt\":\"x\",\"echo\":true,\"stream\":true,\"logprobs\":1,\"n\":2}", "echo"},
         {"{\"prompt\":\"x\",\"echo\":1}", "echo"},
         {"{\"prompt\":\"x\",\"suffix\":\"tail\"}", "suffix"},
