@@ -478,6 +478,24 @@ static tw_status map_reasoning_effort(const json_t *root, tw_bridge_gen_request 
                           "'low', 'medium' or 'high'.");
 }
 
+/* parallel_tool_calls: false asks for one call at most. Nothing here can
+ * stop the model writing more, so the answer keeps the first. */
+static tw_status map_parallel_calls(const json_t *root, tw_bridge_gen_request *r,
+                                    tw_bridge_apierr *ae)
+{
+    bool b = true;
+    int got = tw_bridge_get_bool(root, "parallel_tool_calls", NULL, &b, ae);
+    if (got < 0)
+        return TW_INVALID_ARGUMENT;
+    r->single_tool_call = got > 0 && !b;
+    return TW_OK;
+}
+
+size_t tw_bridge_calls_allowed(const tw_bridge_gen_request *r, size_t n)
+{
+    return r->single_tool_call && n > 1 ? 1 : n;
+}
+
 static tw_status check_root(const json_t *root, tw_bridge_apierr *ae)
 {
     if (!json_is_object(root))
@@ -502,6 +520,7 @@ tw_status tw_bridge_map_chat_request(json_t *root, tw_bridge_gen_request *out,
         (st = map_chat_logprobs(root, out, ae)) != TW_OK ||
         (st = map_thinking_kwargs(root, out, ae)) != TW_OK ||
         (st = map_reasoning_effort(root, out, ae)) != TW_OK ||
+        (st = map_parallel_calls(root, out, ae)) != TW_OK ||
         (st = map_response_format(root, ae)) != TW_OK)
         return st;
     out->gen.prompt_case = TOKENWIRE__V1__GENERATE_REQUEST__PROMPT_CHAT;

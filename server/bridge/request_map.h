@@ -53,6 +53,7 @@ typedef struct tw_bridge_gen_request {
     bool want_logprobs;     /* logprobs requested (chat: true; completions: an int) */
     unsigned top_logprobs;  /* alternatives per position */
     bool parse_tool_calls;  /* tools offered: look for calls in the output */
+    bool single_tool_call;  /* parallel_tool_calls false: the first call only */
     bool return_token_ids;  /* extension: add the generated ids to each choice */
     bool echo;              /* completions: the prompt's text before each choice's */
 
@@ -83,6 +84,10 @@ tw_status tw_bridge_map_completion_request(json_t *root, tw_bridge_gen_request *
 void tw_bridge_gen_request_prompt(const tw_bridge_gen_request *r, size_t i,
                                   Tokenwire__V1__GenerateRequest *gen,
                                   Tokenwire__V1__TokenIds *ids);
+
+/* How many of n tool calls an answer may carry: all, or the first alone
+ * when the request set parallel_tool_calls to false. */
+size_t tw_bridge_calls_allowed(const tw_bridge_gen_request *r, size_t n);
 
 /* Releases what a map function allocated; safe on a zeroed struct and twice. */
 void tw_bridge_gen_request_fini(tw_bridge_gen_request *r);

@@ -422,7 +422,8 @@ static tw_status chat_message(const tw_bridge_resp_meta *meta, const tw_bridge_g
     const char *content = c->text;
     size_t content_len = c->text ? strlen(c->text) : 0;
     if (c->n_tool_calls > 0) {
-        calls = tw_bridge_engine_tool_calls_json(c->tool_calls, c->n_tool_calls, false);
+        calls = tw_bridge_engine_tool_calls_json(
+            c->tool_calls, tw_bridge_calls_allowed(rq, c->n_tool_calls), false);
         if (!calls)
             return oom(ae);
     } else if (rq->parse_tool_calls && content_len > 0) {
@@ -435,7 +436,9 @@ static tw_status chat_message(const tw_bridge_resp_meta *meta, const tw_bridge_g
         if (tw_bridge_parse_tool_calls(content, content_len, seed, &parsed, &err) != TW_OK)
             return oom(ae);
         if (parsed.n > 0) {
-            calls = tw_bridge_tool_calls_json(&parsed, false);
+            tw_bridge_tool_calls kept = parsed;
+            kept.n = tw_bridge_calls_allowed(rq, parsed.n);
+            calls = tw_bridge_tool_calls_json(&kept, false);
             content = parsed.content;
             content_len = content ? strlen(content) : 0;
             if (!calls) {

@@ -192,10 +192,13 @@ static int finish_chat_choice(tw_bridge_shaper *sh, uint32_t idx,
     if (parsed.content)
         rc = emit_content(sh, idx, parsed.content, strlen(parsed.content), NULL, NULL);
     json_t *calls = NULL;
+    tw_bridge_tool_calls kept = parsed;
+    kept.n = tw_bridge_calls_allowed(sh->rq, parsed.n);
     if (!rc && c->n_tool_calls > 0)
-        calls = tw_bridge_engine_tool_calls_json(c->tool_calls, c->n_tool_calls, true);
+        calls = tw_bridge_engine_tool_calls_json(
+            c->tool_calls, tw_bridge_calls_allowed(sh->rq, c->n_tool_calls), true);
     else if (!rc && parsed.n > 0)
-        calls = tw_bridge_tool_calls_json(&parsed, true);
+        calls = tw_bridge_tool_calls_json(&kept, true);
     if (calls) {
         finish = "tool_calls";
         rc = emit_choice(sh, chat_choice(idx, delta_with("tool_calls", calls), NULL, NULL));

@@ -43,6 +43,21 @@ static void map_chat_body(const char *body, tw_bridge_gen_request *g)
     json_decref(root);
 }
 
+typedef struct collected {
+    char buf[8192];
+    size_t len;
+} collected;
+
+static int collect(void *user, const json_t *ev)
+{
+    collected *c = user;
+    char *s = json_dumps(ev, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+    assert_non_null(s);
+    c->len += (size_t)snprintf(c->buf + c->len, sizeof c->buf - c->len, "%s\n", s);
+    free(s);
+    return 0;
+}
+
 static void test_usage_shape(void **state)
 {
     (void)state;
@@ -159,6 +174,50 @@ static void test_chat_tool_calls_from_engine_and_from_text(void **state)
         "{\"city\":\"Oslo\"}");
     json_decref(out);
     tw_bridge_gen_request_fini(&g);
+
+    /* Two calls: both by default, the first alone with parallel_tool_calls
+     * false, parsed from text or sent by the engine, whole or streamed. */
+    const char *two = "<tool_call>{\"name\":\"a\",\"arguments\":{}}</tool_call>"
+                      "<tool_call>{\"name\":\"b\",\"arguments\":{}}</tool_call>";
+    Tokenwire__V1__ToolCall tb = tc;
+    tb.name = "b";
+    Tokenwire__V1__ToolCall *both[] = {&tc, &tb};
+    for (int parallel = 0; parallel < 2; parallel++) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"w?\"}],\"tools\":[{\"type\":"
+                 "\"function\",\"function\":{\"name\":\"a\"}}],\"parallel_tool_calls\":%s}",
+                 parallel ? "true" : "false");
+        map_chat_body(body, &g);
+        for (int from_engine = 0; from_engine < 2; from_engine++) {
+            Tokenwire__V1__Choice two_calls = TOKENWIRE__V1__CHOICE__INIT;
+            two_calls.text = from_engine ? "" : (char *)two;
+            two_calls.n_tool_calls = from_engine ? 2 : 0;
+            two_calls.tool_calls = from_engine ? both : NULL;
+            two_calls.has_finish_reason = 1;
+            two_calls.finish_reason = TOKENWIRE__V1__FINISH_REASON__FINISH_STOP;
+            cs[0] = &two_calls;
+            assert_int_equal(tw_bridge_chat_completion_json(&META, &g, &rep, &out, &ae), TW_OK);
+            ch = json_array_get(json_object_get(out, "choices"), 0);
+            json_t *calls = json_object_get(json_object_get(ch, "message"), "tool_calls");
+            assert_int_equal(json_array_size(calls), parallel ? 2 : 1);
+            json_decref(out);
+
+            collected col = {{0}, 0};
+            tw_bridge_shaper sh;
+            assert_int_equal(tw_bridge_shaper_init(&sh, &META, &g, collect, &col), TW_OK);
+            Tokenwire__V1__StreamChunk sc = TOKENWIRE__V1__STREAM_CHUNK__INIT;
+            sc.text_delta = (char *)two_calls.text;
+            sc.n_tool_calls = two_calls.n_tool_calls;
+            sc.tool_calls = two_calls.tool_calls;
+            sc.has_finish_reason = 1;
+            sc.finish_reason = TOKENWIRE__V1__FINISH_REASON__FINISH_STOP;
+            assert_int_equal(tw_bridge_shaper_chunk(&sh, &sc), 0);
+            tw_bridge_shaper_fini(&sh);
+            assert_true((strstr(col.buf, "\"name\":\"b\"") != NULL) == (parallel == 1));
+        }
+        tw_bridge_gen_request_fini(&g);
+    }
 }
 
 static void test_choice_error_fails_the_response(void **state)
@@ -334,21 +393,6 @@ static void test_text_completion_and_models(void **state)
 }
 
 /* Collects streamed events as "data: ..." lines. */
-typedef struct collected {
-    char buf[8192];
-    size_t len;
-} collected;
-
-static int collect(void *user, const json_t *ev)
-{
-    collected *c = user;
-    char *s = json_dumps(ev, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
-    assert_non_null(s);
-    c->len += (size_t)snprintf(c->buf + c->len, sizeof c->buf - c->len, "%s\n", s);
-    free(s);
-    return 0;
-}
-
 #define ENV "\"id\":\"chatcmpl-abc\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,\"model\":\"m\",\"system_fingerprint\":\"fp_1\""
 
 static void test_stream_chat_sequence(void **state)
