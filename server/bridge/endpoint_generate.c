@@ -2,12 +2,12 @@
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "batch.h"
 #include "bridge.h"
 #include "response_json.h"
 #include "stream_shape.h"
@@ -97,117 +97,58 @@ static tw_status reply_json(tw_bridge *b, const tw_bridge_gen_request *g,
 
 /* ------------------------------------------------- several prompts at once */
 
-/* Prompts answered at once, so the engine batches their decode steps; few
- * enough that one request cannot take every generation the engine allows. */
-#define BATCH_IN_FLIGHT 4
-
-typedef struct batch_job {
+typedef struct whole_batch {
     tw_bridge *b;
     const tw_bridge_gen_request *g;
     tw_bridge_resp_meta meta;
-    atomic_size_t next;
     json_t **out;
     tw_bridge_apierr *ae;
     tw_status *st;
-} batch_job;
+} whole_batch;
 
-static void *batch_worker(void *arg)
+static void whole_prompt(size_t i, void *user)
 {
-    batch_job *j = arg;
-    for (size_t i; (i = atomic_fetch_add(&j->next, 1)) < j->g->n_prompts;) {
-        Tokenwire__V1__GenerateRequest gen = j->g->gen;
-        Tokenwire__V1__TokenIds ids;
-        tw_bridge_gen_request_prompt(j->g, i, &gen, &ids);
-        j->st[i] = reply_json(j->b, j->g, &gen, j->meta, &j->out[i], &j->ae[i]);
-    }
-    return NULL;
+    whole_batch *w = user;
+    Tokenwire__V1__GenerateRequest gen = w->g->gen;
+    Tokenwire__V1__TokenIds ids;
+    tw_bridge_gen_request_prompt(w->g, i, &gen, &ids);
+    w->st[i] = reply_json(w->b, w->g, &gen, w->meta, &w->out[i], &w->ae[i]);
 }
 
-/* Adds the integers of usage object from into to, nested objects alike. */
-static void add_usage(json_t *to, const json_t *from)
-{
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)from, key, v)
-    {
-        json_t *t = json_object_get(to, key);
-        if (json_is_integer(v) && json_is_integer(t))
-            json_integer_set(t, json_integer_value(t) + json_integer_value(v));
-        else if (json_is_object(v) && json_is_object(t))
-            add_usage(t, v);
-    }
-}
-
-/* One response of every prompt's choices, prompt i's choice c at index
- * i * n + c as OpenAI numbers them, and the usage summed. Takes out[]. */
-static json_t *merge_replies(json_t **out, size_t n_prompts, uint32_t n)
-{
-    json_t *all = out[0];
-    out[0] = NULL;
-    json_t *choices = json_object_get(all, "choices");
-    for (size_t i = 1; i < n_prompts; i++) {
-        size_t k;
-        json_t *c;
-        json_array_foreach(json_object_get(out[i], "choices"), k, c)
-        {
-            json_int_t idx = json_integer_value(json_object_get(c, "index"));
-            if (json_object_set_new(c, "index", json_integer((json_int_t)(i * n) + idx)) ||
-                json_array_append(choices, c)) {
-                json_decref(all);
-                return NULL;
-            }
-        }
-        add_usage(json_object_get(all, "usage"), json_object_get(out[i], "usage"));
-    }
-    return all;
-}
-
-/* /v1/completions with several prompts: each its own Generate, a few at a
- * time; the first failure (in prompt order) answers for the whole. */
+/* /v1/completions with several prompts answered whole: each its own
+ * Generate; the first failure (in prompt order) answers for the whole. */
 static void generate_batch(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_resp_meta *meta,
                            tw_bridge_http_resp *resp)
 {
     size_t n = g->n_prompts;
-    batch_job j = {.b = b, .g = g, .meta = *meta};
-    atomic_init(&j.next, 0);
-    j.out = calloc(n, sizeof *j.out);
-    j.ae = calloc(n, sizeof *j.ae);
-    j.st = calloc(n, sizeof *j.st);
+    whole_batch w = {.b = b, .g = g, .meta = *meta};
+    w.out = calloc(n, sizeof *w.out);
+    w.ae = calloc(n, sizeof *w.ae);
+    w.st = calloc(n, sizeof *w.st);
     tw_bridge_apierr ae;
-    if (!j.out || !j.ae || !j.st) {
-        free(j.out);
-        free(j.ae);
-        free(j.st);
-        tw_bridge_fail(&ae, TW_RESOURCE_EXHAUSTED, NULL, NULL, "Out of memory.");
-        tw_bridge_resp_error(resp, &ae);
-        return;
-    }
-    pthread_t th[BATCH_IN_FLIGHT];
-    size_t started = 0;
-    while (started < BATCH_IN_FLIGHT && started + 1 < n &&
-           pthread_create(&th[started], NULL, batch_worker, &j) == 0)
-        started++;
-    batch_worker(&j); /* this thread takes prompts too */
-    for (size_t i = 0; i < started; i++)
-        pthread_join(th[i], NULL);
+    json_t *all = NULL;
     size_t bad = n;
-    for (size_t i = 0; i < n && bad == n; i++)
-        if (j.st[i] != TW_OK)
-            bad = i;
-    json_t *all = bad == n ? merge_replies(j.out, n, g->gen.has_n ? g->gen.n : 1) : NULL;
+    if (w.out && w.ae && w.st) {
+        tw_bridge_for_each_prompt(n, whole_prompt, &w);
+        for (size_t i = 0; i < n && bad == n; i++)
+            if (w.st[i] != TW_OK)
+                bad = i;
+        if (bad == n)
+            all = tw_bridge_merge_replies(w.out, n, g->gen.has_n ? g->gen.n : 1);
+    }
     if (all) {
         tw_bridge_resp_json(resp, 200, all);
     } else if (bad < n) {
-        tw_bridge_resp_error(resp, &j.ae[bad]);
+        tw_bridge_resp_error(resp, &w.ae[bad]);
     } else {
         tw_bridge_fail(&ae, TW_RESOURCE_EXHAUSTED, NULL, NULL, "Out of memory.");
         tw_bridge_resp_error(resp, &ae);
     }
-    for (size_t i = 0; i < n; i++)
-        json_decref(j.out[i]);
-    free(j.out);
-    free(j.ae);
-    free(j.st);
+    for (size_t i = 0; w.out && i < n; i++)
+        json_decref(w.out[i]);
+    free(w.out);
+    free(w.ae);
+    free(w.st);
 }
 
 static void generate_once(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_resp_meta *meta,
@@ -233,6 +174,10 @@ typedef struct stream_ctx {
     tw_bridge_shaper shaper;
     bool begun;
     bool gone; /* the client went away */
+    /* several prompts: their streams take turns at the shaper, and their
+     * usage is summed for the last event */
+    pthread_mutex_t mu;
+    Tokenwire__V1__Usage usage;
 } stream_ctx;
 
 static int sse_write(stream_ctx *sc, const char *data, size_t len)
@@ -284,6 +229,79 @@ static int on_chunk(void *user, const Tokenwire__V1__StreamChunk *chunk)
     return tw_bridge_shaper_chunk(&sc->shaper, chunk);
 }
 
+/* One prompt's stream among several: where its choices sit among all. */
+typedef struct prompt_stream {
+    stream_ctx *sc;
+    uint32_t offset;
+} prompt_stream;
+
+static int on_prompt_chunk(void *user, const Tokenwire__V1__StreamChunk *chunk)
+{
+    prompt_stream *p = user;
+    stream_ctx *sc = p->sc;
+    Tokenwire__V1__StreamChunk c = *chunk;
+    c.index += p->offset;
+    pthread_mutex_lock(&sc->mu);
+    if (c.usage) {
+        sc->usage.prompt_tokens += c.usage->prompt_tokens;
+        sc->usage.completion_tokens += c.usage->completion_tokens;
+        sc->usage.reasoning_tokens += c.usage->reasoning_tokens;
+        sc->usage.cached_prompt_tokens += c.usage->cached_prompt_tokens;
+        c.usage = NULL;
+    }
+    int rc = tw_bridge_shaper_chunk(&sc->shaper, &c);
+    pthread_mutex_unlock(&sc->mu);
+    return rc;
+}
+
+typedef struct stream_batch {
+    tw_bridge *b;
+    const tw_bridge_gen_request *g;
+    stream_ctx *sc;
+    tw_bridge_apierr *ae;
+    tw_status *st;
+} stream_batch;
+
+static void stream_prompt(size_t i, void *user)
+{
+    stream_batch *s = user;
+    Tokenwire__V1__GenerateRequest gen = s->g->gen;
+    Tokenwire__V1__TokenIds ids;
+    tw_bridge_gen_request_prompt(s->g, i, &gen, &ids);
+    prompt_stream p = {.sc = s->sc, .offset = (uint32_t)i * (gen.has_n ? gen.n : 1)};
+    s->st[i] = tw_bridge_engine_stream(s->b->engine, &gen, on_prompt_chunk, &p, &s->ae[i]);
+}
+
+/* Every prompt's stream, a few at a time, into the one answer. Returns the
+ * first failure in prompt order (ae says what) or TW_OK. */
+static tw_status stream_prompts(tw_bridge *b, const tw_bridge_gen_request *g, stream_ctx *sc,
+                                tw_bridge_apierr *ae)
+{
+    size_t n = g->n_prompts;
+    stream_batch s = {.b = b, .g = g, .sc = sc};
+    s.ae = calloc(n, sizeof *s.ae);
+    s.st = calloc(n, sizeof *s.st);
+    if (!s.ae || !s.st) {
+        free(s.ae);
+        free(s.st);
+        return tw_bridge_fail(ae, TW_RESOURCE_EXHAUSTED, NULL, NULL, "Out of memory.");
+    }
+    tw_bridge_for_each_prompt(n, stream_prompt, &s);
+    tw_status st = TW_OK;
+    for (size_t i = 0; i < n && st == TW_OK; i++) {
+        st = s.st[i];
+        if (st != TW_OK)
+            *ae = s.ae[i];
+    }
+    free(s.ae);
+    free(s.st);
+    if (st == TW_OK) {
+        sc->shaper.usage = sc->usage;
+        sc->shaper.have_usage = true;
+    }
+    return st;
+}
+
 static void generate_stream(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_resp_meta *meta,
                             const tw_bridge_sink *sink, tw_bridge_http_resp *resp)
 {
@@ -293,20 +311,27 @@ static void generate_stream(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_re
         meta->model = model;
     }
     stream_ctx sc = {.b = b, .sink = sink};
+    Tokenwire__V1__Usage zero = TOKENWIRE__V1__USAGE__INIT;
+    sc.usage = zero;
+    pthread_mutex_init(&sc.mu, NULL);
     tw_bridge_apierr ae;
     if (tw_bridge_shaper_init(&sc.shaper, meta, g, on_event, &sc) != TW_OK) {
+        pthread_mutex_destroy(&sc.mu);
         tw_bridge_fail(&ae, TW_RESOURCE_EXHAUSTED, NULL, NULL, "Out of memory.");
         tw_bridge_resp_error(resp, &ae);
         return;
     }
     g->gen.has_stream = 1;
     g->gen.stream = 1;
-    tw_status st = tw_bridge_engine_stream(b->engine, &g->gen, on_chunk, &sc, &ae);
+    tw_status st = g->n_prompts > 1
+                       ? stream_prompts(b, g, &sc, &ae)
+                       : tw_bridge_engine_stream(b->engine, &g->gen, on_chunk, &sc, &ae);
     if (!sc.begun && !sc.gone && st != TW_OK && st != TW_CANCELLED) {
         /* Nothing was sent yet: answer with a plain HTTP error, as OpenAI
          * does for a stream request it refuses. */
         tw_bridge_resp_error(resp, &ae);
         tw_bridge_shaper_fini(&sc.shaper);
+        pthread_mutex_destroy(&sc.mu);
         return;
     }
     if (st != TW_OK && st != TW_CANCELLED && !sc.shaper.stopped)
@@ -320,6 +345,7 @@ static void generate_stream(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_re
     if (sc.begun)
         atomic_fetch_sub(&b->metrics.streams_active, 1);
     tw_bridge_shaper_fini(&sc.shaper);
+    pthread_mutex_destroy(&sc.mu);
     resp->status = 200;
     resp->streamed = true;
 }

@@ -629,11 +629,6 @@ static tw_status map_completion_extras(const json_t *root, tw_bridge_gen_request
     uint32_t n = r->gen.has_n ? r->gen.n : 1;
     if (got > 0 && (uint32_t)v != n)
         return unsupported(ae, "best_of", "different from 'n'");
-    if (r->n_prompts > 1 && r->stream)
-        return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "prompt", "unsupported_value",
-                              "Invalid value for 'prompt': several prompts on a stream are not "
-                              "supported by this server; send them without 'stream' or one "
-                              "request per prompt.");
     if (r->n_prompts * n > TW_BRIDGE_MAX_N)
         return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "n", "invalid_value",
                               "Invalid value for 'n': %zu prompts with %u choices each make more "

@@ -75,7 +75,7 @@ tw_status tw_bridge_map_chat_request(json_t *root, tw_bridge_gen_request *out,
 
 /* As tw_bridge_map_chat_request for a /v1/completions body. The prompt is a
  * string, an array of token ids, or an array of up to TW_BRIDGE_MAX_PROMPTS
- * of either (not on a stream), each answered with n choices. */
+ * of either, each answered with n choices. */
 tw_status tw_bridge_map_completion_request(json_t *root, tw_bridge_gen_request *out,
                                            tw_bridge_apierr *ae);
 

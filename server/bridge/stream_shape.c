@@ -13,7 +13,8 @@ tw_status tw_bridge_shaper_init(tw_bridge_shaper *sh, const tw_bridge_resp_meta 
     sh->rq = rq;
     sh->fn = fn;
     sh->user = user;
-    sh->n_choices = rq->gen.has_n && rq->gen.n > 0 ? rq->gen.n : 1;
+    sh->n_choices =
+        (rq->gen.has_n && rq->gen.n > 0 ? rq->gen.n : 1) * (rq->n_prompts > 1 ? rq->n_prompts : 1);
     sh->choices = calloc(sh->n_choices, sizeof *sh->choices);
     if (!sh->choices)
         return TW_RESOURCE_EXHAUSTED;

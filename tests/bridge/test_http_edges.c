@@ -151,16 +151,19 @@ static void check_echo(twb_service *s, const json_t *tokens)
 /* A streamed completion's choices put together: per index the texts
  * joined and the legacy logprobs' four arrays joined, in event order. The
  * first event of each index is kept apart too. */
+#define STREAMED_MAX 8
+
 typedef struct streamed {
-    char text[2][512];
-    char first[2][512];
-    json_t *lps[2];
+    char text[STREAMED_MAX][512];
+    char first[STREAMED_MAX][512];
+    json_t *lps[STREAMED_MAX];
+    json_t *usage; /* the last event's, when include_usage */
 } streamed;
 
 static void join_stream(const char *body, streamed *out)
 {
     memset(out, 0, sizeof *out);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < STREAMED_MAX; i++)
         out->lps[i] = json_pack("{s:[],s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs",
                                 "text_offset");
     bool done = false;
@@ -175,9 +178,19 @@ static void join_stream(const char *body, streamed *out)
         json_t *ev = json_loadb(p, (size_t)(end - p), 0, NULL);
         if (!ev)
             fail_msg("bad event: %.*s", (int)(end - p), p);
+        if (json_is_object(json_object_get(ev, "usage")) &&
+            json_array_size(json_object_get(ev, "choices")) == 0) {
+            json_decref(out->usage);
+            out->usage = json_incref(json_object_get(ev, "usage"));
+        }
         json_t *ch = json_array_get(json_object_get(ev, "choices"), 0);
+        if (!ch) {
+            json_decref(ev);
+            p = end + 2;
+            continue;
+        }
         size_t idx = (size_t)json_integer_value(json_object_get(ch, "index"));
-        assert_true(idx < 2);
+        assert_true(idx < STREAMED_MAX);
         const char *t = json_string_value(json_object_get(ch, "text"));
         assert_non_null(t);
         if (!*out->text[idx] && *t)
@@ -197,8 +210,9 @@ static void join_stream(const char *body, streamed *out)
 
 static void streamed_fini(streamed *s)
 {
-    json_decref(s->lps[0]);
-    json_decref(s->lps[1]);
+    for (int i = 0; i < STREAMED_MAX; i++)
+        json_decref(s->lps[i]);
+    json_decref(s->usage);
 }
 
 /* echo on a stream: each choice's first event is the prompt (with its
@@ -291,6 +305,31 @@ static void check_batch_prompts(twb_service *s)
     assert_int_equal(json_integer_value(json_object_get(u, "completion_tokens")), completion_sum);
     assert_int_equal(json_integer_value(json_object_get(u, "total_tokens")),
                      prompt_sum + completion_sum);
+
+    json_decref(batch);
+
+    /* the same on a stream (one choice each, as echo's log-probabilities
+     * on a stream want): every index's events join into its choice */
+    const char *body = "{\"prompt\":[\"def add(\",[1,2,3],\"class A\"],\"max_tokens\":4,"
+                       "\"temperature\":0,\"logprobs\":1,\"echo\":true%s}";
+    char req[512];
+    snprintf(req, sizeof req, body, "");
+    r = twb_http(s, "POST", "/v1/completions", req, SIZE_MAX);
+    batch = ok_json(&r, "several prompts, one choice each");
+    choices = json_object_get(batch, "choices");
+    snprintf(req, sizeof req, body, ",\"stream\":true,\"stream_options\":{\"include_usage\":true}");
+    r = twb_http(s, "POST", "/v1/completions", req, SIZE_MAX);
+    assert_int_equal(r.status, 200);
+    streamed st;
+    join_stream(r.body, &st);
+    free(r.body);
+    for (size_t k = 0; k < 3; k++) {
+        json_t *want = json_array_get(choices, k);
+        assert_string_equal(st.text[k], json_string_value(json_object_get(want, "text")));
+        assert_true(json_equal(st.lps[k], json_object_get(want, "logprobs")));
+    }
+    assert_true(json_equal(st.usage, json_object_get(batch, "usage")));
+    streamed_fini(&st);
     json_decref(batch);
 
     /* one bad prompt fails the whole request, with its own reason */

@@ -1,6 +1,7 @@
 /* Shapes hostile engine answers into OpenAI responses, as the bridge does:
  * the input's first byte picks one of a few requests (chat or completions,
- * streamed or whole, with logprobs, echo, tools, several choices); the rest
+ * streamed or whole, with logprobs, echo, tools, several choices or
+ * prompts); the rest
  * is either one GenerateReply for a whole answer or a run of StreamChunks,
  * each behind a two-byte length, for a stream. Every produced event must be
  * JSON that serialises. */
@@ -26,6 +27,7 @@ static const char *const bodies[] = {
     "{\"prompt\":\"ab\",\"echo\":true,\"logprobs\":4%s}",
     "{\"prompt\":[1,2,3],\"echo\":true,\"n\":3%s}",
     "{\"prompt\":\"ab\",\"logprobs\":2,\"n\":2,\"return_token_ids\":true%s}",
+    "{\"prompt\":[\"ab\",[1,2]],\"echo\":true,\"logprobs\":1,\"n\":2%s}",
 };
 
 static int drop(void *user, const json_t *ev)

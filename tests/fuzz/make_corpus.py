@@ -84,7 +84,7 @@ def bridge_reply_seeds(out):
                 (5, pb((1, "c"), (2, "f"), (3, "{}"))))
     reply = pb((1, "m"), (3, choice), (3, pb((1, 1), (3, "x"), (6, 8))), (4, pb((1, 2))),
                (5, "ab"), (6, token_logprob(1, b"a", float("nan"))), (6, lp))
-    for i in range(5):
+    for i in range(6):
         put(d, "stream_%d" % i, bytes([i << 1 | 1]) + stream)
         put(d, "whole_%d" % i, bytes([i << 1]) + reply)
 
