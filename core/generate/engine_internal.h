@@ -98,9 +98,10 @@ typedef struct request {
     tw_thinking_opts thinking;
     tw_logprob_opts logprobs;
     /* prompt_logprobs: one per prompt token (the first has none: NaN),
-     * filled by choice 0's prefill; sent with its first chunk once ready */
+     * filled by choice 0's prefill, which the other choices' prefills wait
+     * for; sent with each choice's first chunk */
     tw_token_logprob *prompt_lps;
-    bool prompt_lps_ready, prompt_lps_sent;
+    bool prompt_lps_ready;
     tw_spec_opts speculative;
     tw_cache_mode cache_mode;
     bool cache_persist;

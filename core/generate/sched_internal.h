@@ -43,6 +43,7 @@ typedef struct slot {
 
     uint32_t n_answer, n_completion, n_reasoning;
     bool got_first;
+    bool prompt_lps_sent; /* this choice's chunks carried prompt_logprobs */
     uint64_t prefill_us, decode_us, ttft_us;
     tw_force_close forced_by;
     tw_transition_kind transition;

@@ -282,6 +282,15 @@ static bool older(const slot *a, const slot *b)
     return a->r->id < b->r->id || (a->r->id == b->r->id && a->index < b->index);
 }
 
+/* Whether sl may read its prompt now: with prompt log-probabilities, the
+ * other choices wait for choice 0 to have them (it reads the prompt for
+ * them), so that each choice's first chunk can carry them. */
+static bool may_prefill(const slot *sl)
+{
+    const request *r = sl->r;
+    return sl->index == 0 || !r->prompt_lps || r->prompt_lps_ready || r->failed;
+}
+
 /* The oldest slot still reading its prompt that is younger than `after`
  * (any, when after is NULL). */
 static slot *next_prefilling(sched *s, const slot *after)
@@ -289,7 +298,8 @@ static slot *next_prefilling(sched *s, const slot *after)
     slot *sl = NULL;
     for (uint32_t i = 0; i < s->n_slots; i++) {
         slot *c = &s->slots[i];
-        if (c->state == SLOT_PREFILL && (!after || older(after, c)) && (!sl || older(c, sl)))
+        if (c->state == SLOT_PREFILL && may_prefill(c) && (!after || older(after, c)) &&
+            (!sl || older(c, sl)))
             sl = c;
     }
     return sl;

@@ -121,6 +121,7 @@ static tw_status slot_setup(tw_engine *e, slot *sl, request *r, uint32_t index, 
     sl->n_forced = sl->forced_pos = 0;
     sl->n_answer = sl->n_completion = sl->n_reasoning = 0;
     sl->got_first = false;
+    sl->prompt_lps_sent = false;
     sl->prefill_us = sl->decode_us = sl->ttft_us = 0;
     sl->forced_by = TW_FORCE_NONE;
     sl->transition = TW_TRANSITION_PLAIN;
@@ -267,10 +268,12 @@ void sched_emit(tw_engine *e, slot *sl)
     c.token_ids = sl->ids;
     c.n_token_ids = sl->n_ids;
     c.logprobs = (r->logprobs.enabled || r->logprobs.top_logprobs) && sl->n_ids ? sl->lps : NULL;
-    if (sl->index == 0 && r->prompt_lps_ready && !r->prompt_lps_sent) {
+    /* every choice's first chunk: a caller that shapes each choice on its
+     * own (echo on a stream) finds them there */
+    if (r->prompt_lps_ready && !sl->prompt_lps_sent) {
         c.prompt_logprobs = r->prompt_lps;
         c.n_prompt_logprobs = r->n_prompt;
-        r->prompt_lps_sent = true;
+        sl->prompt_lps_sent = true;
     }
     c.text_delta = sl->text.len ? sl->text.p : "";
     c.text_len = sl->text.len;

@@ -647,11 +647,8 @@ static tw_status map_completion_extras(const json_t *root, tw_bridge_gen_request
         r->logprobs.top_logprobs = (uint32_t)v;
         r->gen.logprobs = &r->logprobs;
     }
-    /* The prompt's text comes back with a whole answer and on each streamed
-     * choice's first chunk; its log-probabilities come once, with choice
-     * 0's first chunk, which other choices of a stream may run ahead of. */
-    if (echo && r->stream && r->want_logprobs && n > 1)
-        return unsupported(ae, "echo", "with 'logprobs' on a stream of more than one choice");
+    /* The prompt's text (and its log-probabilities) come back with a whole
+     * answer and on each streamed choice's first chunk. */
     if (echo) {
         r->echo = true;
         r->gen.has_echo_prompt = 1;

@@ -192,7 +192,8 @@ static void accumulate(twd_gen *g, const tw_gen_chunk *c)
     if (c->logprobs && c->n_token_ids &&
         !twd_kept_logprobs_add(&a->lps, c->logprobs, c->n_token_ids))
         g->out_of_memory = true;
-    if (c->prompt_logprobs && c->n_prompt_logprobs &&
+    /* every choice brings them; the reply holds them once */
+    if (c->prompt_logprobs && c->n_prompt_logprobs && g->prompt.n == 0 &&
         !twd_kept_logprobs_add(&g->prompt, c->prompt_logprobs, c->n_prompt_logprobs))
         g->out_of_memory = true;
     if ((c->text_len && !buf_set(&a->text, c->text_delta, c->text_len, true)) ||

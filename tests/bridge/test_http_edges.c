@@ -257,11 +257,24 @@ static void check_streamed_echo(twb_service *s)
     streamed_fini(&st);
     json_decref(whole);
 
-    /* the prompt's log-probabilities come once, so more choices than one
-     * cannot each have them on a stream */
-    snprintf(req, sizeof req, body, ",\"stream\":true,\"n\":2");
+    /* two choices with log-probabilities: each choice's first event has the
+     * prompt's, and each joins into the whole answer's choice */
+    snprintf(req, sizeof req, body, ",\"n\":2");
     r = twb_http(s, "POST", "/v1/completions", req, SIZE_MAX);
-    twb_expect_error(&r, 400, "unsupported_parameter");
+    whole = ok_json(&r, "echo with logprobs, two choices");
+    snprintf(req, sizeof req, body, ",\"n\":2,\"stream\":true");
+    r = twb_http(s, "POST", "/v1/completions", req, SIZE_MAX);
+    assert_int_equal(r.status, 200);
+    join_stream(r.body, &st);
+    free(r.body);
+    for (int i = 0; i < 2; i++) {
+        json_t *c = json_array_get(json_object_get(whole, "choices"), (size_t)i);
+        assert_string_equal(st.first[i], "def f():");
+        assert_string_equal(st.text[i], json_string_value(json_object_get(c, "text")));
+        assert_true(json_equal(st.lps[i], json_object_get(c, "logprobs")));
+    }
+    streamed_fini(&st);
+    json_decref(whole);
 }
 
 /* Several prompts in one /v1/completions request: prompt i's choice c at
@@ -308,8 +321,7 @@ static void check_batch_prompts(twb_service *s)
 
     json_decref(batch);
 
-    /* the same on a stream (one choice each, as echo's log-probabilities
-     * on a stream want): every index's events join into its choice */
+    /* the same on a stream: every index's events join into its choice */
     const char *body = "{\"prompt\":[\"def add(\",[1,2,3],\"class A\"],\"max_tokens\":4,"
                        "\"temperature\":0,\"logprobs\":1,\"echo\":true%s}";
     char req[512];

@@ -435,7 +435,6 @@ static void test_completion_hostile(void **state)
         {"{\"prompt\":[[]]}", "prompt[0]"},
         {"{\"prompt\":[\"a\",[1,-1]]}", "prompt[1][1]"},
         {"{\"prompt\":[\"a\",3]}", "prompt[1]"},
-        {"{\"prompt\":\"x\",\"echo\":true,\"stream\":true,\"logprobs\":1,\"n\":2}", "echo"},
         {"{\"prompt\":\"x\",\"echo\":1}", "echo"},
         {"{\"prompt\":\"x\",\"suffix\":\"tail\"}", "suffix"},
         {"{\"prompt\":\"x\",\"best_of\":3}", "best_of"},

@@ -335,8 +335,8 @@ typedef struct tw_gen_chunk {
                                       (reasoning and forced tokens included, stop tokens not) */
     size_t n_token_ids;
     const tw_token_logprob *logprobs; /* parallel to token_ids when requested, else NULL */
-    /* prompt_logprobs: on the first chunk of choice 0, one per prompt token;
-     * the first token has no log-probability (NaN, no alternatives) */
+    /* prompt_logprobs: on the first chunk of each choice, one per prompt
+     * token; the first token has no log-probability (NaN, no alternatives) */
     const tw_token_logprob *prompt_logprobs;
     size_t n_prompt_logprobs;
     const char *text_delta;        /* answer text, whole UTF-8 only; never retracted */

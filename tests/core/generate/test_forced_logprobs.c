@@ -191,6 +191,95 @@ static void test_forced_tokens_have_logprobs(void **state)
     tw_engine_destroy(e);
 }
 
+/* What each choice's chunks said of the prompt. */
+typedef struct per_choice {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t chunks[3];      /* chunks seen, by choice */
+    size_t with_prompt[3]; /* of them, carrying prompt log-probabilities */
+    size_t first_with[3];  /* the chunk number that first carried them (1: the first) */
+    float prompt_lp[3][64];
+    size_t n_prompt[3];
+    bool final;
+    tw_status error;
+} per_choice;
+
+static void on_choice_chunk(void *user, const tw_gen_chunk *ch)
+{
+    per_choice *p = user;
+    pthread_mutex_lock(&p->mu);
+    if (ch->index < 3) {
+        size_t k = ch->index;
+        p->chunks[k]++;
+        if (ch->prompt_logprobs) {
+            if (!p->with_prompt[k]++)
+                p->first_with[k] = p->chunks[k];
+            p->n_prompt[k] = ch->n_prompt_logprobs < 64 ? ch->n_prompt_logprobs : 64;
+            for (size_t i = 0; i < p->n_prompt[k]; i++)
+                p->prompt_lp[k][i] = ch->prompt_logprobs[i].logprob;
+        }
+    }
+    if (ch->final) {
+        p->final = true;
+        p->error = ch->error;
+        pthread_cond_broadcast(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Prompt log-probabilities with several choices come on the first chunk of
+ * each, the same values for all: the other choices wait for choice 0 to
+ * read the prompt, even a prompt short enough to jump ahead of it. */
+static void test_prompt_logprobs_on_every_choice(void **state)
+{
+    (void)state;
+    tw_engine_opts o;
+    tw_engine_opts_init(&o);
+    o.threads = 2;
+    o.max_batch = 4;
+    o.max_n = 4;
+    o.max_context = 256;
+    tw_engine *e;
+    tw_err err;
+    assert_int_equal(tw_engine_create(&o, &e, &err), TW_OK);
+    if (tw_engine_load_model(e, g_model, NULL, NULL, NULL, &err) != TW_OK)
+        fail_msg("load %s: %s", g_model, err.msg);
+    size_t n_prompt;
+    uint32_t *prompt = tokenize(e, "def add(a, b):", &n_prompt);
+    tw_gen_request r;
+    tw_gen_request_init(&r);
+    r.prompt_ids = prompt;
+    r.n_prompt_ids = n_prompt;
+    r.n = 3;
+    r.sampling.temperature = 0.8f;
+    r.stop.max_tokens = 3;
+    r.stop.ignore_eos = true;
+    r.logprobs.enabled = true;
+    r.logprobs.prompt_logprobs = true;
+    per_choice *p = calloc(1, sizeof *p);
+    assert_non_null(p);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    tw_gen_callbacks cb = {.on_chunk = on_choice_chunk};
+    uint64_t id;
+    assert_int_equal(tw_engine_submit(e, &r, &cb, p, &id, &err), TW_OK);
+    assert_true(tw_test_wait_done(&p->mu, &p->cv, &p->final, 60));
+    assert_int_equal(p->error, TW_OK);
+    for (int k = 0; k < 3; k++) {
+        if (p->with_prompt[k] != 1 || p->first_with[k] != 1)
+            fail_msg("choice %d: prompt log-probabilities on %zu chunks, first on chunk %zu", k,
+                     p->with_prompt[k], p->first_with[k]);
+        assert_int_equal(p->n_prompt[k], n_prompt);
+        assert_memory_equal(p->prompt_lp[k] + 1, p->prompt_lp[0] + 1,
+                            (n_prompt - 1) * sizeof(float));
+    }
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p);
+    free(prompt);
+    tw_engine_destroy(e);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -200,6 +289,7 @@ int main(int argc, char **argv)
     g_model = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forced_tokens_have_logprobs),
+        cmocka_unit_test(test_prompt_logprobs_on_every_choice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
