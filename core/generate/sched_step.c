@@ -272,7 +272,9 @@ static void prefill_chunk(tw_engine *e, sched *s, slot *sl, size_t end)
     }
     sl->prefilled = end;
     engine_cache_after_chunk(sl->m->cache, &sl->cache, sl->seq, r->prompt);
-    if (last)
+    if (last && r->stop.prompt_only)
+        sched_slot_finish(sl, TW_FINISH_LENGTH);
+    else if (last)
         next_token(e, sl, sl->m->logits);
 }
 

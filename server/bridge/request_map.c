@@ -271,10 +271,15 @@ static tw_status map_common(const json_t *root, tw_bridge_gen_request *r, tw_bri
         r->stop.max_total_tokens = (uint32_t)v;
     }
     int got_total = got;
-    got = tw_bridge_get_int(root, "max_tokens", NULL, 1, UINT32_MAX, &v, ae);
+    /* completions take 0 with echo: the prompt scored, nothing generated */
+    got = tw_bridge_get_int(root, "max_tokens", NULL, r->kind == TW_BRIDGE_API_COMPLETION ? 0 : 1,
+                            UINT32_MAX, &v, ae);
     if (got < 0)
         return TW_INVALID_ARGUMENT;
-    if (got > 0) {
+    if (got > 0 && v == 0) {
+        r->stop.has_prompt_only = 1;
+        r->stop.prompt_only = 1;
+    } else if (got > 0) {
         r->stop.has_max_tokens = 1;
         r->stop.max_tokens = (uint32_t)v;
     } else if (r->kind == TW_BRIDGE_API_COMPLETION && got_total == 0) {
@@ -649,6 +654,10 @@ static tw_status map_completion_extras(const json_t *root, tw_bridge_gen_request
     }
     /* The prompt's text (and its log-probabilities) come back with a whole
      * answer and on each streamed choice's first chunk. */
+    if (r->stop.prompt_only && !echo)
+        return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "max_tokens", "invalid_value",
+                              "Invalid value for 'max_tokens': 0 needs 'echo', or there is "
+                              "nothing to answer with.");
     if (echo) {
         r->echo = true;
         r->gen.has_echo_prompt = 1;

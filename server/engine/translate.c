@@ -154,6 +154,7 @@ tw_status twd_gen_from_wire(const Tokenwire__V1__GenerateRequest *g, uint32_t ma
         r->stop.n_stop_strings = s->n_stop_strings;
         if (s->has_ignore_eos)
             r->stop.ignore_eos = s->ignore_eos;
+        r->stop.prompt_only = s->has_prompt_only && s->prompt_only;
     }
     if (g->thinking) {
         const Tokenwire__V1__ThinkingOptions *t = g->thinking;

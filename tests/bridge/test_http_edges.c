@@ -144,6 +144,28 @@ static void check_echo(twb_service *s, const json_t *tokens)
     for (size_t i = 0; i < n_answer; i++)
         assert_true(json_equal(json_array_get(values, n_prompt + i),
                                json_array_get(json_object_get(plp, "token_logprobs"), i)));
+
+    /* max_tokens 0: the prompt scored and nothing generated, its entries
+     * those the answering request gave */
+    r = twb_http(s, "POST", "/v1/completions",
+                 "{\"prompt\":\"def f():\",\"max_tokens\":0,\"logprobs\":2,\"echo\":true}",
+                 SIZE_MAX);
+    json_t *scored = ok_json(&r, "max_tokens 0");
+    json_t *sc = json_array_get(json_object_get(scored, "choices"), 0);
+    assert_string_equal(json_string_value(json_object_get(sc, "text")), "def f():");
+    assert_string_equal(json_string_value(json_object_get(sc, "finish_reason")), "length");
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(scored, "usage"), "completion_tokens")),
+        0);
+    json_t *slp = json_object_get(sc, "logprobs");
+    const char *arrays[] = {"tokens", "token_logprobs", "top_logprobs", "text_offset"};
+    for (size_t k = 0; k < 4; k++) {
+        json_t *got = json_object_get(slp, arrays[k]), *all = json_object_get(elp, arrays[k]);
+        assert_int_equal(json_array_size(got), n_prompt);
+        for (size_t i = 0; i < n_prompt; i++)
+            assert_true(json_equal(json_array_get(got, i), json_array_get(all, i)));
+    }
+    json_decref(scored);
     json_decref(plain);
     json_decref(ech);
 }

@@ -375,6 +375,15 @@ static void test_completion_prompts(void **state)
                      TW_OK);
     assert_true(g.gen.logprobs->prompt_logprobs);
     assert_int_equal(g.gen.logprobs->top_logprobs, 2);
+    assert_false(g.stop.has_prompt_only);
+    tw_bridge_gen_request_fini(&g);
+    /* max_tokens 0 with echo: the prompt scored, nothing generated */
+    assert_int_equal(
+        map_completion("{\"prompt\":\"hello\",\"echo\":true,\"logprobs\":1,\"max_tokens\":0}", &g,
+                       &ae),
+        TW_OK);
+    assert_true(g.stop.has_prompt_only && g.stop.prompt_only);
+    assert_false(g.stop.has_max_tokens);
     tw_bridge_gen_request_fini(&g);
     /* several prompts, text and ids mixed: gen takes the first, each can
      * be put in a request of its own */
@@ -441,6 +450,8 @@ static void test_completion_hostile(void **state)
         {"{\"prompt\":\"x\",\"logprobs\":6}", "logprobs"},
         {"{\"prompt\":\"x\",\"logprobs\":true}", "logprobs"},
         {"{\"prompt\":\"x\",\"n\":0}", "n"},
+        {"{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens"},
+        {"{\"prompt\":\"x\",\"max_tokens\":0,\"echo\":false}", "max_tokens"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         expect_completion_400(cases[i].body, cases[i].param);

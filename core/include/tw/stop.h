@@ -54,6 +54,9 @@ typedef struct tw_stop_params {
     const char *const *stop_strings;  /* NUL-terminated UTF-8, non-empty */
     size_t n_stop_strings;
     bool ignore_eos;                  /* do not stop at the model's EOS / end-of-turn ids */
+    /* generate nothing: the prompt is read (for its log-probabilities, or
+     * the caches) and each choice ends with TW_FINISH_LENGTH */
+    bool prompt_only;
 } tw_stop_params;
 
 void tw_stop_params_init(tw_stop_params *p);

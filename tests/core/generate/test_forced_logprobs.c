@@ -38,6 +38,7 @@ typedef struct collected {
     tw_top_logprob prompt_top[MAX_IDS][TOP];
     bool final;
     tw_force_close forced_by;
+    tw_finish_reason finish;
     tw_status error;
 } collected;
 
@@ -61,8 +62,10 @@ static void on_chunk(void *user, const tw_gen_chunk *ch)
             memcpy(c->prompt_top[i], ch->prompt_logprobs[i].top, sizeof c->prompt_top[i]);
         }
     }
-    if (ch->finish_reason != TW_FINISH_NONE)
+    if (ch->finish_reason != TW_FINISH_NONE) {
         c->forced_by = ch->forced_by;
+        c->finish = ch->finish_reason;
+    }
     if (ch->final) {
         c->final = true;
         c->error = ch->error;
@@ -280,6 +283,47 @@ static void test_prompt_logprobs_on_every_choice(void **state)
     tw_engine_destroy(e);
 }
 
+/* prompt_only: nothing generated, each choice ends with LENGTH, and the
+ * prompt's log-probabilities are those a generating request reports. */
+static void test_prompt_only(void **state)
+{
+    (void)state;
+    tw_engine_opts o;
+    tw_engine_opts_init(&o);
+    o.threads = 2;
+    o.max_context = 256;
+    tw_engine *e;
+    tw_err err;
+    assert_int_equal(tw_engine_create(&o, &e, &err), TW_OK);
+    if (tw_engine_load_model(e, g_model, NULL, NULL, NULL, &err) != TW_OK)
+        fail_msg("load %s: %s", g_model, err.msg);
+    size_t n_prompt;
+    uint32_t *prompt = tokenize(e, "import os\nprint(os.getcwd())", &n_prompt);
+    tw_gen_request r;
+    tw_gen_request_init(&r);
+    r.prompt_ids = prompt;
+    r.n_prompt_ids = n_prompt;
+    r.sampling.temperature = 0.0f;
+    r.stop.max_tokens = 2;
+    r.logprobs.enabled = true;
+    r.logprobs.prompt_logprobs = true;
+    r.cache.mode = TW_CACHE_BYPASS;
+    collected *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    assert_non_null(a);
+    assert_non_null(b);
+    run(e, &r, a);
+    r.stop.prompt_only = true;
+    run(e, &r, b);
+    assert_int_equal(b->n, 0);
+    assert_int_equal(b->finish, TW_FINISH_LENGTH);
+    assert_int_equal(b->n_prompt, n_prompt);
+    assert_memory_equal(b->prompt_lp + 1, a->prompt_lp + 1, (n_prompt - 1) * sizeof(float));
+    free(a);
+    free(b);
+    free(prompt);
+    tw_engine_destroy(e);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -290,6 +334,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forced_tokens_have_logprobs),
         cmocka_unit_test(test_prompt_logprobs_on_every_choice),
+        cmocka_unit_test(test_prompt_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
