@@ -42,6 +42,12 @@ typedef struct tw_bridge_http_req {
 typedef struct tw_bridge_sink {
     int (*begin)(void *ctx);
     int (*write)(void *ctx, const char *data, size_t len);
+    /* While a whole answer is worked on: calls gone(arg) (on another
+     * thread, at most once) if the client hangs up; unwatch stops that and
+     * returns once no call is left running. watch returns nonzero when it
+     * cannot watch. NULL where there is no connection to watch. */
+    int (*watch)(void *ctx, void (*gone)(void *arg), void *arg);
+    void (*unwatch)(void *ctx);
     void *ctx;
 } tw_bridge_sink;
 

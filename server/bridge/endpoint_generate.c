@@ -9,6 +9,7 @@
 
 #include "batch.h"
 #include "bridge.h"
+#include "hangup.h"
 #include "response_json.h"
 #include "stream_shape.h"
 
@@ -68,15 +69,18 @@ static void default_model_name(tw_bridge *b, char *buf, size_t cap)
     tw_wire_free_reply(rep);
 }
 
-/* One Generate (gen, a form of g's) answered whole, as OpenAI JSON. */
+/* One Generate (gen, a form of g's) answered whole, as OpenAI JSON; h
+ * cancels it if the client hangs up. */
 static tw_status reply_json(tw_bridge *b, const tw_bridge_gen_request *g,
-                            Tokenwire__V1__GenerateRequest *gen, tw_bridge_resp_meta meta,
-                            json_t **out, tw_bridge_apierr *ae)
+                            Tokenwire__V1__GenerateRequest *gen, tw_bridge_hangup *h,
+                            tw_bridge_resp_meta meta, json_t **out, tw_bridge_apierr *ae)
 {
     *out = NULL;
     Tokenwire__V1__Request req = TOKENWIRE__V1__REQUEST__INIT;
     req.method_case = TOKENWIRE__V1__REQUEST__METHOD_GENERATE;
     req.generate = gen;
+    if (!tw_bridge_hangup_track(h, &req))
+        return tw_bridge_fail(ae, TW_CANCELLED, NULL, NULL, "The client went away.");
     Tokenwire__V1__Reply *rep = NULL;
     tw_status st = tw_bridge_engine_call(b->engine, &req, false, &rep, ae);
     if (st != TW_OK)
@@ -100,6 +104,7 @@ static tw_status reply_json(tw_bridge *b, const tw_bridge_gen_request *g,
 typedef struct whole_batch {
     tw_bridge *b;
     const tw_bridge_gen_request *g;
+    tw_bridge_hangup *h;
     tw_bridge_resp_meta meta;
     json_t **out;
     tw_bridge_apierr *ae;
@@ -112,16 +117,16 @@ static void whole_prompt(size_t i, void *user)
     Tokenwire__V1__GenerateRequest gen = w->g->gen;
     Tokenwire__V1__TokenIds ids;
     tw_bridge_gen_request_prompt(w->g, i, &gen, &ids);
-    w->st[i] = reply_json(w->b, w->g, &gen, w->meta, &w->out[i], &w->ae[i]);
+    w->st[i] = reply_json(w->b, w->g, &gen, w->h, w->meta, &w->out[i], &w->ae[i]);
 }
 
 /* /v1/completions with several prompts answered whole: each its own
  * Generate; the first failure (in prompt order) answers for the whole. */
-static void generate_batch(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_resp_meta *meta,
-                           tw_bridge_http_resp *resp)
+static void generate_batch(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_hangup *h,
+                           tw_bridge_resp_meta *meta, tw_bridge_http_resp *resp)
 {
     size_t n = g->n_prompts;
-    whole_batch w = {.b = b, .g = g, .meta = *meta};
+    whole_batch w = {.b = b, .g = g, .h = h, .meta = *meta};
     w.out = calloc(n, sizeof *w.out);
     w.ae = calloc(n, sizeof *w.ae);
     w.st = calloc(n, sizeof *w.st);
@@ -152,18 +157,21 @@ static void generate_batch(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_res
 }
 
 static void generate_once(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_resp_meta *meta,
-                          tw_bridge_http_resp *resp)
+                          const tw_bridge_sink *sink, tw_bridge_http_resp *resp)
 {
+    tw_bridge_hangup h;
+    tw_bridge_hangup_begin(&h, b, sink);
     if (g->n_prompts > 1) {
-        generate_batch(b, g, meta, resp);
-        return;
+        generate_batch(b, g, &h, meta, resp);
+    } else {
+        json_t *out;
+        tw_bridge_apierr ae;
+        if (reply_json(b, g, &g->gen, &h, *meta, &out, &ae) == TW_OK)
+            tw_bridge_resp_json(resp, 200, out);
+        else
+            tw_bridge_resp_error(resp, &ae);
     }
-    json_t *out;
-    tw_bridge_apierr ae;
-    if (reply_json(b, g, &g->gen, *meta, &out, &ae) == TW_OK)
-        tw_bridge_resp_json(resp, 200, out);
-    else
-        tw_bridge_resp_error(resp, &ae);
+    tw_bridge_hangup_end(&h);
 }
 
 /* The state of one streamed answer: the sink, whether the event-stream
@@ -376,6 +384,6 @@ void tw_bridge_ep_generate(tw_bridge *b, tw_bridge_api_kind kind, const tw_bridg
     if (g.stream && sink)
         generate_stream(b, &g, &meta, sink, resp);
     else
-        generate_once(b, &g, &meta, resp);
+        generate_once(b, &g, &meta, sink, resp);
     tw_bridge_gen_request_fini(&g);
 }

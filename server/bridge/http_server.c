@@ -15,6 +15,11 @@ typedef struct http_job {
     nng_http_req *req;
     nng_http_conn *conn;
     nng_aio *io;      /* the worker's own reads and writes */
+    nng_aio *watch;   /* a read that ends when the client hangs up */
+    uint8_t watch_byte;
+    pthread_mutex_t watch_mu; /* guards gone, which the read's end calls */
+    void (*gone)(void *arg);
+    void *gone_arg;
     bool hijacked;    /* the connection now belongs to the job */
     bool body_unread; /* bytes of the request remain on the connection */
     tw_bridge_http *server;
@@ -93,6 +98,17 @@ static int io_write(http_job *job, const void *data, size_t len)
     return nng_aio_result(job->io) != 0;
 }
 
+/* Takes the connection from the server, which forgets the request; the
+ * answer is then written here and the connection closed after it. */
+static void hijack(http_job *job)
+{
+    if (job->hijacked)
+        return;
+    nng_http_hijack(job->conn);
+    job->hijacked = true;
+    nng_aio_finish(job->aio, 0);
+}
+
 static int sink_begin(void *ctx)
 {
     http_job *job = ctx;
@@ -105,15 +121,103 @@ static int sink_begin(void *ctx)
     /* From here on the connection and the request are ours; the server's
      * handler completes at once and forgets them. The stream ends by closing
      * the connection, which delimits the body without a Content-Length. */
-    nng_http_hijack(job->conn);
-    job->hijacked = true;
-    nng_aio_finish(job->aio, 0);
+    hijack(job);
     return io_write(job, head, sizeof head - 1);
 }
 
 static int sink_write(void *ctx, const char *data, size_t len)
 {
     return io_write(ctx, data, len);
+}
+
+/* The watch read ended: an error means the client hung up, or the
+ * connection was closed after the answer (gone is cleared by then). A byte
+ * means it sent more, which this server does not read: it is closed after
+ * the answer anyway. */
+static void watch_done(void *arg)
+{
+    http_job *job = arg;
+    pthread_mutex_lock(&job->watch_mu);
+    if (nng_aio_result(job->watch) != 0 && job->gone)
+        job->gone(job->gone_arg);
+    job->gone = NULL;
+    pthread_mutex_unlock(&job->watch_mu);
+}
+
+/* A pending read on the connection notices a hang-up. Cancelling it would
+ * close the connection, and the server would read the next request under
+ * it, so the connection is taken over: the answer goes out with
+ * "Connection: close" and the read ends when the connection does. */
+static int sink_watch(void *ctx, void (*gone)(void *arg), void *arg)
+{
+    http_job *job = ctx;
+    if (job->watch || nng_aio_alloc(&job->watch, watch_done, job) != 0)
+        return 1;
+    pthread_mutex_init(&job->watch_mu, NULL);
+    job->gone = gone;
+    job->gone_arg = arg;
+    hijack(job);
+    nng_iov iov = {.iov_buf = &job->watch_byte, .iov_len = 1};
+    nng_aio_set_iov(job->watch, 1, &iov);
+    nng_aio_set_timeout(job->watch, NNG_DURATION_INFINITE);
+    nng_http_conn_read(job->conn, job->watch);
+    return 0;
+}
+
+static void sink_unwatch(void *ctx)
+{
+    http_job *job = ctx;
+    if (!job->watch)
+        return;
+    pthread_mutex_lock(&job->watch_mu);
+    job->gone = NULL;
+    pthread_mutex_unlock(&job->watch_mu);
+}
+
+static const char *reason_phrase(int status)
+{
+    switch (status) {
+    case 200:
+        return "OK";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 404:
+        return "Not Found";
+    case 408:
+        return "Request Timeout";
+    case 429:
+        return "Too Many Requests";
+    case 499:
+        return "Client Closed Request";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    default:
+        return status >= 500 ? "Internal Server Error" : "Error";
+    }
+}
+
+/* An answer on a connection taken over by sink_watch: head and body
+ * written here; the caller closes the connection. */
+static void write_taken(http_job *job, const tw_bridge_http_resp *resp)
+{
+    char head[512];
+    int n = snprintf(head, sizeof head,
+                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                     "Connection: close\r\n",
+                     resp->status, reason_phrase(resp->status),
+                     resp->content_type ? resp->content_type : "application/json", resp->body_len);
+    if (resp->retry_after_s > 0 && n > 0 && (size_t)n < sizeof head)
+        n +=
+            snprintf(head + n, sizeof head - (size_t)n, "Retry-After: %d\r\n", resp->retry_after_s);
+    if (n <= 0 || (size_t)n + 2 >= sizeof head)
+        return;
+    memcpy(head + n, "\r\n", 3);
+    if (io_write(job, head, (size_t)n + 2) == 0 && resp->body_len)
+        io_write(job, resp->body, resp->body_len);
 }
 
 /* Reads the body named by Content-Length. Returns 0 on success, 1 when it
@@ -221,9 +325,11 @@ static void run_job(tw_bridge_http *h, http_job *job)
     } else {
         rq.body = body;
         rq.body_too_large = r == 1;
-        tw_bridge_sink sink = {sink_begin, sink_write, job};
+        tw_bridge_sink sink = {sink_begin, sink_write, sink_watch, sink_unwatch, job};
         tw_bridge_handle(b, &rq, &sink, &resp);
-        if (!resp.streamed)
+        if (!resp.streamed && job->hijacked)
+            write_taken(job, &resp);
+        else if (!resp.streamed)
             complete_with(job, resp.status, resp.content_type, resp.body, resp.body_len,
                           &resp);
     }
@@ -259,6 +365,10 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&h->mu);
         run_job(h, job);
         nng_aio_free(job->io);
+        if (job->watch) {
+            nng_aio_free(job->watch); /* after the close: waits for watch_done */
+            pthread_mutex_destroy(&job->watch_mu);
+        }
         free(job);
         pthread_mutex_lock(&h->mu);
         h->busy--;

@@ -27,6 +27,7 @@ void tw_bridge_metrics_init(tw_bridge_metrics *m)
     }
     atomic_init(&m->stream_events, 0);
     atomic_init(&m->streams_aborted, 0);
+    atomic_init(&m->hangups_cancelled, 0);
     atomic_init(&m->rejected_busy, 0);
     atomic_init(&m->inflight, 0);
     atomic_init(&m->streams_active, 0);
@@ -182,6 +183,10 @@ char *tw_bridge_metrics_render(tw_bridge_metrics *m, bool engine_up,
                 "Streams cut short because the client went away.");
     out(&b, "tokenwire_bridge_streams_aborted_total %llu\n",
         (unsigned long long)atomic_load(&m->streams_aborted));
+    metric_head(&b, "tokenwire_bridge_hangups_cancelled_total", "counter",
+                "Generates of whole answers cancelled because the client hung up.");
+    out(&b, "tokenwire_bridge_hangups_cancelled_total %llu\n",
+        (unsigned long long)atomic_load(&m->hangups_cancelled));
     metric_head(&b, "tokenwire_bridge_rejected_busy_total", "counter",
                 "Requests refused because every worker was busy.");
     out(&b, "tokenwire_bridge_rejected_busy_total %llu\n",

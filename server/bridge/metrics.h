@@ -35,6 +35,8 @@ typedef struct tw_bridge_metrics {
     atomic_uint_fast64_t duration_us[TW_BRIDGE_ROUTE_COUNT];
     atomic_uint_fast64_t stream_events;   /* SSE data events written */
     atomic_uint_fast64_t streams_aborted; /* streams whose client went away */
+    /* Generates of whole answers cancelled because their client hung up */
+    atomic_uint_fast64_t hangups_cancelled;
     atomic_uint_fast64_t rejected_busy;   /* answered 429 for want of a worker */
     atomic_int inflight;
     atomic_int streams_active;

@@ -373,6 +373,41 @@ static void check_batch_prompts(twb_service *s)
     twb_expect_error(&r, 400, NULL);
 }
 
+/* A client that hangs up on a whole answer stops its generation: the
+ * engine ends it long before the 8 x 1500 tokens it asked for, and the
+ * bridge counts the cancel. */
+static void check_hangup_cancels(twb_service *s)
+{
+    twb_stats before = twb_engine_stats(s);
+    const char *body = "{\"prompt\":\"def f():\",\"max_tokens\":1500,\"n\":8,\"ignore_eos\":true}";
+    char head[256];
+    snprintf(head, sizeof head,
+             "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-edge\r\n"
+             "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+             strlen(body));
+    int fd = twb_connect(s);
+    twb_send_all(fd, head, strlen(head));
+    twb_send_all(fd, body, strlen(body));
+    uint64_t t0 = twb_now_ms();
+    while (twb_engine_stats(s).running == 0 && twb_now_ms() - t0 < 10000)
+        usleep(10000);
+    assert_true(twb_engine_stats(s).running > 0);
+    close(fd);
+    t0 = twb_now_ms();
+    while (twb_engine_stats(s).running > 0 && twb_now_ms() - t0 < 120000)
+        usleep(20000);
+    twb_stats after = twb_engine_stats(s);
+    assert_int_equal(after.running, 0);
+    uint64_t made = after.generated_tokens - before.generated_tokens;
+    if (made >= 8 * 1500)
+        fail_msg("the generation ran to its end (%llu tokens) after the client hung up",
+                 (unsigned long long)made);
+    twb_result r = twb_http(s, "GET", "/metrics", NULL, 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "tokenwire_bridge_hangups_cancelled_total 1\n"));
+    free(r.body);
+}
+
 static void test_every_endpoint(void **state)
 {
     (void)state;
@@ -447,6 +482,7 @@ static void test_every_endpoint(void **state)
     check_echo(&s, tokens);
     check_streamed_echo(&s);
     check_batch_prompts(&s);
+    check_hangup_cancels(&s);
     json_t *dreq = json_pack("{s:o}", "tokens", tokens);
     char *dbody = json_dumps(dreq, JSON_COMPACT);
     json_decref(dreq);

@@ -1,0 +1,108 @@
+#include "hangup.h"
+
+#include <openssl/rand.h>
+#include <stdatomic.h>
+#include <string.h>
+
+/* On an NNG thread: only wakes the helper, which may block on the engine. */
+static void client_gone(void *arg)
+{
+    tw_bridge_hangup *h = arg;
+    pthread_mutex_lock(&h->mu);
+    h->gone = true;
+    pthread_cond_signal(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void cancel_one(tw_bridge *b, uint64_t id)
+{
+    Tokenwire__V1__CancelRequest c = TOKENWIRE__V1__CANCEL_REQUEST__INIT;
+    c.has_request_id = 1;
+    c.request_id = id;
+    Tokenwire__V1__Request req = TOKENWIRE__V1__REQUEST__INIT;
+    req.method_case = TOKENWIRE__V1__REQUEST__METHOD_CANCEL;
+    req.cancel = &c;
+    Tokenwire__V1__Reply *rep = NULL;
+    tw_bridge_apierr ae;
+    if (tw_bridge_engine_call(b->engine, &req, true, &rep, &ae) == TW_OK) {
+        if (rep->result_case == TOKENWIRE__V1__REPLY__RESULT_CANCEL && rep->cancel->cancelled)
+            atomic_fetch_add(&b->metrics.hangups_cancelled, 1);
+        tw_wire_free_reply(rep);
+    }
+}
+
+/* Waits for the answer's end; once the client is gone, cancels every
+ * Generate tracked so far and those tracked after. */
+static void *helper_main(void *arg)
+{
+    tw_bridge_hangup *h = arg;
+    pthread_mutex_lock(&h->mu);
+    for (;;) {
+        while (!h->done && !(h->gone && h->n_cancelled < h->n_ids))
+            pthread_cond_wait(&h->cv, &h->mu);
+        if (h->done)
+            break;
+        uint64_t id = h->ids[h->n_cancelled++];
+        pthread_mutex_unlock(&h->mu);
+        cancel_one(h->b, id);
+        pthread_mutex_lock(&h->mu);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+void tw_bridge_hangup_begin(tw_bridge_hangup *h, tw_bridge *b, const tw_bridge_sink *sink)
+{
+    memset(h, 0, sizeof *h);
+    h->b = b;
+    h->sink = sink;
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->cv, NULL);
+    if (!sink || !sink->watch)
+        return;
+    if (pthread_create(&h->helper, NULL, helper_main, h) != 0)
+        return;
+    if (sink->watch(sink->ctx, client_gone, h) != 0) {
+        pthread_mutex_lock(&h->mu);
+        h->done = true;
+        pthread_cond_signal(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+        pthread_join(h->helper, NULL);
+        return;
+    }
+    h->watching = true;
+}
+
+bool tw_bridge_hangup_track(tw_bridge_hangup *h, Tokenwire__V1__Request *req)
+{
+    /* random, so other callers' ids (the client library counts up) and
+     * other bridges' do not meet it; a counter if the generator fails */
+    static atomic_uint_fast64_t fallback = 1ull << 63;
+    uint64_t id = 0;
+    if (RAND_bytes((unsigned char *)&id, sizeof id) != 1 || id == 0)
+        id = atomic_fetch_add(&fallback, 1);
+    req->has_request_id = 1;
+    req->request_id = id;
+    pthread_mutex_lock(&h->mu);
+    bool gone = h->gone;
+    if (!gone && h->n_ids < TW_BRIDGE_MAX_PROMPTS) {
+        h->ids[h->n_ids++] = id;
+        pthread_cond_signal(&h->cv);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return !gone;
+}
+
+void tw_bridge_hangup_end(tw_bridge_hangup *h)
+{
+    if (h->watching) {
+        h->sink->unwatch(h->sink->ctx); /* no client_gone runs after this */
+        pthread_mutex_lock(&h->mu);
+        h->done = true;
+        pthread_cond_signal(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+        pthread_join(h->helper, NULL);
+    }
+    pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->cv);
+}

@@ -1,0 +1,39 @@
+/* A whole (non-streamed) answer whose HTTP client hangs up is cancelled in
+ * the engine, so nobody's answer keeps costing compute. The connection is
+ * watched while the Generates run; a helper thread sends Cancel for each of
+ * the request's Generates (by request_id) once the client is gone, and is
+ * joined when the answer is done either way. */
+#ifndef TW_BRIDGE_HANGUP_H
+#define TW_BRIDGE_HANGUP_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bridge.h"
+#include "request_map.h"
+
+typedef struct tw_bridge_hangup {
+    tw_bridge *b;
+    const tw_bridge_sink *sink;
+    bool watching; /* the connection is watched and the helper runs */
+    pthread_t helper;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool gone, done;
+    uint64_t ids[TW_BRIDGE_MAX_PROMPTS];
+    size_t n_ids, n_cancelled;
+} tw_bridge_hangup;
+
+/* Starts watching sink's connection (a sink without watch, or one that
+ * cannot, leaves the answer unwatched). */
+void tw_bridge_hangup_begin(tw_bridge_hangup *h, tw_bridge *b, const tw_bridge_sink *sink);
+
+/* Gives req a fresh request_id and remembers it; false once the client is
+ * gone (the Generate need not be sent). Thread-safe. */
+bool tw_bridge_hangup_track(tw_bridge_hangup *h, Tokenwire__V1__Request *req);
+
+/* Stops watching and joins the helper. */
+void tw_bridge_hangup_end(tw_bridge_hangup *h);
+
+#endif
