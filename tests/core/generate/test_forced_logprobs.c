@@ -100,6 +100,23 @@ static uint32_t *tokenize(tw_engine *e, const char *text, size_t *n)
     return ids;
 }
 
+/* An engine on the model under test, with room for four choices. */
+static tw_engine *engine_on_model(uint32_t max_context)
+{
+    tw_engine_opts o;
+    tw_engine_opts_init(&o);
+    o.threads = 2;
+    o.max_batch = 4;
+    o.max_n = 4;
+    o.max_context = max_context;
+    tw_engine *e;
+    tw_err err;
+    assert_int_equal(tw_engine_create(&o, &e, &err), TW_OK);
+    if (tw_engine_load_model(e, g_model, NULL, NULL, NULL, &err) != TW_OK)
+        fail_msg("load %s: %s", g_model, err.msg);
+    return e;
+}
+
 /* Decode and a whole read compute a row with different kernels, so the two
  * agree to about a percent of the value, not to the bit. */
 static void expect_close(const char *what, size_t i, float got, float want)
@@ -112,15 +129,7 @@ static void expect_close(const char *what, size_t i, float got, float want)
 static void test_forced_tokens_have_logprobs(void **state)
 {
     (void)state;
-    tw_engine_opts o;
-    tw_engine_opts_init(&o);
-    o.threads = 2;
-    o.max_context = 512;
-    tw_engine *e;
-    tw_err err;
-    assert_int_equal(tw_engine_create(&o, &e, &err), TW_OK);
-    if (tw_engine_load_model(e, g_model, NULL, NULL, NULL, &err) != TW_OK)
-        fail_msg("load %s: %s", g_model, err.msg);
+    tw_engine *e = engine_on_model(512);
 
     size_t n_prompt, n_close;
     uint32_t *prompt = tokenize(e,
@@ -236,17 +245,8 @@ static void on_choice_chunk(void *user, const tw_gen_chunk *ch)
 static void test_prompt_logprobs_on_every_choice(void **state)
 {
     (void)state;
-    tw_engine_opts o;
-    tw_engine_opts_init(&o);
-    o.threads = 2;
-    o.max_batch = 4;
-    o.max_n = 4;
-    o.max_context = 256;
-    tw_engine *e;
+    tw_engine *e = engine_on_model(256);
     tw_err err;
-    assert_int_equal(tw_engine_create(&o, &e, &err), TW_OK);
-    if (tw_engine_load_model(e, g_model, NULL, NULL, NULL, &err) != TW_OK)
-        fail_msg("load %s: %s", g_model, err.msg);
     size_t n_prompt;
     uint32_t *prompt = tokenize(e, "def add(a, b):", &n_prompt);
     tw_gen_request r;
@@ -288,15 +288,7 @@ static void test_prompt_logprobs_on_every_choice(void **state)
 static void test_prompt_only(void **state)
 {
     (void)state;
-    tw_engine_opts o;
-    tw_engine_opts_init(&o);
-    o.threads = 2;
-    o.max_context = 256;
-    tw_engine *e;
-    tw_err err;
-    assert_int_equal(tw_engine_create(&o, &e, &err), TW_OK);
-    if (tw_engine_load_model(e, g_model, NULL, NULL, NULL, &err) != TW_OK)
-        fail_msg("load %s: %s", g_model, err.msg);
+    tw_engine *e = engine_on_model(256);
     size_t n_prompt;
     uint32_t *prompt = tokenize(e, "import os\nprint(os.getcwd())", &n_prompt);
     tw_gen_request r;
