@@ -83,6 +83,22 @@ check('text completion, plain and streamed', async () => {
   assert.equal(text, r.choices[0].text);
 });
 
+check('several prompts, echo with logprobs, and a scored prompt', async () => {
+  const prompts = ['def add(a, b):', 'import os'];
+  const r = await client.completions.create({ model, prompt: prompts, max_tokens: 4, temperature: 0, n: 2, echo: true, logprobs: 1 });
+  assert.equal(r.choices.length, 4);
+  for (const [k, c] of r.choices.entries()) {
+    assert.equal(c.index, k);
+    assert.ok(c.text.startsWith(prompts[Math.floor(k / 2)]));
+    assert.equal(c.logprobs.token_logprobs[0], null);
+  }
+  const scored = await client.completions.create({ model, prompt: prompts[0], max_tokens: 0, echo: true, logprobs: 1 });
+  assert.equal(scored.choices[0].text, prompts[0]);
+  assert.equal(scored.usage.completion_tokens, 0);
+  assert.deepEqual(scored.choices[0].logprobs.token_logprobs,
+    r.choices[0].logprobs.token_logprobs.slice(0, scored.choices[0].logprobs.tokens.length));
+});
+
 check('unknown model is NotFoundError', async () => {
   await assert.rejects(
     client.chat.completions.create({ model: 'no-such-model', messages: [{ role: 'user', content: 'x' }] }),
