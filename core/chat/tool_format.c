@@ -23,6 +23,8 @@ tw_tool_format tw_tool_format_of_template(const char *src, size_t len)
         return TW_TOOL_FORMAT_HERMES;
     if (has(src, len, "<|python_tag|>") && has(src, len, "\"parameters\""))
         return TW_TOOL_FORMAT_LLAMA_JSON;
+    if (has(src, len, "[TOOL_CALLS]"))
+        return TW_TOOL_FORMAT_MISTRAL;
     return TW_TOOL_FORMAT_NONE;
 }
 
@@ -33,6 +35,8 @@ const char *tw_tool_format_name(tw_tool_format f)
         return "hermes";
     case TW_TOOL_FORMAT_LLAMA_JSON:
         return "llama-json";
+    case TW_TOOL_FORMAT_MISTRAL:
+        return "mistral";
     default:
         return "none";
     }
@@ -41,13 +45,28 @@ const char *tw_tool_format_name(tw_tool_format f)
 tw_status tw_tool_call_opener(tw_tool_format f, const char *name, char **out, tw_err *err)
 {
     *out = NULL;
-    if (f != TW_TOOL_FORMAT_HERMES && f != TW_TOOL_FORMAT_LLAMA_JSON)
+    const char *head, *args;
+    switch (f) {
+    case TW_TOOL_FORMAT_HERMES:
+        head = "<tool_call>\n";
+        args = "arguments";
+        break;
+    case TW_TOOL_FORMAT_LLAMA_JSON:
+        head = "";
+        args = "parameters";
+        break;
+    case TW_TOOL_FORMAT_MISTRAL:
+        head = "[TOOL_CALLS][";
+        args = "arguments";
+        break;
+    default:
         return tw_errorf(err, TW_INVALID_ARGUMENT, "no tool-call format to open a call in");
-    const char *head = f == TW_TOOL_FORMAT_HERMES ? "<tool_call>\n" : "";
-    const char *args = f == TW_TOOL_FORMAT_HERMES ? "arguments" : "parameters";
+    }
     if (!name) {
-        /* Hermes: the block's tag; the JSON form: up to the name's quote */
-        *out = strdup(f == TW_TOOL_FORMAT_HERMES ? head : "{\"name\": \"");
+        /* Hermes: the block's tag; the JSON forms: up to the name's quote */
+        char buf[64];
+        snprintf(buf, sizeof buf, "%s%s", head, f == TW_TOOL_FORMAT_HERMES ? "" : "{\"name\": \"");
+        *out = strdup(buf);
         return *out ? TW_OK : tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory");
     }
     json_t *s = json_string(name);

@@ -219,8 +219,8 @@ static tw_status force_tool_call(const model_entry *m, const tw_chat_input *chat
     if (m->tool_format == TW_TOOL_FORMAT_NONE)
         return tw_errorf(err, TW_INVALID_ARGUMENT,
                          "tool_choice \"%s\": the chat template of model %s shows no tool-call "
-                         "format this engine knows (Hermes <tool_call> or Llama 3.1 JSON), so "
-                         "a call cannot be required; use \"auto\"",
+                         "format this engine knows (Hermes <tool_call>, Llama 3.1 JSON or "
+                         "Mistral [TOOL_CALLS]), so a call cannot be required; use \"auto\"",
                          choice, m->name);
     tw_status st = tw_tool_call_opener(m->tool_format, name, &r->answer_prefix, err);
     if (st != TW_OK)

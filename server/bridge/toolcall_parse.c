@@ -8,9 +8,11 @@
 static const char OPEN_TAG[] = "<tool_call>";
 static const char CLOSE_TAG[] = "</tool_call>";
 static const char PYTHON_TAG[] = "<|python_tag|>";
+static const char MISTRAL_TAG[] = "[TOOL_CALLS]";
 #define OPEN_LEN (sizeof OPEN_TAG - 1)
 #define CLOSE_LEN (sizeof CLOSE_TAG - 1)
 #define PYTHON_LEN (sizeof PYTHON_TAG - 1)
+#define MISTRAL_LEN (sizeof MISTRAL_TAG - 1)
 
 static bool is_space(char c)
 {
@@ -146,9 +148,31 @@ static bool parse_hermes(const char *text, size_t len, const char *id_seed,
     return textbuf_add(rest, text + pos, len - pos);
 }
 
-/* Llama 3.1 JSON calls: the whole (trimmed) text is one or more call objects
- * separated by ';' or whitespace. All or nothing: if anything else is there,
- * the text is an ordinary answer. Returns false when memory runs out. */
+/* Takes every element of a JSON array of call objects; 1 when all were
+ * calls, 0 when one was not, -1 when memory runs out. */
+static int take_calls(const json_t *v, const char *id_seed, tw_bridge_tool_calls *found)
+{
+    if (json_is_object(v))
+        return take_call(v, id_seed, found);
+    if (!json_is_array(v) || json_array_size(v) == 0)
+        return 0;
+    size_t i;
+    json_t *e;
+    json_array_foreach(v, i, e)
+    {
+        int r = take_call(e, id_seed, found);
+        if (r <= 0)
+            return r;
+    }
+    return 1;
+}
+
+/* JSON calls, the whole (trimmed) text: Llama 3.1's call objects
+ * (optionally after <|python_tag|>) separated by ';' or whitespace, or
+ * Mistral's array of them (optionally after [TOOL_CALLS], which the
+ * detokenizer may have left out as a control token). All or nothing: if
+ * anything else is there, the text is an ordinary answer. Returns false
+ * when memory runs out. */
 static bool parse_llama_json(const char *text, size_t len, const char *id_seed,
                              tw_bridge_tool_calls *out)
 {
@@ -157,6 +181,8 @@ static bool parse_llama_json(const char *text, size_t len, const char *id_seed,
         pos++;
     if (len - pos >= PYTHON_LEN && memcmp(text + pos, PYTHON_TAG, PYTHON_LEN) == 0)
         pos += PYTHON_LEN;
+    else if (len - pos >= MISTRAL_LEN && memcmp(text + pos, MISTRAL_TAG, MISTRAL_LEN) == 0)
+        pos += MISTRAL_LEN;
     tw_bridge_tool_calls found = {0};
     bool any = false;
     for (;;) {
@@ -164,13 +190,13 @@ static bool parse_llama_json(const char *text, size_t len, const char *id_seed,
             pos++;
         if (pos >= len)
             break;
-        if (text[pos] != '{')
+        if (text[pos] != '{' && text[pos] != '[')
             goto not_calls;
         json_error_t jerr;
         json_t *obj = json_loadb(text + pos, len - pos, JSON_DISABLE_EOF_CHECK, &jerr);
         if (!obj)
             goto not_calls;
-        int r = take_call(obj, id_seed, &found);
+        int r = take_calls(obj, id_seed, &found);
         json_decref(obj);
         if (r < 0) {
             tw_bridge_tool_calls_free(&found);
@@ -326,7 +352,8 @@ tw_status tw_bridge_tool_stream_feed(tw_bridge_tool_stream *ts, const char *delt
             return TW_OK;
         const char *s = ts->pending + a;
         size_t n = ts->len - a;
-        if (s[0] == '{' || (n >= PYTHON_LEN && memcmp(s, PYTHON_TAG, PYTHON_LEN) == 0) ||
+        if (s[0] == '{' || s[0] == '[' ||
+            (n >= PYTHON_LEN && memcmp(s, PYTHON_TAG, PYTHON_LEN) == 0) ||
             (n >= OPEN_LEN && memcmp(s, OPEN_TAG, OPEN_LEN) == 0)) {
             ts->state = TS_CAPTURE;
             return TW_OK;

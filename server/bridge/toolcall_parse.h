@@ -1,11 +1,13 @@
 /* Tool calls written by the model as text.
  *
  * When the engine hands back raw text instead of structured tool calls, the
- * bridge recognises the two formats open models use:
+ * bridge recognises the formats open models use:
  *  - Hermes / Qwen: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`,
  *    one block per call, possibly after some prose;
  *  - Llama 3.1 JSON: the whole answer is `{"name": ..., "parameters": {...}}`
- *    (optionally after `<|python_tag|>`), several calls separated by `;`.
+ *    (optionally after `<|python_tag|>`), several calls separated by `;`;
+ *  - Mistral: the whole answer is a JSON array of such objects (optionally
+ *    after `[TOOL_CALLS]`).
  * Text that does not parse as a call is left as content: a model that merely
  * mentions a tag never loses its answer.
  *

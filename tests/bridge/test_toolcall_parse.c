@@ -1,5 +1,5 @@
-/* Tool calls written as text by the model (Hermes tags, Llama 3.1 JSON),
- * whole and streamed. */
+/* Tool calls written as text by the model (Hermes tags, Llama 3.1 JSON,
+ * Mistral arrays), whole and streamed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -221,6 +221,42 @@ static void test_stream_llama_json_and_false_alarm(void **state)
     tw_bridge_tool_calls_free(&c);
 }
 
+/* Mistral's array of calls, after [TOOL_CALLS] or bare (a detokenizer
+ * that skips control tokens leaves the tag out); whole and streamed; an
+ * array that holds anything but calls is an answer. */
+static void test_mistral_calls(void **state)
+{
+    (void)state;
+    const char *forms[] = {
+        "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"x\": 1}, \"id\": \"abcdefghi\"}, "
+        "{\"name\": \"b\", \"arguments\": {}}]",
+        " [{\"name\": \"a\", \"arguments\": {\"x\": 1}}, {\"name\": \"b\", \"arguments\": {}}]"};
+    for (size_t i = 0; i < 2; i++) {
+        tw_bridge_tool_calls c;
+        parse(forms[i], &c);
+        assert_int_equal(c.n, 2);
+        assert_string_equal(c.items[0].name, "a");
+        assert_string_equal(c.items[0].arguments, "{\"x\":1}");
+        assert_string_equal(c.items[1].name, "b");
+        assert_null(c.content);
+        tw_bridge_tool_calls_free(&c);
+        char *passed = stream_through(forms[i], 5, &c);
+        assert_string_equal(passed, "");
+        assert_int_equal(c.n, 2);
+        free(passed);
+        tw_bridge_tool_calls_free(&c);
+    }
+    tw_bridge_tool_calls c;
+    parse("[{\"name\": \"a\", \"arguments\": {}}, 3]", &c);
+    assert_int_equal(c.n, 0);
+    assert_string_equal(c.content, "[{\"name\": \"a\", \"arguments\": {}}, 3]");
+    tw_bridge_tool_calls_free(&c);
+    parse("[1, 2, 3]", &c);
+    assert_int_equal(c.n, 0);
+    assert_string_equal(c.content, "[1, 2, 3]");
+    tw_bridge_tool_calls_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -235,6 +271,7 @@ int main(void)
         cmocka_unit_test(test_stream_plain_text_passes_through),
         cmocka_unit_test(test_stream_holds_calls_back),
         cmocka_unit_test(test_stream_llama_json_and_false_alarm),
+        cmocka_unit_test(test_mistral_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,14 +13,15 @@ typedef enum tw_tool_format {
     TW_TOOL_FORMAT_NONE = 0,   /* the template names no format this engine knows */
     TW_TOOL_FORMAT_HERMES,     /* <tool_call>{"name": ..., "arguments": ...}</tool_call> */
     TW_TOOL_FORMAT_LLAMA_JSON, /* {"name": ..., "parameters": ...} (Llama 3.1) */
+    TW_TOOL_FORMAT_MISTRAL,    /* [TOOL_CALLS][{"name": ..., "arguments": ...}] */
 } tw_tool_format;
 
 /* The format template source src (len bytes) teaches: Hermes when it writes
  * <tool_call>, Llama 3.1 JSON when it writes <|python_tag|> and
- * "parameters". Pure function. */
+ * "parameters", Mistral when it writes [TOOL_CALLS]. Pure function. */
 tw_tool_format tw_tool_format_of_template(const char *src, size_t len);
 
-/* "none", "hermes" or "llama-json". */
+/* "none", "hermes", "llama-json" or "mistral". */
 const char *tw_tool_format_name(tw_tool_format f);
 
 /* The text an answer starts with to call some tool (name NULL: tool_choice

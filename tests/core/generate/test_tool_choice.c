@@ -228,6 +228,15 @@ static void test_openers(void **state)
     assert_int_equal(tw_tool_call_opener(TW_TOOL_FORMAT_LLAMA_JSON, NULL, &o, &err), TW_OK);
     assert_string_equal(o, "{\"name\": \"");
     free(o);
+    assert_int_equal(tw_tool_call_opener(TW_TOOL_FORMAT_MISTRAL, "f", &o, &err), TW_OK);
+    assert_string_equal(o, "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": ");
+    free(o);
+    assert_int_equal(tw_tool_call_opener(TW_TOOL_FORMAT_MISTRAL, NULL, &o, &err), TW_OK);
+    assert_string_equal(o, "[TOOL_CALLS][{\"name\": \"");
+    free(o);
+    assert_int_equal(tw_tool_call_opener(TW_TOOL_FORMAT_HERMES, NULL, &o, &err), TW_OK);
+    assert_string_equal(o, "<tool_call>\n");
+    free(o);
     assert_int_equal(tw_tool_call_opener(TW_TOOL_FORMAT_NONE, "f", &o, &err),
                      TW_INVALID_ARGUMENT);
     assert_null(o);
@@ -243,7 +252,7 @@ static void test_openers(void **state)
     } t[] = {{"Qwen-Qwen2.5-7B-Instruct.jinja", TW_TOOL_FORMAT_HERMES},
              {"Qwen-Qwen3-0.6B.jinja", TW_TOOL_FORMAT_HERMES},
              {"meta-llama-Llama-3.1-8B-Instruct.jinja", TW_TOOL_FORMAT_LLAMA_JSON},
-             {"mistralai-Mistral-Nemo-Instruct-2407.jinja", TW_TOOL_FORMAT_NONE},
+             {"mistralai-Mistral-Nemo-Instruct-2407.jinja", TW_TOOL_FORMAT_MISTRAL},
              {"google-gemma-2-2b-it.jinja", TW_TOOL_FORMAT_NONE}};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         char rel[256], path[4096];
