@@ -206,9 +206,24 @@ static void add_usage(request *r, const slot *sl)
     u->decode_us += sl->decode_us;
 }
 
-/* Removes a request whose every choice has ended from the running list and
- * records its counters. */
-static void retire(tw_engine *e, request *r, const model_stats *delta)
+/* Records the counters of a request whose every choice has ended; before
+ * its final chunk goes out, so stats asked after that chunk include it. */
+static void record_end(tw_engine *e, const request *r, const model_stats *delta)
+{
+    pthread_mutex_lock(&e->lock);
+    model_stats *ms = &r->m->stats;
+    ms->generated_tokens += r->usage.completion_tokens;
+    if (r->failed)
+        ms->requests_failed++;
+    ms->budget_closes += delta->budget_closes;
+    ms->loop_closes += delta->loop_closes;
+    for (int k = 0; k < TW_TRANSITION_COUNT; k++)
+        ms->transitions[k] += delta->transitions[k];
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* Removes a request whose every choice has ended from the running list. */
+static void retire(tw_engine *e, request *r)
 {
     admission_request_end(e, r);
     pthread_mutex_lock(&e->lock);
@@ -219,14 +234,6 @@ static void retire(tw_engine *e, request *r, const model_stats *delta)
         *pp = r->next;
         e->n_running--;
     }
-    model_stats *ms = &r->m->stats;
-    ms->generated_tokens += r->usage.completion_tokens;
-    if (r->failed)
-        ms->requests_failed++;
-    ms->budget_closes += delta->budget_closes;
-    ms->loop_closes += delta->loop_closes;
-    for (int k = 0; k < TW_TRANSITION_COUNT; k++)
-        ms->transitions[k] += delta->transitions[k];
     pthread_mutex_unlock(&e->lock);
 }
 
@@ -313,6 +320,7 @@ void sched_emit(tw_engine *e, slot *sl)
             c.usage = &r->usage;
             c.error = r->failed ? r->error : TW_OK;
             c.error_msg = r->failed ? r->error_msg : "";
+            record_end(e, r, &delta);
         }
     }
     r->cb.on_chunk(r->user, &c);
@@ -325,7 +333,7 @@ void sched_emit(tw_engine *e, slot *sl)
     model_entry *m = sl->m;
     slot_clear(e, sl);
     if (last) {
-        retire(e, r, &delta);
+        retire(e, r);
         request_free(r);
         engine_model_unref(e, m);
     } else if (delta.budget_closes || delta.loop_closes) {
@@ -357,13 +365,14 @@ static void end_unstarted(tw_engine *e, request *r, tw_finish_reason why, tw_sta
             c.usage = &r->usage;
             c.error = st;
             c.error_msg = msg ? msg : "";
+            r->failed = st != TW_OK;
+            model_stats none = {0};
+            record_end(e, r, &none);
         }
         r->cb.on_chunk(r->user, &c);
     }
-    r->failed = st != TW_OK;
-    model_stats none = {0};
     model_entry *m = r->m;
-    retire(e, r, &none);
+    retire(e, r);
     request_free(r);
     engine_model_unref(e, m);
 }
