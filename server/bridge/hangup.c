@@ -3,6 +3,7 @@
 #include <openssl/rand.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 /* On an NNG thread: only wakes the helper, which may block on the engine. */
 static void client_gone(void *arg)
@@ -14,7 +15,12 @@ static void client_gone(void *arg)
     pthread_mutex_unlock(&h->mu);
 }
 
-static void cancel_one(tw_bridge *b, uint64_t id)
+/* How long the helper waits before asking again for a Generate the engine
+ * did not know yet. */
+#define RETRY_MS 50
+
+/* True when the engine stopped the Generate. */
+static bool cancel_one(tw_bridge *b, uint64_t id)
 {
     Tokenwire__V1__CancelRequest c = TOKENWIRE__V1__CANCEL_REQUEST__INIT;
     c.has_request_id = 1;
@@ -24,28 +30,49 @@ static void cancel_one(tw_bridge *b, uint64_t id)
     req.cancel = &c;
     Tokenwire__V1__Reply *rep = NULL;
     tw_bridge_apierr ae;
+    bool stopped = false;
     if (tw_bridge_engine_call(b->engine, &req, true, &rep, &ae) == TW_OK) {
-        if (rep->result_case == TOKENWIRE__V1__REPLY__RESULT_CANCEL && rep->cancel->cancelled)
-            atomic_fetch_add(&b->metrics.hangups_cancelled, 1);
+        stopped = rep->result_case == TOKENWIRE__V1__REPLY__RESULT_CANCEL && rep->cancel->cancelled;
         tw_wire_free_reply(rep);
     }
+    if (stopped)
+        atomic_fetch_add(&b->metrics.hangups_cancelled, 1);
+    return stopped;
 }
 
 /* Waits for the answer's end; once the client is gone, cancels every
- * Generate tracked so far and those tracked after. */
+ * Generate tracked, asking again after RETRY_MS for those the engine did
+ * not know yet, until the answer is done. */
 static void *helper_main(void *arg)
 {
     tw_bridge_hangup *h = arg;
     pthread_mutex_lock(&h->mu);
-    for (;;) {
-        while (!h->done && !(h->gone && h->n_cancelled < h->n_ids))
+    while (!h->done && !h->gone)
+        pthread_cond_wait(&h->cv, &h->mu);
+    while (!h->done) {
+        bool all = true;
+        for (size_t i = 0; i < h->n_ids && !h->done; i++) {
+            if (h->cancelled[i])
+                continue;
+            uint64_t id = h->ids[i];
+            pthread_mutex_unlock(&h->mu);
+            bool stopped = cancel_one(h->b, id);
+            pthread_mutex_lock(&h->mu);
+            h->cancelled[i] = stopped;
+            all &= stopped;
+        }
+        /* no Generate is tracked once the client is gone: when every one
+         * is stopped, only the answer's end is left to wait for */
+        while (all && !h->done)
             pthread_cond_wait(&h->cv, &h->mu);
         if (h->done)
             break;
-        uint64_t id = h->ids[h->n_cancelled++];
-        pthread_mutex_unlock(&h->mu);
-        cancel_one(h->b, id);
-        pthread_mutex_lock(&h->mu);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += RETRY_MS * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&h->cv, &h->mu, &ts);
     }
     pthread_mutex_unlock(&h->mu);
     return NULL;

@@ -1,8 +1,9 @@
 /* A whole (non-streamed) answer whose HTTP client hangs up is cancelled in
  * the engine, so nobody's answer keeps costing compute. The connection is
  * watched while the Generates run; a helper thread sends Cancel for each of
- * the request's Generates (by request_id) once the client is gone, and is
- * joined when the answer is done either way. */
+ * the request's Generates (by request_id) once the client is gone, again
+ * every RETRY_MS for one the engine did not know yet (its Generate still on
+ * the way), and is joined when the answer is done either way. */
 #ifndef TW_BRIDGE_HANGUP_H
 #define TW_BRIDGE_HANGUP_H
 
@@ -22,7 +23,8 @@ typedef struct tw_bridge_hangup {
     pthread_cond_t cv;
     bool gone, done;
     uint64_t ids[TW_BRIDGE_MAX_PROMPTS];
-    size_t n_ids, n_cancelled;
+    bool cancelled[TW_BRIDGE_MAX_PROMPTS]; /* the engine said it stopped it */
+    size_t n_ids;
 } tw_bridge_hangup;
 
 /* Starts watching sink's connection (a sink without watch, or one that

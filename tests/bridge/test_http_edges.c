@@ -406,6 +406,23 @@ static void check_hangup_cancels(twb_service *s)
     assert_int_equal(r.status, 200);
     assert_non_null(strstr(r.body, "tokenwire_bridge_hangups_cancelled_total 1\n"));
     free(r.body);
+
+    /* hanging up at once, maybe before the Generate reaches the engine:
+     * it is not sent, or cancelled when the engine has it */
+    before = after;
+    fd = twb_connect(s);
+    twb_send_all(fd, head, strlen(head));
+    twb_send_all(fd, body, strlen(body));
+    close(fd);
+    usleep(300000);
+    t0 = twb_now_ms();
+    while (twb_engine_stats(s).running > 0 && twb_now_ms() - t0 < 120000)
+        usleep(20000);
+    after = twb_engine_stats(s);
+    made = after.generated_tokens - before.generated_tokens;
+    if (made >= 8 * 1500)
+        fail_msg("a generation ran to its end (%llu tokens) after an early hang-up",
+                 (unsigned long long)made);
 }
 
 static void test_every_endpoint(void **state)
