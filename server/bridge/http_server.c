@@ -144,10 +144,10 @@ static void watch_done(void *arg)
     pthread_mutex_unlock(&job->watch_mu);
 }
 
-/* A pending read on the connection notices a hang-up. Cancelling it would
- * close the connection, and the server would read the next request under
- * it, so the connection is taken over: the answer goes out with
- * "Connection: close" and the read ends when the connection does. */
+/* A pending read on the connection notices a hang-up. NNG closes a
+ * connection whose read is cancelled, so the read cannot be taken back
+ * before the answer: the connection is taken over instead, the answer goes
+ * out with "Connection: close", and the read ends when the connection does. */
 static int sink_watch(void *ctx, void (*gone)(void *arg), void *arg)
 {
     http_job *job = ctx;
