@@ -41,12 +41,43 @@ typedef struct cli {
     unsigned top_k;
     unsigned max_tokens;
     unsigned max_total_tokens; /* reasoning included */
+    const char *chat_template; /* load: a template file in place of the model's */
     /* speculative decoding */
     const char *draft;
     bool has_speculate, has_draft_tokens;
     int speculate; /* Tokenwire__V1__SpeculationMode */
     unsigned draft_tokens;
 } cli;
+
+/* The engine takes templates of up to 1 MiB. */
+#define TEMPLATE_MAX (1u << 20)
+
+/* A text file's bytes, NUL-terminated (free()); NULL, with the reason on
+ * stderr, when it cannot be read, is larger than max, or holds a NUL. */
+static char *read_text_file(const char *path, size_t max)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "tokenwire: cannot open %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    char *buf = malloc(max + 1);
+    size_t n = buf ? fread(buf, 1, max + 1, f) : 0;
+    bool failed = ferror(f);
+    fclose(f);
+    const char *why = !buf                ? "out of memory"
+                      : failed            ? "read error"
+                      : n > max           ? "larger than 1 MiB"
+                      : memchr(buf, 0, n) ? "holds a NUL byte"
+                                          : NULL;
+    if (why) {
+        fprintf(stderr, "tokenwire: %s: %s\n", path, why);
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    return buf;
+}
 
 static void usage(FILE *f)
 {
@@ -56,7 +87,7 @@ static void usage(FILE *f)
             "  health                     is the engine up?\n"
             "  models                     list loaded models\n"
             "  stats [--model M]          engine counters\n"
-            "  load PATH [--name N] [--default] [--draft DRAFT_PATH]\n"
+            "  load PATH [--name N] [--default] [--draft DRAFT_PATH] [--chat-template FILE]\n"
             "  pull URL [--sha256 HEX] [--name N]   download a model and load it\n"
             "  unload NAME\n"
             "  tokenize [--model M] TEXT\n"
@@ -435,7 +466,12 @@ static int run_command(tw_client *c, const cli *o, const char *cmd, int argc, ch
         m.has_make_default = o->make_default;
         m.make_default = o->make_default;
         m.draft_source = (char *)o->draft;
+        char *tmpl = NULL;
+        if (o->chat_template && !(tmpl = read_text_file(o->chat_template, TEMPLATE_MAX)))
+            return EXIT_USAGE;
+        m.chat_template = tmpl;
         st = tw_client_load_model(c, &m, &rep, &err);
+        free(tmpl);
     } else if (!strcmp(cmd, "unload") && argc == 1) {
         Tokenwire__V1__UnloadModelRequest m = TOKENWIRE__V1__UNLOAD_MODEL_REQUEST__INIT;
         m.name = argv[0];
@@ -484,10 +520,34 @@ int main(int argc, char **argv)
     o.engine = getenv("TOKENWIRE_ENGINE");
     o.api_key = getenv("TOKENWIRE_API_KEY");
     o.timeout_ms = 30000;
-    enum { O_ENGINE = 1, O_PUB, O_KEY, O_CA, O_TIMEOUT, O_MODEL, O_IDS, O_SYSTEM, O_NAME,
-           O_STREAM, O_DEFAULT, O_TEMP, O_TOPP, O_TOPK, O_SEED, O_MAXTOK, O_HELP,
-           O_SERVER_NAME, O_SHA256, O_SPECULATE, O_DRAFT_TOKENS, O_DRAFT, O_SHOW_REASONING,
-           O_HIDE_REASONING, O_MAXTOTAL };
+    enum {
+        O_ENGINE = 1,
+        O_PUB,
+        O_KEY,
+        O_CA,
+        O_TIMEOUT,
+        O_MODEL,
+        O_IDS,
+        O_SYSTEM,
+        O_NAME,
+        O_STREAM,
+        O_DEFAULT,
+        O_TEMP,
+        O_TOPP,
+        O_TOPK,
+        O_SEED,
+        O_MAXTOK,
+        O_HELP,
+        O_SERVER_NAME,
+        O_SHA256,
+        O_SPECULATE,
+        O_DRAFT_TOKENS,
+        O_DRAFT,
+        O_SHOW_REASONING,
+        O_HIDE_REASONING,
+        O_MAXTOTAL,
+        O_CHAT_TEMPLATE
+    };
     static const struct option opts[] = {
         {"engine", required_argument, NULL, O_ENGINE},
         {"pub", required_argument, NULL, O_PUB},
@@ -513,6 +573,7 @@ int main(int argc, char **argv)
         {"speculate", required_argument, NULL, O_SPECULATE},
         {"draft-tokens", required_argument, NULL, O_DRAFT_TOKENS},
         {"draft", required_argument, NULL, O_DRAFT},
+        {"chat-template", required_argument, NULL, O_CHAT_TEMPLATE},
         {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -551,6 +612,9 @@ int main(int argc, char **argv)
         case O_SPECULATE: o.has_speculate = parse_speculate(optarg, &o.speculate); bad |= !o.has_speculate; break;
         case O_DRAFT_TOKENS: o.has_draft_tokens = parse_u32(optarg, &o.draft_tokens); bad |= !o.has_draft_tokens; break;
         case O_DRAFT: o.draft = optarg; break;
+        case O_CHAT_TEMPLATE:
+            o.chat_template = optarg;
+            break;
         case O_HELP: usage(stdout); return 0;
         default: bad = true; break;
         }

@@ -111,6 +111,16 @@ tw pull ftp://127.0.0.1/m.gguf >/dev/null 2>"$D/pull.err"
 [ $? = 1 ] || fail "pull of ftp:// should exit 1"
 grep -q "INVALID_ARGUMENT" "$D/pull.err" || fail "pull of ftp:// gave no reason"
 
+# load --chat-template sends the file; this model has no tokenizer to use it
+# with, which the engine says. A file that cannot be read is a usage error.
+echo '{{ messages[0].content }}' >"$D/t.jinja"
+tw load "$S/golden/qwen2" --name templated --chat-template "$D/t.jinja" >/dev/null 2>"$D/load.err"
+[ $? = 1 ] || fail "load with a template for a model without a tokenizer should exit 1"
+grep -q "no tokenizer" "$D/load.err" || fail "load --chat-template: no reason given: $(cat "$D/load.err")"
+tw load "$S/golden/qwen2" --chat-template "$D/missing.jinja" >/dev/null 2>"$D/load.err"
+[ $? = 2 ] || fail "load with a missing template file should exit 2"
+grep -q "cannot open" "$D/load.err" || fail "missing template file: unclear message"
+
 # Nothing listening: exit 3 with a clear message, within the timeout.
 "$TW" --engine "ipc://$D/nobody" --timeout 300 health >/dev/null 2>"$D/down.err"
 rc=$?
