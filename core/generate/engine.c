@@ -113,6 +113,7 @@ static void model_entry_free(model_entry *m)
     for (int k = 0; k < TW_TRANSITION_COUNT; k++)
         free(m->transition[k]);
     tw_chat_template_free(m->tmpl);
+    tw_json_vocab_free(m->json_vocab);
     tw_tokenizer_free(m->tok);
     tw_model_free(m->draft);
     tw_model_free(m->model);
@@ -416,6 +417,8 @@ tw_status tw_engine_load_model(tw_engine *e, const char *path, const char *name,
                     tw_tokenizer_vocab_size(m->tok), m->vocab);
         st = setup_generation(m, mi, opts->chat_template, err);
     }
+    if (st == TW_OK && m->tok)
+        st = tw_json_vocab_build(m->tok, &m->json_vocab, err);
     if (st == TW_OK) {
         m->logits = malloc((size_t)e->opts.max_batch * m->vocab * sizeof(float));
         if (!m->logits)

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "tw/engine.h"
+#include "tw/json_mask.h"
 #include "tw/model.h"
 #include "tw/pool.h"
 #include "tw/tokenizer.h"
@@ -48,6 +49,7 @@ typedef struct model_entry {
     uint32_t spec_auto_pause[2];
     engine_cache *cache; /* prefix cache + state store use; NULL: off */
     tw_tokenizer *tok; /* NULL: ids only */
+    tw_json_vocab *json_vocab;     /* JSON answers' token index; NULL without tok */
     struct tw_chat_template *tmpl; /* NULL: no chat prompts */
     tw_tool_format tool_format;    /* how tmpl asks for tool calls */
     uint32_t vocab;
@@ -88,6 +90,7 @@ typedef struct request {
     /* tool_choice "required" or a named function: the call's opening,
      * which ends the prompt and starts each choice's answer text */
     char *answer_prefix;
+    tw_json_grammar *json;   /* the answer's JSON grammar; NULL: free text */
     tw_transition_kind kind; /* typed transition for a loop close */
 
     tw_sampling_params sampling;

@@ -28,6 +28,7 @@ void request_free(request *r)
         return;
     free(r->prompt);
     free(r->answer_prefix);
+    tw_json_grammar_free(r->json);
     free(r->prompt_lps);
     free(r->bias);
     free(r->stop_ids);
@@ -382,7 +383,27 @@ static tw_status validate_options(const tw_engine *e, const model_entry *m,
     if ((unsigned)req->speculative.mode > TW_SPEC_DRAFT)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "speculative mode %d unknown",
                          (int)req->speculative.mode);
+    if ((unsigned)req->format.kind > TW_OUTPUT_JSON)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "output format %d unknown",
+                         (int)req->format.kind);
+    if (req->format.kind == TW_OUTPUT_JSON && !m->json_vocab)
+        return tw_errorf(err, TW_FAILED_PRECONDITION,
+                         "JSON answers need a tokenizer; model \"%s\" has none", m->name);
     return TW_OK;
+}
+
+/* The answer's grammar; a forced tool call writes its own opening, which
+ * no JSON document starts with. */
+static tw_status compile_format(const tw_gen_request *req, request *r, tw_err *err)
+{
+    if (req->format.kind != TW_OUTPUT_JSON)
+        return TW_OK;
+    if (r->answer_prefix)
+        return tw_errorf(err, TW_INVALID_ARGUMENT,
+                         "a JSON answer cannot be combined with a forced tool call");
+    const char *schema = req->format.json_schema;
+    size_t len = schema ? req->format.json_schema_len : 0;
+    return tw_json_grammar_compile(schema, len, &r->json, err);
 }
 
 tw_status request_prepare(tw_engine *e, model_entry *m, const tw_gen_request *req,
@@ -421,6 +442,8 @@ tw_status request_prepare(tw_engine *e, model_entry *m, const tw_gen_request *re
     st = copy_stop(&req->stop, r, err);
     if (st == TW_OK)
         st = build_prompt(e, m, req, r, err);
+    if (st == TW_OK)
+        st = compile_format(req, r, err);
     if (st != TW_OK) {
         request_free(r);
         return st;

@@ -31,6 +31,8 @@ typedef struct slot {
     tw_thinking *think; /* NULL: the model has no think tags */
     tw_detok *detok;    /* NULL: no tokenizer */
     tw_spec *spec;      /* NULL: no speculative decoding */
+    tw_json_state *json; /* where a JSON answer stands; NULL: free text */
+    tw_json_masker *jmask;
     size_t spec_rows;   /* rows this decode step: 1, or t0 + proposals */
     uint64_t spec_t0;   /* when this step's round began */
 

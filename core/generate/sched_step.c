@@ -76,6 +76,34 @@ static void token_text(const model_entry *m, uint32_t token, const char **text, 
         *len = 0;
 }
 
+/* A JSON answer takes the token's bytes; the document's last byte ends
+ * the answer, as an end-of-turn token would. */
+static void json_advance(slot *sl, uint32_t token)
+{
+    const char *p;
+    size_t n;
+    token_text(sl->m, token, &p, &n);
+    if (!tw_json_state_feed(sl->json, p, n))
+        sched_slot_fail(sl, TW_INTERNAL, "a token that breaks the JSON answer was committed");
+    else if (tw_json_state_closed(sl->json))
+        sched_slot_finish(sl, TW_FINISH_STOP);
+}
+
+/* Bans the tokens that cannot continue a JSON answer (none while the
+ * model reasons in a thinking block). False when no token can, which only
+ * a vocabulary without some byte the document needs brings about. */
+static bool json_mask(slot *sl, float *row)
+{
+    if (!sl->json || (sl->think && tw_thinking_inside(sl->think)))
+        return true;
+    const model_entry *m = sl->m;
+    if (tw_json_mask_logits(sl->jmask, sl->json, m->eos, m->n_eos, row, m->vocab) > 0)
+        return true;
+    sched_slot_fail(sl, TW_FAILED_PRECONDITION,
+                    "no token of the model's vocabulary continues the JSON answer");
+    return false;
+}
+
 /* Adds a committed token (sampled, or forced when !sampled) to the output
  * and runs the rules that follow it; res holds its log-probabilities when
  * the request asked for them. */
@@ -126,6 +154,8 @@ static void commit(tw_engine *e, slot *sl, uint32_t token, const tw_sample_resul
         else
             push_text(sl, role == TW_ROLE_REASONING, p, n);
     }
+    if (sl->json && role == TW_ROLE_CONTENT && sl->finish == TW_FINISH_NONE)
+        json_advance(sl, token);
     if (sl->finish != TW_FINISH_NONE)
         return;
 
@@ -134,7 +164,8 @@ static void commit(tw_engine *e, slot *sl, uint32_t token, const tw_sample_resul
         sl->transition = force == TW_FORCE_LOOP ? r->kind : TW_TRANSITION_PLAIN;
         sl->close_pending = true;
         sl->forced = sl->m->transition[sl->transition];
-        sl->n_forced = sl->m->n_transition[sl->transition];
+        /* a transition is prose, which a JSON answer has no room for */
+        sl->n_forced = sl->json ? 0 : sl->m->n_transition[sl->transition];
         sl->forced_pos = 0;
     }
     if ((role == TW_ROLE_CONTENT && r->stop.max_tokens && sl->n_answer >= r->stop.max_tokens) ||
@@ -179,9 +210,13 @@ static void next_token(tw_engine *e, slot *sl, float *row)
         commit(e, sl, token, want ? &res : NULL, false);
         return;
     }
-    if (tw_stop_suppress_eos(sl->stop, sl->n_answer))
+    /* a whole JSON answer may end however short it is */
+    if (tw_stop_suppress_eos(sl->stop, sl->n_answer) &&
+        !(sl->json && tw_json_state_complete(sl->json)))
         for (size_t i = 0; i < sl->m->n_eos; i++)
             row[sl->m->eos[i]] = -INFINITY;
+    if (!json_mask(sl, row))
+        return;
     tw_sampler_sample(sl->sampler, row, want, r->logprobs.top_logprobs, &res);
     commit(e, sl, res.token, &res, true);
 }

@@ -164,6 +164,13 @@ static tw_status slot_setup(tw_engine *e, slot *sl, request *r, uint32_t index, 
         tw_sampler_accept(sl->sampler, r->prompt, r->n_prompt, false);
     if (st == TW_OK)
         st = engine_spec_for_slot(r, tw_seq_capacity(sl->seq), r->seed + index, &sl->spec, err);
+    if (st == TW_OK && r->json) {
+        sl->json = malloc(sizeof *sl->json);
+        st = sl->json ? tw_json_masker_create(m->json_vocab, &sl->jmask, err)
+                      : tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory for a JSON answer");
+        if (st == TW_OK)
+            tw_json_state_init(sl->json, r->json);
+    }
     return st;
 }
 
@@ -181,6 +188,10 @@ static void slot_clear(tw_engine *e, slot *sl)
     tw_detok_free(sl->detok);
     tw_spec_free(sl->spec);
     sl->spec = NULL;
+    free(sl->json);
+    sl->json = NULL;
+    tw_json_masker_destroy(sl->jmask);
+    sl->jmask = NULL;
     sl->sampler = NULL;
     sl->stop = NULL;
     sl->think = NULL;

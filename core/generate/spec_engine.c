@@ -45,7 +45,9 @@ tw_status engine_spec_for_slot(const request *r, size_t max_tokens, uint64_t see
     *out = NULL;
     const tw_spec_opts *so = &r->speculative;
     model_entry *m = r->m;
-    if (so->mode == TW_SPEC_OFF || r->logprobs.enabled || r->logprobs.top_logprobs)
+    /* a JSON answer's mask is one position's; drafts would need one per
+     * drafted token */
+    if (so->mode == TW_SPEC_OFF || r->logprobs.enabled || r->logprobs.top_logprobs || r->json)
         return TW_OK;
     /* Auto keeps seeded sampling reproducible: its on/off decisions depend
      * on timing, so it only speculates where that cannot change the

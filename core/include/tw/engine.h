@@ -272,6 +272,24 @@ typedef struct tw_logprob_opts {
                               TW_PREFILL_GROUP rows of logits (64 x vocab floats) */
 } tw_logprob_opts;
 
+/* What shape the answer must take (OutputFormat). JSON answers are
+ * constrained token by token: each step the tokens that cannot continue a
+ * valid document are banned before sampling, and the end-of-turn tokens are
+ * allowed only once the document is whole (tw/json_grammar.h says which
+ * schemas are understood). Reasoning inside a thinking block is not
+ * constrained; the answer after it is. Speculative decoding is off for such
+ * requests. */
+typedef enum tw_output_format {
+    TW_OUTPUT_TEXT = 0, /* no constraint (default) */
+    TW_OUTPUT_JSON = 1, /* a JSON document: any object, or one that fits json_schema */
+} tw_output_format;
+
+typedef struct tw_format_opts {
+    tw_output_format kind;
+    const char *json_schema; /* UTF-8 JSON Schema; NULL or "": any JSON object */
+    size_t json_schema_len;
+} tw_format_opts;
+
 /* A generation request (GenerateRequest); start from tw_gen_request_init(),
  * which sets every default, then fill what the caller asked for. Everything
  * is borrowed during tw_engine_submit only. */
@@ -292,6 +310,7 @@ typedef struct tw_gen_request {
     tw_cache_opts cache;
     tw_spec_opts speculative;
     tw_logprob_opts logprobs;
+    tw_format_opts format;
 
     uint32_t n;                /* choices (default 1); choice i uses seed + i */
     uint64_t deadline_unix_ms; /* 0: none; CLOCK_REALTIME milliseconds */

@@ -1,0 +1,90 @@
+/* The compiled form of a JSON grammar, shared by the schema compiler
+ * (json_schema.c) and the matcher (json_match.c). Internal to core/grammar. */
+#ifndef TW_GRAMMAR_JSON_INTERNAL_H
+#define TW_GRAMMAR_JSON_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tw/json_grammar.h"
+
+#define JN_NONE UINT32_MAX
+
+/* A value's first byte decides its JSON type; a union maps each class to
+ * the node that reads it. */
+typedef enum jclass {
+    JC_OBJECT = 0, /* { */
+    JC_ARRAY,      /* [ */
+    JC_STRING,     /* " */
+    JC_NUMBER,     /* - 0-9 */
+    JC_TRUE,       /* t */
+    JC_FALSE,      /* f */
+    JC_NULL,       /* n */
+    JC_COUNT,
+} jclass;
+
+typedef enum jnode_kind {
+    JN_UNION = 0, /* alt[class] */
+    JN_OBJECT,    /* props [first, first + n); extra: other keys' values (JN_NONE: none) */
+    JN_ARRAY,     /* extra: items; min..max items */
+    JN_STRING,    /* min..max characters */
+    JN_NUMBER,
+    JN_INTEGER,
+    JN_ENUM, /* literals [first, first + n), compact JSON texts */
+} jnode_kind;
+
+typedef struct jnode {
+    uint8_t kind;
+    uint32_t alt[JC_COUNT];
+    uint32_t first, n;
+    uint32_t extra;
+    uint32_t min, max;
+    /* objects: 1 + the index of the last required property (0: none), so
+     * the object may close once prop reaches it */
+    uint32_t close_at;
+} jnode;
+
+typedef struct jprop {
+    uint32_t key; /* literal: the key as a JSON string, quotes included */
+    uint32_t node;
+    bool required;
+} jprop;
+
+typedef struct jlit {
+    char *text;
+    uint32_t len;
+} jlit;
+
+struct tw_json_grammar {
+    jnode *nodes;
+    uint32_t n_nodes, cap_nodes;
+    jprop *props;
+    uint32_t n_props, cap_props;
+    jlit *lits;
+    uint32_t n_lits, cap_lits;
+    uint32_t root;
+    uint32_t key_string; /* a plain string node for the keys of open objects */
+};
+
+/* The class of a value's first byte; JC_COUNT when no value starts so. */
+static inline jclass json_class_of(unsigned char c)
+{
+    switch (c) {
+    case '{':
+        return JC_OBJECT;
+    case '[':
+        return JC_ARRAY;
+    case '"':
+        return JC_STRING;
+    case 't':
+        return JC_TRUE;
+    case 'f':
+        return JC_FALSE;
+    case 'n':
+        return JC_NULL;
+    default:
+        return (c == '-' || (c >= '0' && c <= '9')) ? JC_NUMBER : JC_COUNT;
+    }
+}
+
+#endif

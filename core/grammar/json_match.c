@@ -1,0 +1,520 @@
+/* The byte matcher over compiled grammar nodes: a stack of frames, one per
+ * value being read. A value's frame replaces the "value expected" frame
+ * that its first byte resolved; a finished value pops itself, and a number
+ * (which only a following byte ends) pops and hands that byte on. */
+#include <string.h>
+
+#include "json_internal.h"
+
+enum frame_kind { FK_VALUE = 0, FK_OBJECT, FK_ARRAY, FK_STRING, FK_NUMBER, FK_LIT };
+
+enum { OP_START = 0, OP_NEXT, OP_KEY, OP_COLON, OP_AFTER };
+enum { AP_START = 0, AP_NEXT, AP_AFTER };
+/* A pair's second half is read in SP_LOW_* phases: \uDC00-\uDFFF only. */
+enum { SP_BODY = 0, SP_ESC, SP_HEX, SP_UTF8, SP_PAIR_BS, SP_PAIR_U, SP_LOW_HEX };
+enum { NP_START = 0, NP_MINUS, NP_ZERO, NP_INT, NP_DOT, NP_FRAC, NP_E, NP_ESIGN, NP_EXP };
+
+static bool is_ws(unsigned char c)
+{
+    return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+
+static int hex_value(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+void tw_json_state_init(tw_json_state *s, const tw_json_grammar *g)
+{
+    s->g = g;
+    s->depth = 1;
+    s->ws = 0;
+    memset(&s->f[0], 0, sizeof s->f[0]);
+    s->f[0].kind = FK_VALUE;
+    s->f[0].node = g->root;
+}
+
+void tw_json_state_copy(tw_json_state *dst, const tw_json_state *src)
+{
+    dst->g = src->g;
+    dst->depth = src->depth;
+    dst->ws = src->ws;
+    memcpy(dst->f, src->f, src->depth * sizeof src->f[0]);
+}
+
+static bool push(tw_json_state *s, uint8_t kind, uint32_t node)
+{
+    if (s->depth >= TW_JSON_MAX_DEPTH)
+        return false;
+    tw_json_frame *f = &s->f[s->depth++];
+    memset(f, 0, sizeof *f);
+    f->kind = kind;
+    f->node = node;
+    return true;
+}
+
+static bool take_ws(tw_json_state *s)
+{
+    if (s->ws >= TW_JSON_MAX_WS)
+        return false;
+    s->ws++;
+    return true;
+}
+
+/* ------------------------------------------------------------- strings */
+
+/* Starts one character (ASCII, an escape or a UTF-8 lead byte), within
+ * maxLength. */
+static bool string_char(const tw_json_grammar *g, tw_json_frame *f)
+{
+    if (f->count >= g->nodes[f->node].max)
+        return false;
+    f->count++;
+    return true;
+}
+
+static bool string_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
+{
+    const tw_json_grammar *g = s->g;
+    switch (f->phase) {
+    case SP_BODY:
+        if (c == '"') {
+            if (f->count < g->nodes[f->node].min)
+                return false;
+            s->depth--;
+            return true;
+        }
+        if (c < 0x20)
+            return false;
+        if (c == '\\') {
+            if (!string_char(g, f))
+                return false;
+            f->phase = SP_ESC;
+            return true;
+        }
+        if (c < 0x80)
+            return string_char(g, f);
+        {
+            unsigned lo = 0x80, hi = 0xBF, more;
+            if (c >= 0xC2 && c <= 0xDF)
+                more = 1;
+            else if (c >= 0xE0 && c <= 0xEF)
+                more = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+            else if (c >= 0xF0 && c <= 0xF4)
+                more = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+            else
+                return false;
+            if (!string_char(g, f))
+                return false;
+            f->phase = SP_UTF8;
+            f->pos = (uint16_t)more;
+            f->bits = lo | hi << 8;
+            return true;
+        }
+    case SP_UTF8:
+        if (c < (f->bits & 0xFF) || c > (f->bits >> 8 & 0xFF))
+            return false;
+        f->bits = 0x80 | 0xBF << 8;
+        if (--f->pos == 0)
+            f->phase = SP_BODY;
+        return true;
+    case SP_ESC:
+        if (c == 'u') {
+            f->phase = SP_HEX;
+            f->pos = 0;
+            f->bits = 0;
+            return true;
+        }
+        if (!strchr("\"\\/bfnrt", c) || c == '\0')
+            return false;
+        f->phase = SP_BODY;
+        return true;
+    case SP_HEX:
+    case SP_LOW_HEX: {
+        int v = hex_value(c);
+        if (v < 0)
+            return false;
+        f->bits = f->bits << 4 | (unsigned)v;
+        f->pos++;
+        const bool low = f->phase == SP_LOW_HEX;
+        if (f->pos == 1 && low && v != 0xD)
+            return false;
+        if (f->pos == 2) {
+            /* a lone low half, or a high half where a low one must be */
+            const bool is_low = f->bits >= 0xDC && f->bits <= 0xDF;
+            if (low != is_low)
+                return false;
+        }
+        if (f->pos == 4) {
+            if (f->bits == 0) /* NUL would cut the string for C readers */
+                return false;
+            f->phase = !low && f->bits >= 0xD800 && f->bits <= 0xDBFF ? SP_PAIR_BS : SP_BODY;
+        }
+        return true;
+    }
+    case SP_PAIR_BS:
+        if (c != '\\')
+            return false;
+        f->phase = SP_PAIR_U;
+        return true;
+    case SP_PAIR_U:
+        if (c != 'u')
+            return false;
+        f->phase = SP_LOW_HEX;
+        f->pos = 0;
+        f->bits = 0;
+        return true;
+    }
+    return false;
+}
+
+/* ------------------------------------------------------------- numbers */
+
+static bool number_accepting(const tw_json_frame *f)
+{
+    return f->phase == NP_ZERO || f->phase == NP_INT || f->phase == NP_FRAC || f->phase == NP_EXP;
+}
+
+/* 1: taken; 0: ends the number (the byte goes to the parent); -1: refused. */
+static int number_byte(const tw_json_grammar *g, tw_json_frame *f, unsigned char c)
+{
+    const bool digit = c >= '0' && c <= '9';
+    const bool integer = g->nodes[f->node].kind == JN_INTEGER;
+    /* a byte that leaves the number unfinished needs room for one digit more */
+    const unsigned room = TW_JSON_MAX_NUMBER - f->pos;
+    uint8_t next = 0xFF;
+    bool finishes = false;
+    switch (f->phase) {
+    case NP_START:
+        if (c == '-')
+            next = NP_MINUS;
+        else if (digit)
+            next = c == '0' ? NP_ZERO : NP_INT, finishes = true;
+        break;
+    case NP_MINUS:
+        if (digit)
+            next = c == '0' ? NP_ZERO : NP_INT, finishes = true;
+        break;
+    case NP_INT:
+        if (digit)
+            next = NP_INT, finishes = true;
+        /* fall through */
+    case NP_ZERO:
+        if (!integer && c == '.')
+            next = NP_DOT;
+        else if (!integer && (c == 'e' || c == 'E'))
+            next = NP_E;
+        break;
+    case NP_DOT:
+        if (digit)
+            next = NP_FRAC, finishes = true;
+        break;
+    case NP_FRAC:
+        if (digit)
+            next = NP_FRAC, finishes = true;
+        else if (c == 'e' || c == 'E')
+            next = NP_E;
+        break;
+    case NP_E:
+        if (c == '+' || c == '-')
+            next = NP_ESIGN;
+        else if (digit)
+            next = NP_EXP, finishes = true;
+        break;
+    case NP_ESIGN:
+    case NP_EXP:
+        /* two exponent digits keep every number a finite double, which
+         * strict parsers insist on */
+        if (digit && f->count < 2)
+            next = NP_EXP, finishes = true;
+        break;
+    }
+    if (next == NP_EXP)
+        f->count++;
+    if (next != 0xFF && room >= (finishes ? 1u : 2u)) {
+        f->phase = next;
+        f->pos++;
+        return 1;
+    }
+    return number_accepting(f) ? 0 : -1;
+}
+
+/* ------------------------------------------------------------ literals */
+
+/* 1: taken; 0: a candidate ended before this byte (it goes to the
+ * parent); -1: refused. */
+static int literal_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
+{
+    const jnode *n = &s->g->nodes[f->node];
+    const jlit *lits = s->g->lits + n->first;
+    uint64_t next = 0;
+    bool ended = false, longer = false;
+    for (uint32_t i = 0; i < n->n; i++) {
+        if (!(f->bits >> i & 1))
+            continue;
+        if (lits[i].len == f->pos)
+            ended = true;
+        else if ((unsigned char)lits[i].text[f->pos] == c)
+            next |= 1ull << i;
+    }
+    if (!next)
+        return ended ? 0 : -1;
+    f->bits = next;
+    f->pos++;
+    for (uint32_t i = 0; i < n->n; i++)
+        if ((next >> i & 1) && lits[i].len > f->pos)
+            longer = true;
+    if (!longer)
+        s->depth--;
+    return 1;
+}
+
+static bool literal_complete(const tw_json_grammar *g, const tw_json_frame *f)
+{
+    const jnode *n = &g->nodes[f->node];
+    for (uint32_t i = 0; i < n->n; i++)
+        if ((f->bits >> i & 1) && g->lits[n->first + i].len == f->pos)
+            return true;
+    return false;
+}
+
+/* ------------------------------------------------------------- objects */
+
+static const jprop *props_of(const tw_json_grammar *g, const jnode *n)
+{
+    return g->props + n->first;
+}
+
+/* Keys that may come next: the properties from prop on, up to and
+ * including the first required one. */
+static uint64_t next_keys(const tw_json_grammar *g, const jnode *n, uint32_t prop)
+{
+    uint64_t m = 0;
+    for (uint32_t i = prop; i < n->n; i++) {
+        m |= 1ull << i;
+        if (props_of(g, n)[i].required)
+            break;
+    }
+    return m;
+}
+
+static bool may_close(const jnode *n, const tw_json_frame *f)
+{
+    return n->n == 0 || f->prop >= n->close_at;
+}
+
+static bool object_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
+{
+    const tw_json_grammar *g = s->g;
+    const jnode *n = &g->nodes[f->node];
+    switch (f->phase) {
+    case OP_START:
+    case OP_NEXT:
+        if (is_ws(c))
+            return take_ws(s);
+        if (c == '}' && f->phase == OP_START && may_close(n, f)) {
+            s->depth--;
+            return true;
+        }
+        if (c != '"')
+            return false;
+        if (n->n > 0) {
+            f->bits = next_keys(g, n, f->prop);
+            f->pos = 1; /* every key's text starts with its quote */
+            f->phase = OP_KEY;
+            return f->bits != 0;
+        }
+        if (n->extra == JN_NONE)
+            return false;
+        f->phase = OP_COLON;
+        return push(s, FK_STRING, g->key_string);
+    case OP_KEY: {
+        uint64_t next = 0;
+        uint32_t done = UINT32_MAX;
+        for (uint32_t i = 0; i < n->n; i++) {
+            const jlit *k = &g->lits[props_of(g, n)[i].key];
+            if ((f->bits >> i & 1) && k->len > f->pos && (unsigned char)k->text[f->pos] == c) {
+                next |= 1ull << i;
+                if (k->len == f->pos + 1u)
+                    done = i;
+            }
+        }
+        if (!next)
+            return false;
+        f->bits = next;
+        f->pos++;
+        if (done != UINT32_MAX) {
+            f->prop = (uint16_t)(done + 1);
+            f->phase = OP_COLON;
+        }
+        return true;
+    }
+    case OP_COLON:
+        if (is_ws(c))
+            return take_ws(s);
+        if (c != ':')
+            return false;
+        f->phase = OP_AFTER;
+        return push(s, FK_VALUE, n->n > 0 ? props_of(g, n)[f->prop - 1].node : n->extra);
+    case OP_AFTER:
+        if (is_ws(c))
+            return take_ws(s);
+        if (c == ',' && (n->n == 0 || f->prop < n->n)) {
+            f->phase = OP_NEXT;
+            return true;
+        }
+        if (c == '}' && may_close(n, f)) {
+            s->depth--;
+            return true;
+        }
+        return false;
+    }
+    return false;
+}
+
+/* -------------------------------------------------------------- values */
+
+/* The node that reads a value starting with c, through unions. */
+static uint32_t resolve(const tw_json_grammar *g, uint32_t node, unsigned char c)
+{
+    for (int hops = 0; node != JN_NONE && g->nodes[node].kind == JN_UNION; hops++) {
+        jclass k = json_class_of(c);
+        if (k == JC_COUNT || hops > 16)
+            return JN_NONE;
+        node = g->nodes[node].alt[k];
+    }
+    return node;
+}
+
+bool tw_json_state_feed_byte(tw_json_state *s, unsigned char c)
+{
+    const tw_json_grammar *g = s->g;
+    if (!is_ws(c))
+        s->ws = 0;
+    for (;;) {
+        if (s->depth == 0)
+            return false;
+        tw_json_frame *f = &s->f[s->depth - 1];
+        switch (f->kind) {
+        case FK_VALUE: {
+            if (is_ws(c))
+                return take_ws(s);
+            uint32_t node = resolve(g, f->node, c);
+            if (node == JN_NONE)
+                return false;
+            memset(f, 0, sizeof *f);
+            f->node = node;
+            switch ((jnode_kind)g->nodes[node].kind) {
+            case JN_OBJECT:
+                f->kind = FK_OBJECT;
+                return c == '{';
+            case JN_ARRAY:
+                f->kind = FK_ARRAY;
+                return c == '[';
+            case JN_STRING:
+                f->kind = FK_STRING;
+                return c == '"';
+            case JN_NUMBER:
+            case JN_INTEGER:
+                f->kind = FK_NUMBER;
+                continue;
+            case JN_ENUM:
+                f->kind = FK_LIT;
+                f->bits = g->nodes[node].n >= 64 ? UINT64_MAX : (1ull << g->nodes[node].n) - 1;
+                continue;
+            case JN_UNION:
+                return false;
+            }
+            return false;
+        }
+        case FK_STRING:
+            return string_byte(s, f, c);
+        case FK_OBJECT:
+            return object_byte(s, f, c);
+        case FK_ARRAY: {
+            const jnode *n = &g->nodes[f->node];
+            if (is_ws(c))
+                return take_ws(s);
+            if (f->phase == AP_AFTER) {
+                if (c == ',' && f->count < n->max) {
+                    f->phase = AP_NEXT;
+                    return true;
+                }
+                if (c == ']' && f->count >= n->min) {
+                    s->depth--;
+                    return true;
+                }
+                return false;
+            }
+            if (c == ']' && f->phase == AP_START && n->min == 0) {
+                s->depth--;
+                return true;
+            }
+            if (f->count >= n->max)
+                return false;
+            f->count++;
+            f->phase = AP_AFTER;
+            if (!push(s, FK_VALUE, n->extra))
+                return false;
+            continue;
+        }
+        case FK_NUMBER: {
+            int r = number_byte(g, f, c);
+            if (r < 0)
+                return false;
+            if (r > 0)
+                return true;
+            s->depth--;
+            continue;
+        }
+        case FK_LIT: {
+            int r = literal_byte(s, f, c);
+            if (r < 0)
+                return false;
+            if (r > 0)
+                return true;
+            s->depth--;
+            continue;
+        }
+        }
+        return false;
+    }
+}
+
+bool tw_json_state_feed(tw_json_state *s, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!tw_json_state_feed_byte(s, (unsigned char)p[i]))
+            return false;
+    return true;
+}
+
+bool tw_json_state_complete(const tw_json_state *s)
+{
+    if (s->depth == 0)
+        return true;
+    if (s->depth > 1)
+        return false;
+    const tw_json_frame *f = &s->f[0];
+    if (f->kind == FK_NUMBER)
+        return number_accepting(f);
+    return f->kind == FK_LIT && literal_complete(s->g, f);
+}
+
+bool tw_json_state_in_plain_string(const tw_json_state *s, uint32_t *room)
+{
+    if (s->depth == 0)
+        return false;
+    const tw_json_frame *f = &s->f[s->depth - 1];
+    if (f->kind != FK_STRING || f->phase != SP_BODY)
+        return false;
+    const uint32_t max = s->g->nodes[f->node].max;
+    *room = max == UINT32_MAX ? UINT32_MAX : max - f->count;
+    return true;
+}

@@ -1,0 +1,110 @@
+/* JSON documents as a byte-level grammar: a JSON Schema (or "any JSON
+ * object") compiled into nodes, and a matcher that takes an answer's bytes
+ * one at a time and says whether they can still become a document that
+ * fits. The matcher is exact on prefixes: a byte is accepted only when some
+ * continuation completes the document, so a generator that keeps to accepted
+ * bytes can always finish (but for nesting deeper than TW_JSON_MAX_DEPTH,
+ * which only a recursive schema can demand).
+ *
+ * Schemas understood (anything else is refused with its JSON pointer, never
+ * ignored, so an answer never silently breaks the caller's schema):
+ *   type (a name or a list of names), properties, required,
+ *   additionalProperties (false, true or a schema), items, minItems,
+ *   maxItems, minLength, maxLength, enum, const, anyOf / oneOf whose
+ *   alternatives start with different JSON types, $ref to #/$defs/... or
+ *   #/definitions/..., and the annotations title, description, default,
+ *   examples, $schema, $id, $comment, $defs, definitions, strict.
+ * What is generated is a subset of what the schema allows, chosen so that
+ * the matcher stays deterministic:
+ *   - an object with properties takes them in the order the schema lists
+ *     them, each at most once, optional ones may be left out, and no
+ *     others; an object without properties takes any keys (values fitting
+ *     additionalProperties);
+ *   - enum and const values are written compactly, byte for byte as
+ *     jansson's compact dump of them;
+ *   - "integer" is -?digits (no fraction or exponent); numbers have at most
+ *     TW_JSON_MAX_NUMBER bytes and exponents at most two digits, so every
+ *     number is a finite double;
+ *   - whitespace between tokens is at most TW_JSON_MAX_WS bytes per gap, so
+ *     a model cannot loop on blank space.
+ * Strings are UTF-8 checked (no overlong forms or surrogates) and \u
+ * escapes pair surrogates, so every document passes a strict parser. */
+#ifndef TW_JSON_GRAMMAR_H
+#define TW_JSON_GRAMMAR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tw/status.h"
+
+#define TW_JSON_MAX_DEPTH        48
+#define TW_JSON_MAX_WS           32
+#define TW_JSON_MAX_NUMBER       32
+#define TW_JSON_SCHEMA_MAX_BYTES (256u * 1024u)
+/* Bounds on what one schema may compile into. */
+#define TW_JSON_MAX_NODES   4096
+#define TW_JSON_MAX_PROPS   64   /* per object */
+#define TW_JSON_MAX_ENUM    64   /* values per enum */
+#define TW_JSON_MAX_LITERAL 4096 /* bytes of one enum value or key, as JSON */
+
+typedef struct tw_json_grammar tw_json_grammar;
+
+/* Compiles schema (JSON text, len bytes, at most TW_JSON_SCHEMA_MAX_BYTES);
+ * schema NULL or len 0 compiles "any JSON object". INVALID_ARGUMENT names
+ * what is wrong and where ("json_schema: unsupported keyword \"pattern\" at
+ * /properties/id"). *out is freed with tw_json_grammar_free. */
+tw_status tw_json_grammar_compile(const char *schema, size_t len, tw_json_grammar **out,
+                                  tw_err *err);
+
+void tw_json_grammar_free(tw_json_grammar *g);
+
+/* One level of the matcher's stack. The fields' meaning depends on kind
+ * (json_match.c); callers only copy states. */
+typedef struct tw_json_frame {
+    uint64_t bits;  /* literal or key candidates; a \u escape's code unit */
+    uint32_t node;  /* grammar node */
+    uint32_t count; /* string characters or array items so far */
+    uint16_t pos;   /* bytes into a literal, key, escape or number */
+    uint16_t prop;  /* objects: properties before this one are behind */
+    uint8_t kind;
+    uint8_t phase;
+} tw_json_frame;
+
+/* Where a document stands. Plain data: copy it with tw_json_state_copy
+ * (which copies only the frames in use) to try bytes without losing it. */
+typedef struct tw_json_state {
+    const tw_json_grammar *g;
+    uint16_t depth; /* frames in use; 0: the document is whole */
+    uint8_t ws;     /* whitespace bytes in the current gap */
+    tw_json_frame f[TW_JSON_MAX_DEPTH];
+} tw_json_state;
+
+void tw_json_state_init(tw_json_state *s, const tw_json_grammar *g);
+
+void tw_json_state_copy(tw_json_state *dst, const tw_json_state *src);
+
+/* Takes one byte; false when it cannot continue the document (s is then
+ * unspecified: feed a copy when the answer matters). No allocation. */
+bool tw_json_state_feed_byte(tw_json_state *s, unsigned char c);
+
+/* Takes n bytes, stopping at the first that does not fit (false). */
+bool tw_json_state_feed(tw_json_state *s, const char *p, size_t n);
+
+/* The bytes so far are a whole document (a top-level number may still
+ * grow, so this can hold while more bytes are accepted). */
+bool tw_json_state_complete(const tw_json_state *s);
+
+/* The document is whole and nothing more can follow. */
+static inline bool tw_json_state_closed(const tw_json_state *s)
+{
+    return s->depth == 0;
+}
+
+/* A string body is being read with no escape or UTF-8 sequence pending:
+ * any run of plain characters (no quote, backslash or control byte; whole
+ * UTF-8) of at most *room characters fits (*room UINT32_MAX: no bound).
+ * The vocabulary mask's fast path. */
+bool tw_json_state_in_plain_string(const tw_json_state *s, uint32_t *room);
+
+#endif

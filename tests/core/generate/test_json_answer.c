@@ -1,0 +1,281 @@
+/* JSON answers on the shipped model: sampled at temperature 1, every choice
+ * of a schema-bound request ends by itself with a document that a strict
+ * parser reads and that fits the schema, which the same request without
+ * the format does not give; "any JSON object" gives objects; schemas the
+ * grammar does not understand, unknown formats and a JSON answer with a
+ * forced tool call are refused at submit; such answers do not speculate.
+ *
+ *   test_json_answer MODEL.gguf */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+#include "tw/engine.h"
+
+#define CHOICES 4
+
+typedef struct answer {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char text[CHOICES][8192];
+    tw_finish_reason finish[CHOICES];
+    bool final;
+    tw_status error;
+    tw_usage usage;
+} answer;
+
+static const char *g_model;
+static tw_engine *g_engine;
+
+static const char *const g_schema =
+    "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":20},"
+    "\"age\":{\"type\":\"integer\"},\"tags\":{\"type\":\"array\",\"items\":{\"type\":"
+    "\"string\",\"maxLength\":10},\"maxItems\":3}},\"required\":[\"name\",\"age\",\"tags\"],"
+    "\"additionalProperties\":false}";
+
+static void on_chunk(void *user, const tw_gen_chunk *ch)
+{
+    answer *a = user;
+    pthread_mutex_lock(&a->mu);
+    if (ch->index < CHOICES) {
+        char *t = a->text[ch->index];
+        size_t have = strlen(t);
+        if (have + ch->text_len < sizeof a->text[0])
+            memcpy(t + have, ch->text_delta, ch->text_len), t[have + ch->text_len] = '\0';
+        if (ch->finish_reason != TW_FINISH_NONE)
+            a->finish[ch->index] = ch->finish_reason;
+    }
+    if (ch->final) {
+        a->final = true;
+        a->error = ch->error;
+        a->usage = *ch->usage;
+        pthread_cond_broadcast(&a->cv);
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
+static const tw_chat_message g_msgs[] = {
+    {.role = "user", .content = "Write a JSON record for a user named Ada, aged 36."}};
+
+static void chat_request(tw_gen_request *r, tw_output_format kind, const char *schema)
+{
+    tw_gen_request_init(r);
+    r->prompt_kind = TW_PROMPT_CHAT;
+    r->chat.messages = g_msgs;
+    r->chat.n_messages = 1;
+    r->sampling.temperature = 1.0f;
+    r->sampling.has_seed = true;
+    r->sampling.seed = 11;
+    r->stop.max_tokens = 1200;
+    r->n = CHOICES;
+    r->thinking.enable_thinking = TW_THINK_OFF;
+    r->format.kind = kind;
+    r->format.json_schema = schema;
+    r->format.json_schema_len = schema ? strlen(schema) : 0;
+}
+
+static answer *run(const tw_gen_request *r)
+{
+    answer *a = calloc(1, sizeof *a);
+    assert_non_null(a);
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    tw_gen_callbacks cb = {.on_chunk = on_chunk};
+    tw_err err;
+    uint64_t id;
+    if (tw_engine_submit(g_engine, r, &cb, a, &id, &err) != TW_OK)
+        fail_msg("submit: %s", err.msg);
+    bool done = tw_test_wait_done(&a->mu, &a->cv, &a->final, 120);
+    pthread_mutex_destroy(&a->mu);
+    pthread_cond_destroy(&a->cv);
+    assert_true(done);
+    assert_int_equal(a->error, TW_OK);
+    return a;
+}
+
+/* The answer is an object with exactly the schema's keys, typed and
+ * bounded as it says. */
+static bool fits(const char *text)
+{
+    json_t *v = json_loads(text, 0, NULL);
+    bool ok = json_is_object(v) && json_object_size(v) == 3;
+    const json_t *name = json_object_get(v, "name"), *age = json_object_get(v, "age"),
+                 *tags = json_object_get(v, "tags");
+    ok = ok && json_is_string(name) && json_is_integer(age) && json_is_array(tags) &&
+         json_array_size(tags) <= 3;
+    for (size_t i = 0; ok && i < json_array_size(tags); i++)
+        ok = json_is_string(json_array_get(tags, i));
+    json_decref(v);
+    return ok;
+}
+
+static void test_schema_answers(void **state)
+{
+    (void)state;
+    tw_gen_request r;
+    chat_request(&r, TW_OUTPUT_JSON, g_schema);
+    answer *a = run(&r);
+    for (int i = 0; i < CHOICES; i++) {
+        /* bounded strings, items and numbers: every document ends */
+        if (a->finish[i] != TW_FINISH_STOP || !fits(a->text[i]))
+            fail_msg("choice %d (finish %d) does not fit: %s", i, a->finish[i], a->text[i]);
+    }
+    /* sampling still chose: the choices differ */
+    assert_true(strcmp(a->text[0], a->text[1]) != 0 || strcmp(a->text[1], a->text[2]) != 0);
+    free(a);
+
+    /* the same request as free text does not give such documents */
+    chat_request(&r, TW_OUTPUT_TEXT, NULL);
+    r.stop.max_tokens = 200;
+    a = run(&r);
+    int fitting = 0;
+    for (int i = 0; i < CHOICES; i++)
+        fitting += fits(a->text[i]);
+    assert_true(fitting < CHOICES);
+    free(a);
+}
+
+static void test_any_object(void **state)
+{
+    (void)state;
+    tw_gen_request r;
+    chat_request(&r, TW_OUTPUT_JSON, NULL);
+    r.stop.max_tokens = 400;
+    r.sampling.temperature = 0.7f;
+    answer *a = run(&r);
+    int whole = 0;
+    for (int i = 0; i < CHOICES; i++) {
+        if (a->finish[i] == TW_FINISH_LENGTH)
+            continue; /* open objects can go on past the budget */
+        assert_int_equal(a->finish[i], TW_FINISH_STOP);
+        json_error_t je;
+        json_t *v = json_loads(a->text[i], 0, &je);
+        if (!json_is_object(v))
+            fail_msg("choice %d is not a JSON object (%s): %s", i, je.text, a->text[i]);
+        json_decref(v);
+        whole++;
+    }
+    assert_true(whole > 0);
+    free(a);
+
+    /* a text prompt, greedy, asked to speculate: no drafts for JSON */
+    tw_gen_request_init(&r);
+    r.prompt_kind = TW_PROMPT_TEXT;
+    r.prompt_text = "{\"a\": 1, \"a\": 1, \"a\": 1, \"a\": 1, \"a\": 1";
+    r.prompt_text_len = strlen(r.prompt_text);
+    r.sampling.temperature = 0.0f;
+    r.speculative.mode = TW_SPEC_LOOKUP;
+    r.stop.max_tokens = 64;
+    r.format.kind = TW_OUTPUT_JSON;
+    a = run(&r);
+    assert_int_equal(a->usage.drafted_tokens, 0);
+    if (a->finish[0] == TW_FINISH_STOP) {
+        json_t *v = json_loads(a->text[0], 0, NULL);
+        assert_true(json_is_object(v));
+        json_decref(v);
+    }
+    free(a);
+}
+
+static void refused(tw_gen_request *r, tw_status want, const char *says)
+{
+    tw_gen_callbacks cb = {.on_chunk = on_chunk};
+    tw_err err = {0};
+    uint64_t id;
+    answer a;
+    tw_status st = tw_engine_submit(g_engine, r, &cb, &a, &id, &err);
+    if (st != want || !strstr(err.msg, says))
+        fail_msg("submit gave %d \"%s\"; wanted %d with \"%s\"", st, err.msg, want, says);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    tw_gen_request r;
+    chat_request(&r, TW_OUTPUT_JSON, "{\"type\":\"string\",\"pattern\":\"^a\"}");
+    refused(&r, TW_INVALID_ARGUMENT, "unsupported keyword \"pattern\"");
+    chat_request(&r, TW_OUTPUT_JSON, "{\"type\":");
+    refused(&r, TW_INVALID_ARGUMENT, "json_schema: not JSON");
+    chat_request(&r, (tw_output_format)7, NULL);
+    refused(&r, TW_INVALID_ARGUMENT, "output format 7 unknown");
+
+    /* a forced tool call writes its own opening */
+    static const tw_tool tools[] = {{.name = "f", .parameters_json = "{\"type\":\"object\"}"}};
+    TW_REQUIRE_SHARED(dir);
+    char path[4096];
+    tw_test_shared_path(path, sizeof path, "chat/Qwen-Qwen2.5-7B-Instruct.jinja");
+    char *qwen = tw_test_read_file(path, NULL);
+    assert_non_null(qwen);
+    tw_engine_opts o;
+    tw_engine_opts_init(&o);
+    o.threads = 1;
+    o.max_context = 512;
+    tw_engine *e;
+    tw_err err;
+    assert_int_equal(tw_engine_create(&o, &e, &err), TW_OK);
+    tw_load_opts lo;
+    tw_load_opts_init(&lo);
+    lo.chat_template = qwen;
+    assert_int_equal(tw_engine_load_model(e, g_model, NULL, &lo, NULL, &err), TW_OK);
+    chat_request(&r, TW_OUTPUT_JSON, NULL);
+    r.chat.tools = tools;
+    r.chat.n_tools = 1;
+    r.chat.tool_choice = "required";
+    tw_engine *keep = g_engine;
+    g_engine = e;
+    refused(&r, TW_INVALID_ARGUMENT, "cannot be combined with a forced tool call");
+    r.chat.tool_choice = "auto";
+    r.n = 1;
+    r.stop.max_tokens = 8;
+    free(run(&r));
+    g_engine = keep;
+    tw_engine_destroy(e);
+    free(qwen);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    tw_engine_opts o;
+    tw_engine_opts_init(&o);
+    o.threads = 2;
+    o.max_context = 2048;
+    tw_err err;
+    if (tw_engine_create(&o, &g_engine, &err) != TW_OK)
+        return -1;
+    if (tw_engine_load_model(g_engine, g_model, NULL, NULL, NULL, &err) != TW_OK) {
+        fprintf(stderr, "load %s: %s\n", g_model, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tw_engine_destroy(g_engine);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s MODEL.gguf\n", argv[0]);
+        return 2;
+    }
+    g_model = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_schema_answers),
+        cmocka_unit_test(test_any_object),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,421 @@
+/* The JSON grammar: schemas compiled or refused with their location, the
+ * matcher's verdict on whole documents and prefixes, and random walks
+ * through the matcher whose every finished document a strict parser reads
+ * and the schema (checked here independently) admits, with no dead end on
+ * the way. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+#include "tw/json_grammar.h"
+
+static tw_json_grammar *compile_ok(const char *schema)
+{
+    tw_json_grammar *g = NULL;
+    tw_err err;
+    tw_status st = tw_json_grammar_compile(schema, schema ? strlen(schema) : 0, &g, &err);
+    if (st != TW_OK)
+        fail_msg("compile %s: %s", schema ? schema : "(any object)", err.msg);
+    return g;
+}
+
+/* Whole text accepted and complete. */
+static bool accepts(const tw_json_grammar *g, const char *text)
+{
+    tw_json_state s;
+    tw_json_state_init(&s, g);
+    return tw_json_state_feed(&s, text, strlen(text)) && tw_json_state_complete(&s);
+}
+
+/* Every prefix accepted (a prefix of a refused document may be accepted). */
+static bool prefix_ok(const tw_json_grammar *g, const char *text)
+{
+    tw_json_state s;
+    tw_json_state_init(&s, g);
+    return tw_json_state_feed(&s, text, strlen(text));
+}
+
+static void test_any_object(void **state)
+{
+    (void)state;
+    tw_json_grammar *g = compile_ok(NULL);
+    const char *good[] = {
+        "{}",
+        " {\"a\":1}",
+        "{\"a\": [1, 2.5, -3e+2, true, false, null, \"x\"], \"b\": {\"c\": {}}}",
+        "{\n  \"k\": \"\\u00e9\\n\\\"\\\\\\/\\ud83d\\ude00\"\n}",
+        "{\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\": 0}",
+        "{\"a\":-0.0E-0}",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        assert_true(accepts(g, good[i]));
+    const char *bad[] = {
+        "[]",                           /* not an object */
+        "\"a\"",                        /* not an object */
+        "{\"a\":1,}",                   /* trailing comma */
+        "{\"a\" 1}",                    /* no colon */
+        "{a:1}",                        /* bare key */
+        "{\"a\":01}",                   /* leading zero */
+        "{\"a\":1.}",                   /* bare dot */
+        "{\"a\":.5}",                   /* bare fraction */
+        "{\"a\":tru}",                  /* cut literal */
+        "{\"a\":\"\\x\"}",              /* bad escape */
+        "{\"a\":\"\\ude00\"}",          /* lone low surrogate */
+        "{\"a\":\"\\ud83d\"}",          /* high surrogate without its pair */
+        "{\"a\":\"\\ud83d\\u0041\"}",   /* pair broken */
+        "{\"a\":\"\\u0000\"}",          /* NUL */
+        "{\"a\":\"\x01\"}",             /* raw control byte */
+        "{\"a\":\"\xc0\x80\"}",         /* overlong */
+        "{\"a\":\"\xed\xa0\x80\"}",     /* UTF-8 surrogate */
+        "{\"a\":\"\xf4\x90\x80\x80\"}", /* above U+10FFFF */
+        "{\"a\":\"\xe2\x82\"}",         /* cut sequence */
+        "{} ",                          /* nothing after the document */
+        "{}{}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (accepts(g, bad[i]))
+            fail_msg("accepted %s", bad[i]);
+    }
+    /* prefixes that can still finish are accepted, so the refusal above is
+     * at the byte that breaks the document */
+    assert_true(prefix_ok(g, "{\"a\":tru"));
+    assert_false(prefix_ok(g, "{\"a\":trux"));
+    assert_false(prefix_ok(g, "{\"a\":\"\\udc"));
+    assert_true(prefix_ok(g, "{\"a\":\"\\ud8"));
+    tw_json_grammar_free(g);
+}
+
+static void test_whitespace_and_number_bounds(void **state)
+{
+    (void)state;
+    tw_json_grammar *g = compile_ok(NULL);
+    char buf[256];
+    snprintf(buf, sizeof buf, "{%*s}", TW_JSON_MAX_WS, "");
+    assert_true(accepts(g, buf));
+    snprintf(buf, sizeof buf, "{%*s}", TW_JSON_MAX_WS + 1, "");
+    assert_false(prefix_ok(g, buf));
+    /* a gap's count starts again after a token */
+    snprintf(buf, sizeof buf, "{%*s\"a\"%*s:%*s1%*s}", TW_JSON_MAX_WS, "", TW_JSON_MAX_WS, "",
+             TW_JSON_MAX_WS, "", TW_JSON_MAX_WS, "");
+    assert_true(accepts(g, buf));
+
+    /* numbers stop at TW_JSON_MAX_NUMBER bytes, and never where one more
+     * digit is needed */
+    char num[64] = "{\"a\":";
+    size_t at = strlen(num);
+    for (int i = 0; i < TW_JSON_MAX_NUMBER; i++)
+        num[at++] = '7';
+    num[at] = '\0';
+    assert_true(prefix_ok(g, num));
+    num[at++] = '7';
+    num[at] = '\0';
+    assert_false(prefix_ok(g, num));
+    char tail[64] = "{\"a\":";
+    memset(tail + 5, '1', TW_JSON_MAX_NUMBER - 1);
+    strcpy(tail + 5 + TW_JSON_MAX_NUMBER - 1, ".");
+    assert_false(prefix_ok(g, tail)); /* the dot would leave no room for its digit */
+    memset(tail + 5, '1', TW_JSON_MAX_NUMBER - 2);
+    strcpy(tail + 5 + TW_JSON_MAX_NUMBER - 2, ".5}");
+    assert_true(accepts(g, tail));
+    tw_json_grammar_free(g);
+}
+
+static void test_schema_objects(void **state)
+{
+    (void)state;
+    tw_json_grammar *g = compile_ok(
+        "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":3},"
+        "\"age\":{\"type\":\"integer\"},\"nick\":{\"type\":[\"string\",\"null\"]},"
+        "\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"b\",1,12]},\"minItems\":1,"
+        "\"maxItems\":2}},\"required\":[\"name\",\"tags\"],\"additionalProperties\":false}");
+    assert_true(accepts(g, "{\"name\":\"abc\",\"tags\":[\"a\"]}"));
+    assert_true(accepts(g, "{\"name\":\"\\u00e9\",\"age\":-4,\"nick\":null,\"tags\":[12,1]}"));
+    assert_true(accepts(g, "{ \"name\" : \"x\" , \"nick\" : \"y\" , \"tags\" : [ 1 ] }"));
+    const char *bad[] = {
+        "{\"name\":\"abcd\",\"tags\":[\"a\"]}",         /* maxLength */
+        "{\"tags\":[\"a\"],\"name\":\"a\"}",            /* order of the schema */
+        "{\"name\":\"a\"}",                             /* required tags */
+        "{\"name\":\"a\",\"tags\":[]}",                 /* minItems */
+        "{\"name\":\"a\",\"tags\":[1,1,1]}",            /* maxItems */
+        "{\"name\":\"a\",\"tags\":[\"c\"]}",            /* enum */
+        "{\"name\":\"a\",\"tags\":[123]}",              /* enum, number prefix */
+        "{\"name\":\"a\",\"age\":1.5,\"tags\":[1]}",    /* integer */
+        "{\"name\":\"a\",\"other\":1,\"tags\":[1]}",    /* unknown key */
+        "{\"name\":\"a\",\"name\":\"b\",\"tags\":[1]}", /* a key twice */
+        "{\"name\":\"a\",\"nick\":1,\"tags\":[1]}",     /* type list */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (accepts(g, bad[i]))
+            fail_msg("accepted %s", bad[i]);
+    tw_json_grammar_free(g);
+
+    /* a closed object without properties is only {} */
+    g = compile_ok("{\"type\":\"object\",\"additionalProperties\":false}");
+    assert_true(accepts(g, "{ }"));
+    assert_false(accepts(g, "{\"a\":1}"));
+    tw_json_grammar_free(g);
+    /* values of an open object fit additionalProperties */
+    g = compile_ok("{\"type\":\"object\",\"additionalProperties\":{\"type\":\"boolean\"}}");
+    assert_true(accepts(g, "{\"a\":true,\"b\":false}"));
+    assert_false(accepts(g, "{\"a\":1}"));
+    tw_json_grammar_free(g);
+    /* a top-level number is complete while it may still grow */
+    g = compile_ok("{\"type\":\"number\"}");
+    tw_json_state s;
+    tw_json_state_init(&s, g);
+    assert_true(tw_json_state_feed(&s, "12", 2));
+    assert_true(tw_json_state_complete(&s));
+    assert_false(tw_json_state_closed(&s));
+    assert_true(tw_json_state_feed(&s, "e3", 2));
+    tw_json_grammar_free(g);
+}
+
+static void test_refs_and_unions(void **state)
+{
+    (void)state;
+    /* a recursive tree through $defs, nullable through anyOf */
+    tw_json_grammar *g = compile_ok(
+        "{\"$ref\":\"#/$defs/node\",\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{"
+        "\"v\":{\"type\":\"integer\"},\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$"
+        "defs/node\"}},\"next\":{\"anyOf\":[{\"$ref\":\"#/$defs/node\"},{\"type\":\"null\"}]}},"
+        "\"required\":[\"v\"]}}}");
+    assert_true(accepts(g, "{\"v\":1,\"kids\":[{\"v\":2},{\"v\":3,\"kids\":[]}],\"next\":null}"));
+    assert_true(accepts(g, "{\"v\":1,\"next\":{\"v\":2,\"next\":{\"v\":3}}}"));
+    assert_false(accepts(g, "{\"v\":1,\"kids\":[{}]}"));
+    tw_json_grammar_free(g);
+    g = compile_ok("{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"array\",\"items\":"
+                   "{\"const\":{\"k\":[1,\"x\"]}}}]}");
+    assert_true(accepts(g, "\"s\""));
+    assert_true(accepts(g, "[{\"k\":[1,\"x\"]}]"));
+    assert_false(accepts(g, "[{\"k\": [1,\"x\"]}]")); /* enum values are compact */
+    tw_json_grammar_free(g);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *schema, *says;
+    } cases[] = {
+        {"{\"type\":\"string\",\"pattern\":\"^a\"}", "unsupported keyword \"pattern\" (at the top"},
+        {"{\"properties\":{\"a\":{\"format\":\"date\"}}}", "\"format\" (at /properties/a)"},
+        {"{\"type\":\"strng\"}", "\"type\" must name JSON types"},
+        {"{\"anyOf\":[{\"type\":\"object\"},{\"properties\":{}}]}",
+         "start with the same JSON type"},
+        {"{\"type\":\"object\",\"required\":[\"x\"]}", "\"x\", which is not among"},
+        {"{\"$ref\":\"#/components/x\"}", "does not name an entry"},
+        {"{\"$ref\":\"#/$defs/nope\"}", "does not name an entry"},
+        {"{\"enum\":[]}", "non-empty array"},
+        {"{\"type\":\"array\",\"items\":[{}]}", "tuples"},
+        {"{\"type\":\"array\",\"minItems\":3,\"maxItems\":2}", "minItems is above maxItems"},
+        {"{\"type\":\"string\",\"maxLength\":-1}", "\"maxLength\" must be a non-negative"},
+        {"false", "admits no value"},
+        {"{\"properties\":{\"a\":false}}", "admits no value (at /properties/a)"},
+        {"[1]", "must be an object or a boolean"},
+        {"{\"a\":", "not JSON"},
+        {"{\"type\":\"object\",\"type\":\"array\"}", "not JSON"},
+        {"{\"$ref\":\"#/$defs/a\",\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}}}", "admits no value"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tw_json_grammar *g = NULL;
+        tw_err err = {0};
+        tw_status st = tw_json_grammar_compile(cases[i].schema, strlen(cases[i].schema), &g, &err);
+        if (st != TW_INVALID_ARGUMENT || !strstr(err.msg, cases[i].says))
+            fail_msg("%s: status %d, \"%s\"; wanted \"%s\"", cases[i].schema, st, err.msg,
+                     cases[i].says);
+        assert_null(g);
+    }
+    /* limits: nesting, size */
+    char deep[2048] = "";
+    for (int i = 0; i < 70; i++)
+        strcat(deep, "{\"items\":");
+    strcat(deep, "{}");
+    for (int i = 0; i < 70; i++)
+        strcat(deep, "}");
+    tw_json_grammar *g = NULL;
+    tw_err err;
+    assert_int_equal(tw_json_grammar_compile(deep, strlen(deep), &g, &err), TW_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.msg, "deeper than 64"));
+    assert_int_equal(tw_json_grammar_compile("{}", TW_JSON_SCHEMA_MAX_BYTES + 1, &g, &err),
+                     TW_INVALID_ARGUMENT);
+}
+
+/* ------------------------------------------------------- random walks */
+
+/* An independent check of the schema subset on a parsed value. */
+static bool fits(const json_t *schema, const json_t *root, const json_t *v)
+{
+    if (json_is_true(schema))
+        return true;
+    const json_t *ref = json_object_get(schema, "$ref");
+    if (ref) {
+        const char *r = json_string_value(ref);
+        return fits(json_object_get(json_object_get(root, "$defs"), r + strlen("#/$defs/")), root,
+                    v);
+    }
+    const json_t *alts = json_object_get(schema, "anyOf");
+    if (alts) {
+        for (size_t i = 0; i < json_array_size(alts); i++)
+            if (fits(json_array_get(alts, i), root, v))
+                return true;
+        return false;
+    }
+    const json_t *e = json_object_get(schema, "enum");
+    if (e) {
+        for (size_t i = 0; i < json_array_size(e); i++)
+            if (json_equal((json_t *)json_array_get(e, i), (json_t *)v))
+                return true;
+        return false;
+    }
+    const char *t = json_string_value(json_object_get(schema, "type"));
+    if (!t)
+        return true;
+    if (strcmp(t, "object") == 0) {
+        if (!json_is_object(v))
+            return false;
+        const json_t *props = json_object_get(schema, "properties");
+        const json_t *req = json_object_get(schema, "required");
+        for (size_t i = 0; i < json_array_size(req); i++)
+            if (!json_object_get(v, json_string_value(json_array_get(req, i))))
+                return false;
+        const char *k;
+        json_t *val;
+        json_object_foreach((json_t *)v, k, val)
+        {
+            const json_t *ps = props ? json_object_get(props, k) : json_true();
+            if (!ps || !fits(ps, root, val))
+                return false;
+        }
+        return true;
+    }
+    if (strcmp(t, "array") == 0) {
+        if (!json_is_array(v))
+            return false;
+        json_int_t lo = json_integer_value(json_object_get(schema, "minItems"));
+        const json_t *hi = json_object_get(schema, "maxItems");
+        if ((json_int_t)json_array_size(v) < lo ||
+            (hi && (json_int_t)json_array_size(v) > json_integer_value(hi)))
+            return false;
+        for (size_t i = 0; i < json_array_size(v); i++)
+            if (!fits(json_object_get(schema, "items"), root, json_array_get(v, i)))
+                return false;
+        return true;
+    }
+    if (strcmp(t, "string") == 0) {
+        if (!json_is_string(v))
+            return false;
+        /* characters, not bytes */
+        size_t chars = 0;
+        const unsigned char *p = (const unsigned char *)json_string_value(v);
+        for (size_t i = 0; i < json_string_length(v); i++)
+            chars += (p[i] & 0xC0) != 0x80;
+        const json_t *hi = json_object_get(schema, "maxLength");
+        return (json_int_t)chars >= json_integer_value(json_object_get(schema, "minLength")) &&
+               (!hi || (json_int_t)chars <= json_integer_value(hi));
+    }
+    if (strcmp(t, "integer") == 0)
+        return json_is_integer(v);
+    if (strcmp(t, "number") == 0)
+        return json_is_number(v);
+    if (strcmp(t, "boolean") == 0)
+        return json_is_boolean(v);
+    return json_is_null(v);
+}
+
+/* Takes random accepted bytes until the document is whole; after `soft`
+ * bytes, closing bytes are preferred so every walk ends. Returns the
+ * length, or 0 when it ran past cap. */
+static size_t walk(const tw_json_grammar *g, tw_test_rng *rng, char *out, size_t cap, size_t soft)
+{
+    tw_json_state s, t;
+    tw_json_state_init(&s, g);
+    size_t n = 0;
+    while (n + 1 < cap) {
+        unsigned char ok[256];
+        int n_ok = 0, n_close = 0;
+        unsigned char close[8];
+        for (int c = 0; c < 256; c++) {
+            tw_json_state_copy(&t, &s);
+            if (tw_json_state_feed_byte(&t, (unsigned char)c)) {
+                ok[n_ok++] = (unsigned char)c;
+                if (strchr("\"]}", c) && c && n_close < 8)
+                    close[n_close++] = (unsigned char)c;
+            }
+        }
+        if (tw_json_state_complete(&s) && (n_ok == 0 || tw_test_rand_u64(rng) % 4 == 0))
+            break;
+        if (n_ok == 0)
+            fail_msg("dead end after %zu bytes: %.*s", n, (int)n, out);
+        unsigned char c = (n > soft && n_close) ? close[tw_test_rand_u64(rng) % n_close]
+                                                : ok[tw_test_rand_u64(rng) % n_ok];
+        assert_true(tw_json_state_feed_byte(&s, c));
+        out[n++] = (char)c;
+    }
+    out[n] = '\0';
+    return tw_json_state_complete(&s) ? n : 0;
+}
+
+static void check_walks(const char *schema_text, int walks, bool object_root)
+{
+    tw_json_grammar *g = compile_ok(schema_text);
+    json_t *schema =
+        schema_text ? json_loads(schema_text, 0, NULL) : json_pack("{ss}", "type", "object");
+    assert_non_null(schema);
+    tw_test_rng rng = {0x9e3779b97f4a7c15ull ^ strlen(schema_text ? schema_text : "")};
+    char *doc = malloc(1 << 16);
+    int finished = 0;
+    for (int i = 0; i < walks; i++) {
+        size_t n = walk(g, &rng, doc, 1 << 16, 40 + i % 200);
+        if (!n)
+            continue;
+        finished++;
+        json_error_t je;
+        json_t *v = json_loadb(doc, n, JSON_DECODE_ANY, &je);
+        if (!v)
+            fail_msg("walk %d gave what jansson refuses (%s): %s", i, je.text, doc);
+        if (object_root)
+            assert_true(json_is_object(v));
+        if (!fits(schema, schema, v))
+            fail_msg("walk %d does not fit the schema: %s", i, doc);
+        json_decref(v);
+    }
+    assert_true(finished > walks / 2);
+    free(doc);
+    json_decref(schema);
+    tw_json_grammar_free(g);
+}
+
+static void test_random_walks(void **state)
+{
+    (void)state;
+    check_walks(NULL, 300, true);
+    check_walks("{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"minLength\":"
+                "2,\"maxLength\":5},\"age\":{\"type\":\"integer\"},\"score\":{\"type\":"
+                "\"number\"},\"ok\":{\"type\":\"boolean\"},\"tags\":{\"type\":\"array\","
+                "\"items\":{\"enum\":[\"red\",\"green\",7,70,null]},\"minItems\":1,"
+                "\"maxItems\":3}},\"required\":[\"name\",\"ok\"]}",
+                300, true);
+    check_walks("{\"$ref\":\"#/$defs/n\",\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{"
+                "\"v\":{\"type\":\"integer\"},\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":"
+                "\"#/$defs/n\"},\"maxItems\":2},\"up\":{\"anyOf\":[{\"type\":\"string\"},"
+                "{\"type\":\"null\"}]}},\"required\":[\"v\"]}}}",
+                300, true);
+    check_walks("{\"type\":\"array\",\"items\":{\"type\":[\"number\",\"string\"]}}", 200, false);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_any_object),     cmocka_unit_test(test_whitespace_and_number_bounds),
+        cmocka_unit_test(test_schema_objects), cmocka_unit_test(test_refs_and_unions),
+        cmocka_unit_test(test_refusals),       cmocka_unit_test(test_random_walks),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,172 @@
+/* The vocabulary mask against the plain definition: a token is allowed
+ * when a copy of the state takes all its bytes (and an end id when the
+ * document is whole). Checked at every prefix of documents that pass
+ * through strings, escapes, numbers, keys and literals, on the shipped
+ * model's vocabulary and, with ../shared, on GPT-2's byte-level BPE and
+ * Llama's SentencePiece vocabularies.
+ *
+ *   test_json_mask MODEL.gguf */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_support.h"
+#include "tw/json_mask.h"
+
+static const char *g_model;
+
+static const char *const g_schema =
+    "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":6},"
+    "\"n\":{\"type\":\"number\"},\"tags\":{\"type\":\"array\",\"items\":{\"enum\":"
+    "[\"alpha\",\"beta\",12]}},\"more\":{\"type\":\"object\"}},\"required\":[\"name\"]}";
+
+static const char *const g_docs[] = {
+    "{\"name\": \"J\\u00e9 \\\"x\",\n \"n\": -12.5e+3, \"tags\": [\"beta\", 12],"
+    " \"more\": {\"k\": [true, null, \"\xf0\x9f\x98\x80\"]}}",
+    "{ \"name\" : \"ab\\ud83d\\ude00\" }",
+};
+
+/* The definition, token by token. */
+static size_t brute(const tw_tokenizer *tok, const tw_json_state *s, const uint32_t *eos,
+                    size_t n_eos, uint8_t *allowed, uint32_t n)
+{
+    size_t kept = 0;
+    tw_json_state t;
+    for (uint32_t id = 0; id < n; id++) {
+        allowed[id] = 0;
+        tw_token_type ty = tw_tokenizer_token_type(tok, id);
+        if (ty != TW_TOKEN_NORMAL && ty != TW_TOKEN_BYTE && ty != TW_TOKEN_UNDEFINED)
+            continue;
+        size_t len;
+        const char *b = tw_tokenizer_token_bytes(tok, id, &len);
+        if (!b || !len || len > TW_JSON_MAX_TOKEN_BYTES)
+            continue;
+        tw_json_state_copy(&t, s);
+        if (tw_json_state_feed(&t, b, len)) {
+            allowed[id] = 1;
+            kept++;
+        }
+    }
+    if (tw_json_state_complete(s))
+        for (size_t i = 0; i < n_eos; i++)
+            if (!allowed[eos[i]]) {
+                allowed[eos[i]] = 1;
+                kept++;
+            }
+    return kept;
+}
+
+static void check_vocab(const tw_tokenizer *tok, int stride)
+{
+    tw_err err;
+    tw_json_vocab *v;
+    tw_json_masker *mk;
+    assert_int_equal(tw_json_vocab_build(tok, &v, &err), TW_OK);
+    assert_int_equal(tw_json_masker_create(v, &mk, &err), TW_OK);
+    const uint32_t n = tw_tokenizer_vocab_size(tok);
+    uint8_t *want = malloc(n), *got = malloc(n);
+    assert_non_null(want);
+    assert_non_null(got);
+    const uint32_t eos[1] = {tw_tokenizer_eos(tok)};
+    tw_json_grammar *g;
+    assert_int_equal(tw_json_grammar_compile(g_schema, strlen(g_schema), &g, &err), TW_OK);
+    size_t states = 0, in_string = 0;
+    for (size_t d = 0; d < sizeof g_docs / sizeof g_docs[0]; d++) {
+        tw_json_state s;
+        tw_json_state_init(&s, g);
+        const size_t len = strlen(g_docs[d]);
+        for (size_t at = 0; at <= len; at++) {
+            if (at % (size_t)stride == 0 || at == len) {
+                size_t kw = brute(tok, &s, eos, 1, want, n);
+                size_t kg = tw_json_mask_allowed(mk, &s, eos, 1, got, n);
+                uint32_t room;
+                in_string += tw_json_state_in_plain_string(&s, &room);
+                for (uint32_t id = 0; id < n; id++)
+                    if (want[id] != got[id])
+                        fail_msg("doc %zu at byte %zu: token %u (%s) is %d, should be %d", d, at,
+                                 id, tw_tokenizer_token_text(tok, id), got[id], want[id]);
+                assert_int_equal(kw, kg);
+                assert_true(kg > 0);
+                states++;
+            }
+            if (at < len)
+                assert_true(tw_json_state_feed_byte(&s, (unsigned char)g_docs[d][at]));
+        }
+        /* the whole document leaves only the end id */
+        assert_true(tw_json_state_closed(&s));
+        assert_int_equal(tw_json_mask_allowed(mk, &s, eos, 1, got, n), 1);
+        assert_int_equal(got[eos[0]], 1);
+    }
+    assert_true(states > 20);
+    assert_true(in_string > 0); /* the fast path was taken */
+
+    /* logits: kept ones untouched, the rest -inf, also past the vocabulary */
+    tw_json_state s;
+    tw_json_state_init(&s, g);
+    assert_true(tw_json_state_feed(&s, "{\"name\": \"", 10));
+    float *logits = malloc((n + 3) * sizeof *logits);
+    assert_non_null(logits);
+    for (uint32_t i = 0; i < n + 3; i++)
+        logits[i] = (float)i;
+    size_t kept = tw_json_mask_logits(mk, &s, eos, 1, logits, n + 3);
+    brute(tok, &s, eos, 1, want, n);
+    size_t finite = 0;
+    for (uint32_t i = 0; i < n + 3; i++) {
+        bool keep = i < n && want[i];
+        assert_true(keep ? logits[i] == (float)i : logits[i] < -1e30f);
+        finite += keep;
+    }
+    assert_int_equal(finite, kept);
+    free(logits);
+    tw_json_grammar_free(g);
+    free(want);
+    free(got);
+    tw_json_masker_destroy(mk);
+    tw_json_vocab_free(v);
+}
+
+static void test_model_vocab(void **state)
+{
+    (void)state;
+    tw_tokenizer *tok;
+    tw_err err;
+    assert_int_equal(tw_tokenizer_load_gguf(g_model, &tok, &err), TW_OK);
+    check_vocab(tok, 1);
+    tw_tokenizer_free(tok);
+}
+
+static void test_shared_vocabs(void **state)
+{
+    (void)state;
+    TW_REQUIRE_SHARED(dir);
+    const char *files[] = {"vocab/ggml-vocab-gpt-2.gguf", "vocab/ggml-vocab-llama-spm.gguf"};
+    for (size_t i = 0; i < 2; i++) {
+        char path[4096];
+        tw_test_shared_path(path, sizeof path, files[i]);
+        tw_tokenizer *tok;
+        tw_err err;
+        if (tw_tokenizer_load_gguf(path, &tok, &err) != TW_OK)
+            fail_msg("%s: %s", path, err.msg);
+        check_vocab(tok, 7);
+        tw_tokenizer_free(tok);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s MODEL.gguf\n", argv[0]);
+        return 2;
+    }
+    g_model = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_model_vocab),
+        cmocka_unit_test(test_shared_vocabs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
