@@ -42,6 +42,10 @@ typedef struct cli {
     unsigned max_tokens;
     unsigned max_total_tokens; /* reasoning included */
     const char *chat_template; /* load: a template file in place of the model's */
+    /* generate / chat: a JSON answer, fitting the schema when one is given */
+    bool json;
+    const char *json_schema_file;
+    char *json_schema; /* the file's text, read before connecting */
     /* speculative decoding */
     const char *draft;
     bool has_speculate, has_draft_tokens;
@@ -49,8 +53,10 @@ typedef struct cli {
     unsigned draft_tokens;
 } cli;
 
-/* The engine takes templates of up to 1 MiB. */
+/* The engine takes templates of up to 1 MiB and JSON Schemas of up to
+ * 256 KiB. */
 #define TEMPLATE_MAX (1u << 20)
+#define JSON_SCHEMA_MAX (256u << 10)
 
 /* A text file's bytes, NUL-terminated (free()); NULL, with the reason on
  * stderr, when it cannot be read, is larger than max, or holds a NUL. */
@@ -65,9 +71,14 @@ static char *read_text_file(const char *path, size_t max)
     size_t n = buf ? fread(buf, 1, max + 1, f) : 0;
     bool failed = ferror(f);
     fclose(f);
+    char too_large[48];
+    if (max % (1u << 20) == 0)
+        snprintf(too_large, sizeof too_large, "larger than %zu MiB", max >> 20);
+    else
+        snprintf(too_large, sizeof too_large, "larger than %zu KiB", max >> 10);
     const char *why = !buf                ? "out of memory"
                       : failed            ? "read error"
-                      : n > max           ? "larger than 1 MiB"
+                      : n > max           ? too_large
                       : memchr(buf, 0, n) ? "holds a NUL byte"
                                           : NULL;
     if (why) {
@@ -92,14 +103,16 @@ static void usage(FILE *f)
             "  unload NAME\n"
             "  tokenize [--model M] TEXT\n"
             "  detokenize [--model M] ID...\n"
-            "  generate [--model M] [--ids 1,2,3 | PROMPT] [--stream] [sampling]\n"
-            "  chat [--model M] [--system TEXT] [--stream] [sampling] MESSAGE\n"
+            "  generate [--model M] [--ids 1,2,3 | PROMPT] [--stream] [format] [sampling]\n"
+            "  chat [--model M] [--system TEXT] [--stream] [format] [sampling] MESSAGE\n"
             "      the model's reasoning, if any, goes to stderr and the answer to\n"
             "      stdout; --hide-reasoning drops it, --show-reasoning keeps it\n"
             "  watch                      print every stream the engine publishes\n\n"
             "sampling: --max-tokens N --temperature T --top-k K --top-p P --seed S\n"
             "  (--max-tokens bounds the answer; --max-total-tokens N every generated\n"
             "  token, reasoning included)\n"
+            "format: --json (the answer is a JSON object) or --json-schema FILE (a JSON\n"
+            "  document that fits the JSON Schema in FILE, at most 256 KiB)\n"
             "speculative decoding: --speculate auto|off|lookup|draft --draft-tokens K\n"
             "  (auto: the engine decides; draft needs a model loaded with --draft)\n\n"
             "global options:\n"
@@ -326,6 +339,7 @@ static int do_generate(tw_client *c, const cli *o, int argc, char **argv, bool c
     Tokenwire__V1__StopRules stop = TOKENWIRE__V1__STOP_RULES__INIT;
     Tokenwire__V1__ChatInput ci = TOKENWIRE__V1__CHAT_INPUT__INIT;
     Tokenwire__V1__SpeculativeOptions spec = TOKENWIRE__V1__SPECULATIVE_OPTIONS__INIT;
+    Tokenwire__V1__OutputFormat format = TOKENWIRE__V1__OUTPUT_FORMAT__INIT;
     Tokenwire__V1__ChatMessage msgs[2];
     Tokenwire__V1__ChatMessage *mp[2];
     uint32_t *ids = NULL;
@@ -396,6 +410,12 @@ static int do_generate(tw_client *c, const cli *o, int argc, char **argv, bool c
         spec.has_max_draft_tokens = o->has_draft_tokens;
         spec.max_draft_tokens = o->draft_tokens;
         g.speculative = &spec;
+    }
+    if (o->json || o->json_schema) {
+        format.has_kind = 1;
+        format.kind = TOKENWIRE__V1__OUTPUT_KIND__OUTPUT_JSON;
+        format.json_schema = o->json_schema;
+        g.format = &format;
     }
     tw_err err;
     tw_status st;
@@ -546,7 +566,9 @@ int main(int argc, char **argv)
         O_SHOW_REASONING,
         O_HIDE_REASONING,
         O_MAXTOTAL,
-        O_CHAT_TEMPLATE
+        O_CHAT_TEMPLATE,
+        O_JSON,
+        O_JSON_SCHEMA
     };
     static const struct option opts[] = {
         {"engine", required_argument, NULL, O_ENGINE},
@@ -574,6 +596,8 @@ int main(int argc, char **argv)
         {"draft-tokens", required_argument, NULL, O_DRAFT_TOKENS},
         {"draft", required_argument, NULL, O_DRAFT},
         {"chat-template", required_argument, NULL, O_CHAT_TEMPLATE},
+        {"json", no_argument, NULL, O_JSON},
+        {"json-schema", required_argument, NULL, O_JSON_SCHEMA},
         {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -615,6 +639,12 @@ int main(int argc, char **argv)
         case O_CHAT_TEMPLATE:
             o.chat_template = optarg;
             break;
+        case O_JSON:
+            o.json = true;
+            break;
+        case O_JSON_SCHEMA:
+            o.json_schema_file = optarg;
+            break;
         case O_HELP: usage(stdout); return 0;
         default: bad = true; break;
         }
@@ -653,6 +683,10 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
+    bool generates = !strcmp(cmd, "generate") || !strcmp(cmd, "chat");
+    if (generates && o.json_schema_file &&
+        !(o.json_schema = read_text_file(o.json_schema_file, JSON_SCHEMA_MAX)))
+        return EXIT_USAGE;
     const char *rpc = o.engine && *o.engine ? o.engine : TW_CLIENT_DEFAULT_RPC_URL;
     char *derived = NULL;
     const char *pub = o.pub;
@@ -662,6 +696,7 @@ int main(int argc, char **argv)
     }
     if (!*pub && (o.stream || !strcmp(cmd, "watch"))) {
         fprintf(stderr, "tokenwire: give --pub URL for streaming with this engine URL\n");
+        free(o.json_schema);
         return EXIT_USAGE;
     }
     tw_client_opts co;
@@ -678,9 +713,11 @@ int main(int argc, char **argv)
     free(derived);
     if (st != TW_OK) {
         fprintf(stderr, "tokenwire: %s\n", err.msg);
+        free(o.json_schema);
         return st == TW_INVALID_ARGUMENT ? EXIT_USAGE : exit_for(st);
     }
     int rc = run_command(client, &o, cmd, argc - optind - 1, argv + optind + 1);
     tw_client_close(client);
+    free(o.json_schema);
     return rc;
 }

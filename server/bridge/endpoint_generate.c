@@ -69,6 +69,19 @@ static void default_model_name(tw_bridge *b, char *buf, size_t cap)
     tw_wire_free_reply(rep);
 }
 
+/* The engine's refusal of a JSON Schema starts with "json_schema:" (an
+ * unsupported keyword, and where), the daemon's of a bad format field with
+ * "format."; either way the caller sent that part as response_format, so
+ * the 400 names it there. */
+static void blame_response_format(const tw_bridge_gen_request *g, tw_bridge_apierr *ae)
+{
+    if (!g->gen.format || ae->http_status != 400 || ae->param[0])
+        return;
+    const char *msg = ae->err.msg;
+    if (strncmp(msg, "json_schema", 11) == 0 || strncmp(msg, "format.", 7) == 0)
+        snprintf(ae->param, sizeof ae->param, "response_format");
+}
+
 /* One Generate (gen, a form of g's) answered whole, as OpenAI JSON; h
  * cancels it if the client hangs up. */
 static tw_status reply_json(tw_bridge *b, const tw_bridge_gen_request *g,
@@ -83,8 +96,10 @@ static tw_status reply_json(tw_bridge *b, const tw_bridge_gen_request *g,
         return tw_bridge_fail(ae, TW_CANCELLED, NULL, NULL, "The client went away.");
     Tokenwire__V1__Reply *rep = NULL;
     tw_status st = tw_bridge_engine_call(b->engine, &req, false, &rep, ae);
-    if (st != TW_OK)
+    if (st != TW_OK) {
+        blame_response_format(g, ae);
         return st;
+    }
     if (rep->result_case != TOKENWIRE__V1__REPLY__RESULT_GENERATE) {
         tw_wire_free_reply(rep);
         return tw_bridge_fail(ae, TW_INTERNAL, NULL, NULL,
@@ -334,6 +349,8 @@ static void generate_stream(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_re
     tw_status st = g->n_prompts > 1
                        ? stream_prompts(b, g, &sc, &ae)
                        : tw_bridge_engine_stream(b->engine, &g->gen, on_chunk, &sc, &ae);
+    if (st != TW_OK && st != TW_CANCELLED)
+        blame_response_format(g, &ae);
     if (!sc.begun && !sc.gone && st != TW_OK && st != TW_CANCELLED) {
         /* Nothing was sent yet: answer with a plain HTTP error, as OpenAI
          * does for a stream request it refuses. */

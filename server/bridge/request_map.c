@@ -40,6 +40,7 @@ static void gen_request_init(tw_bridge_gen_request *r, json_t *root, tw_bridge_a
     Tokenwire__V1__LogprobOptions logprobs = TOKENWIRE__V1__LOGPROB_OPTIONS__INIT;
     Tokenwire__V1__TokenIds ids = TOKENWIRE__V1__TOKEN_IDS__INIT;
     Tokenwire__V1__ChatInput chat = TOKENWIRE__V1__CHAT_INPUT__INIT;
+    Tokenwire__V1__OutputFormat format = TOKENWIRE__V1__OUTPUT_FORMAT__INIT;
     r->gen = gen;
     r->sampling = sampling;
     r->stop = stop;
@@ -47,6 +48,7 @@ static void gen_request_init(tw_bridge_gen_request *r, json_t *root, tw_bridge_a
     r->logprobs = logprobs;
     r->token_ids = ids;
     r->chat = chat;
+    r->format = format;
     r->gen.sampling = &r->sampling;
     r->gen.stop = &r->stop;
     r->root = json_incref(root);
@@ -220,9 +222,82 @@ static tw_status map_logit_bias(const json_t *root, tw_bridge_gen_request *r,
     return TW_OK;
 }
 
-/* response_format: the engine has no constrained decoding, so anything but
- * plain text is refused up front rather than silently ignored. */
-static tw_status map_response_format(const json_t *root, tw_bridge_apierr *ae)
+/* OpenAI's rule for a response format's name: 1 to 64 of [a-zA-Z0-9_-]. */
+static bool format_name_valid(const char *s, size_t n)
+{
+    if (n == 0 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+/* response_format.json_schema: {name, schema, strict, description}. Only
+ * the schema reaches the engine (as compact JSON text in the arena); the
+ * rest is checked as OpenAI checks it, so that a request this server takes
+ * is one OpenAI would take too. Which schema keywords are understood is the
+ * engine's business: it refuses the others by name. */
+static tw_status map_json_schema(const json_t *rf, tw_bridge_gen_request *r, tw_bridge_apierr *ae)
+{
+    json_t *js = NULL;
+    int got =
+        tw_bridge_get_typed(rf, "json_schema", "response_format.json_schema", JSON_OBJECT, &js, ae);
+    if (got < 0)
+        return TW_INVALID_ARGUMENT;
+    if (got == 0)
+        return missing(ae, "response_format.json_schema");
+    const char *name = NULL;
+    size_t len = 0;
+    got = tw_bridge_get_string(js, "name", "response_format.json_schema.name", 64, &name, &len, ae);
+    if (got < 0)
+        return TW_INVALID_ARGUMENT;
+    if (got == 0)
+        return missing(ae, "response_format.json_schema.name");
+    if (!format_name_valid(name, len))
+        return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "response_format.json_schema.name",
+                              "invalid_value",
+                              "Invalid 'response_format.json_schema.name': '%.64s' does not "
+                              "match '^[a-zA-Z0-9_-]{1,64}$'.",
+                              name);
+    const char *description = NULL;
+    if (tw_bridge_get_string(js, "description", "response_format.json_schema.description",
+                             (size_t)-1 / 4, &description, NULL, ae) < 0)
+        return TW_INVALID_ARGUMENT;
+    bool strict;
+    if (tw_bridge_get_bool(js, "strict", "response_format.json_schema.strict", &strict, ae) < 0)
+        return TW_INVALID_ARGUMENT;
+    json_t *schema = NULL;
+    got = tw_bridge_get_typed(js, "schema", "response_format.json_schema.schema", JSON_OBJECT,
+                              &schema, ae);
+    if (got <= 0)
+        return got < 0 ? TW_INVALID_ARGUMENT : TW_OK; /* no schema: any JSON object */
+    char *dump = json_dumps(schema, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (!dump)
+        return no_memory(ae);
+    len = strlen(dump);
+    if (len > TW_BRIDGE_MAX_JSON_SCHEMA) {
+        free(dump);
+        return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "response_format.json_schema.schema",
+                              "invalid_value",
+                              "Invalid 'response_format.json_schema.schema': the schema is %zu "
+                              "bytes as compact JSON, more than the limit of %u.",
+                              len, TW_BRIDGE_MAX_JSON_SCHEMA);
+    }
+    r->format.json_schema = tw_bridge_arena_strndup(&r->arena, dump, len);
+    free(dump);
+    if (!r->format.json_schema)
+        return no_memory(ae);
+    return TW_OK;
+}
+
+/* response_format: "text" asks for nothing; "json_object" and
+ * "json_schema" make the engine constrain the answer to a JSON document. */
+static tw_status map_response_format(const json_t *root, tw_bridge_gen_request *r,
+                                     tw_bridge_apierr *ae)
 {
     json_t *rf = NULL;
     int got = tw_bridge_get_typed(root, "response_format", NULL, JSON_OBJECT, &rf, ae);
@@ -236,20 +311,23 @@ static tw_status map_response_format(const json_t *root, tw_bridge_apierr *ae)
         return missing(ae, "response_format.type");
     if (strcmp(type, "text") == 0)
         return TW_OK;
-    if (strcmp(type, "json_object") == 0 || strcmp(type, "json_schema") == 0)
-        return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "response_format", "unsupported_value",
-                              "Invalid value for 'response_format': type '%s' is not "
-                              "supported by this server (no constrained decoding); use "
-                              "'text'.",
+    bool with_schema = strcmp(type, "json_schema") == 0;
+    if (!with_schema && strcmp(type, "json_object") != 0)
+        return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "response_format.type", "invalid_value",
+                              "Invalid value for 'response_format.type': expected 'text', "
+                              "'json_object' or 'json_schema', but got '%.64s'.",
                               type);
-    return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "response_format.type", "invalid_value",
-                          "Invalid value for 'response_format.type': expected 'text', "
-                          "'json_object' or 'json_schema', but got '%.64s'.",
-                          type);
+    tw_status st;
+    if (with_schema && (st = map_json_schema(rf, r, ae)) != TW_OK)
+        return st;
+    r->format.has_kind = 1;
+    r->format.kind = TOKENWIRE__V1__OUTPUT_KIND__OUTPUT_JSON;
+    r->gen.format = &r->format;
+    return TW_OK;
 }
 
-/* Fields shared by both endpoints: model, sampling, stop rules, streaming
- * and the tokenwire extensions. */
+/* Fields shared by both endpoints: model, sampling, stop rules, streaming,
+ * the response format and the tokenwire extensions. */
 static tw_status map_common(const json_t *root, tw_bridge_gen_request *r, tw_bridge_apierr *ae)
 {
     const char *model = NULL;
@@ -392,7 +470,7 @@ static tw_status map_common(const json_t *root, tw_bridge_gen_request *r, tw_bri
         r->thinking.max_thinking_tokens = (uint32_t)v;
         r->gen.thinking = &r->thinking;
     }
-    return TW_OK;
+    return map_response_format(root, r, ae);
 }
 
 static tw_status map_chat_logprobs(const json_t *root, tw_bridge_gen_request *r,
@@ -525,8 +603,7 @@ tw_status tw_bridge_map_chat_request(json_t *root, tw_bridge_gen_request *out,
         (st = map_chat_logprobs(root, out, ae)) != TW_OK ||
         (st = map_thinking_kwargs(root, out, ae)) != TW_OK ||
         (st = map_reasoning_effort(root, out, ae)) != TW_OK ||
-        (st = map_parallel_calls(root, out, ae)) != TW_OK ||
-        (st = map_response_format(root, ae)) != TW_OK)
+        (st = map_parallel_calls(root, out, ae)) != TW_OK)
         return st;
     out->gen.prompt_case = TOKENWIRE__V1__GENERATE_REQUEST__PROMPT_CHAT;
     out->gen.chat = &out->chat;

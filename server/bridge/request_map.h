@@ -27,6 +27,8 @@
 #define TW_BRIDGE_MAX_MODEL_NAME 256
 /* Most prompts in one /v1/completions request (OpenAI's batch form). */
 #define TW_BRIDGE_MAX_PROMPTS 64
+/* Longest response_format JSON Schema, as compact JSON: the engine's limit. */
+#define TW_BRIDGE_MAX_JSON_SCHEMA (256u << 10)
 /* OpenAI's default max_tokens for /v1/completions. */
 #define TW_BRIDGE_COMPLETIONS_DEFAULT_MAX_TOKENS 16
 
@@ -47,6 +49,7 @@ typedef struct tw_bridge_gen_request {
     Tokenwire__V1__LogprobOptions logprobs;
     Tokenwire__V1__TokenIds token_ids;
     Tokenwire__V1__ChatInput chat;
+    Tokenwire__V1__OutputFormat format; /* gen.format points here for JSON answers */
 
     bool stream;            /* answer with server-sent events */
     bool include_usage;     /* stream_options.include_usage */

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tw/json_grammar.h"
+
 void twd_gen_scratch_free(twd_gen_scratch *sc)
 {
     free(sc->bias);
@@ -87,6 +89,36 @@ static void sampling_from_wire(const Tokenwire__V1__SamplingParams *s, tw_sampli
         p->has_seed = true;
         p->seed = s->seed;
     }
+}
+
+/* The schema stays in the wire message; the engine compiles it during
+ * submit. protobuf-c keeps an enum number it does not know, so the kind is
+ * checked here rather than cast blindly. */
+static tw_status format_from_wire(const Tokenwire__V1__OutputFormat *f, tw_format_opts *o,
+                                  tw_err *err)
+{
+    switch (f->has_kind ? f->kind : TOKENWIRE__V1__OUTPUT_KIND__OUTPUT_TEXT) {
+    case TOKENWIRE__V1__OUTPUT_KIND__OUTPUT_TEXT:
+        o->kind = TW_OUTPUT_TEXT;
+        break;
+    case TOKENWIRE__V1__OUTPUT_KIND__OUTPUT_JSON:
+        o->kind = TW_OUTPUT_JSON;
+        break;
+    default:
+        return tw_errorf(err, TW_INVALID_ARGUMENT,
+                         "format.kind %d is not an output kind this engine knows", (int)f->kind);
+    }
+    size_t len = f->json_schema ? strlen(f->json_schema) : 0;
+    if (len && o->kind != TW_OUTPUT_JSON)
+        return tw_errorf(err, TW_INVALID_ARGUMENT,
+                         "format.json_schema needs format.kind OUTPUT_JSON");
+    if (len > TW_JSON_SCHEMA_MAX_BYTES)
+        return tw_errorf(err, TW_INVALID_ARGUMENT,
+                         "format.json_schema is %zu bytes, more than the limit of %u", len,
+                         TW_JSON_SCHEMA_MAX_BYTES);
+    o->json_schema = len ? f->json_schema : NULL;
+    o->json_schema_len = len;
+    return TW_OK;
 }
 
 tw_status twd_gen_from_wire(const Tokenwire__V1__GenerateRequest *g, uint32_t max_prompt_tokens,
@@ -187,6 +219,11 @@ tw_status twd_gen_from_wire(const Tokenwire__V1__GenerateRequest *g, uint32_t ma
                              TW_MAX_TOP_LOGPROBS);
         r->logprobs.top_logprobs = g->logprobs->top_logprobs;
         r->logprobs.prompt_logprobs = g->logprobs->prompt_logprobs;
+    }
+    if (g->format) {
+        tw_status st = format_from_wire(g->format, &r->format, err);
+        if (st != TW_OK)
+            return st;
     }
     if (g->has_n)
         r->n = g->n;

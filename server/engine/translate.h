@@ -19,7 +19,10 @@ typedef struct twd_gen_scratch {
 /* Fills r (after tw_gen_request_init) from g. r borrows strings and arrays
  * from g and from sc (freed with twd_gen_scratch_free once the engine has
  * copied the request). INVALID_ARGUMENT for a missing prompt, a token-id
- * prompt over max_prompt_tokens, or a logprob/top count out of range. */
+ * prompt over max_prompt_tokens, a logprob/top count out of range, an output
+ * kind this engine does not know, or a JSON Schema over the engine's limit
+ * (TW_JSON_SCHEMA_MAX_BYTES, checked here too so that the refusal names the
+ * wire field) or given with a kind other than OUTPUT_JSON. */
 tw_status twd_gen_from_wire(const Tokenwire__V1__GenerateRequest *g, uint32_t max_prompt_tokens,
                             tw_gen_request *r, twd_gen_scratch *sc, tw_err *err);
 

@@ -205,6 +205,18 @@ twb_result twb_http(const twb_service *s, const char *method, const char *path,
     return (twb_result){h.status, h.body, h.len};
 }
 
+json_t *twb_ok_json(twb_result *r, const char *what)
+{
+    if (r->status != 200)
+        fail_msg("%s: %ld %s", what, r->status, r->body);
+    json_t *j = json_loads(r->body, 0, NULL);
+    if (!json_is_object(j))
+        fail_msg("%s: not a JSON object: %s", what, r->body);
+    free(r->body);
+    r->body = NULL;
+    return j;
+}
+
 void twb_expect_error(twb_result *r, long status, const char *code)
 {
     if (r->status != status)

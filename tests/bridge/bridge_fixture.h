@@ -72,6 +72,11 @@ twb_result twb_http(const twb_service *s, const char *method, const char *path,
 /* Expects an OpenAI error of `status` (and `code` when not NULL); frees r. */
 void twb_expect_error(twb_result *r, long status, const char *code);
 
+/* A 200 answer's body as a JSON object (fails the test otherwise); the
+ * body is freed. json_decref the result. */
+struct json_t;
+struct json_t *twb_ok_json(twb_result *r, const char *what);
+
 /* A TCP connection to the bridge (blocking, with a 30 s receive timeout). */
 int twb_connect(const twb_service *s);
 

@@ -24,18 +24,6 @@
 static const char *model_path;
 static const char model_name[] = "tokenwire-coder-24m-q8_0";
 
-static json_t *ok_json(twb_result *r, const char *what)
-{
-    if (r->status != 200)
-        fail_msg("%s: %ld %s", what, r->status, r->body);
-    json_t *j = json_loads(r->body, 0, NULL);
-    if (!json_is_object(j))
-        fail_msg("%s: not a JSON object: %s", what, r->body);
-    free(r->body);
-    r->body = NULL;
-    return j;
-}
-
 /* A chat answer's logprobs.content holds the tokens of message.content,
  * not those of the reasoning kept apart in reasoning_content: their texts
  * spell the content exactly. */
@@ -46,7 +34,7 @@ static void check_chat_logprobs(twb_service *s)
                  "{\"messages\":[{\"role\":\"user\",\"content\":\"Write add(a, b).\"}],"
                  "\"max_tokens\":6,\"temperature\":0,\"logprobs\":true,\"top_logprobs\":1}",
                  SIZE_MAX);
-    json_t *j = ok_json(&r, "chat with logprobs");
+    json_t *j = twb_ok_json(&r, "chat with logprobs");
     json_t *ch = json_array_get(json_object_get(j, "choices"), 0);
     json_t *msg = json_object_get(ch, "message");
     const char *content = json_string_value(json_object_get(msg, "content"));
@@ -73,7 +61,7 @@ static void check_chat_logprobs(twb_service *s)
 static char *completion_text(twb_service *s, const char *body)
 {
     twb_result r = twb_http(s, "POST", "/v1/completions", body, SIZE_MAX);
-    json_t *j = ok_json(&r, body);
+    json_t *j = twb_ok_json(&r, body);
     const char *t = json_string_value(
         json_object_get(json_array_get(json_object_get(j, "choices"), 0), "text"));
     assert_non_null(t);
@@ -110,12 +98,12 @@ static void check_echo(twb_service *s, const json_t *tokens)
     twb_result r = twb_http(
         s, "POST", "/v1/completions",
         "{\"prompt\":\"def f():\",\"max_tokens\":4,\"temperature\":0,\"logprobs\":2}", SIZE_MAX);
-    json_t *plain = ok_json(&r, "logprobs");
+    json_t *plain = twb_ok_json(&r, "logprobs");
     r = twb_http(s, "POST", "/v1/completions",
                  "{\"prompt\":\"def f():\",\"max_tokens\":4,\"temperature\":0,\"logprobs\":2,"
                  "\"echo\":true}",
                  SIZE_MAX);
-    json_t *ech = ok_json(&r, "echo with logprobs");
+    json_t *ech = twb_ok_json(&r, "echo with logprobs");
     json_t *pc = json_array_get(json_object_get(plain, "choices"), 0);
     json_t *ec = json_array_get(json_object_get(ech, "choices"), 0);
     json_t *plp = json_object_get(pc, "logprobs"), *elp = json_object_get(ec, "logprobs");
@@ -150,7 +138,7 @@ static void check_echo(twb_service *s, const json_t *tokens)
     r = twb_http(s, "POST", "/v1/completions",
                  "{\"prompt\":\"def f():\",\"max_tokens\":0,\"logprobs\":2,\"echo\":true}",
                  SIZE_MAX);
-    json_t *scored = ok_json(&r, "max_tokens 0");
+    json_t *scored = twb_ok_json(&r, "max_tokens 0");
     json_t *sc = json_array_get(json_object_get(scored, "choices"), 0);
     assert_string_equal(json_string_value(json_object_get(sc, "text")), "def f():");
     assert_string_equal(json_string_value(json_object_get(sc, "finish_reason")), "length");
@@ -247,7 +235,7 @@ static void check_streamed_echo(twb_service *s)
     char req[256];
     snprintf(req, sizeof req, body, "");
     twb_result r = twb_http(s, "POST", "/v1/completions", req, SIZE_MAX);
-    json_t *whole = ok_json(&r, "echo with logprobs");
+    json_t *whole = twb_ok_json(&r, "echo with logprobs");
     json_t *wc = json_array_get(json_object_get(whole, "choices"), 0);
     snprintf(req, sizeof req, body, ",\"stream\":true");
     r = twb_http(s, "POST", "/v1/completions", req, SIZE_MAX);
@@ -283,7 +271,7 @@ static void check_streamed_echo(twb_service *s)
      * prompt's, and each joins into the whole answer's choice */
     snprintf(req, sizeof req, body, ",\"n\":2");
     r = twb_http(s, "POST", "/v1/completions", req, SIZE_MAX);
-    whole = ok_json(&r, "echo with logprobs, two choices");
+    whole = twb_ok_json(&r, "echo with logprobs, two choices");
     snprintf(req, sizeof req, body, ",\"n\":2,\"stream\":true");
     r = twb_http(s, "POST", "/v1/completions", req, SIZE_MAX);
     assert_int_equal(r.status, 200);
@@ -309,7 +297,7 @@ static void check_batch_prompts(twb_service *s)
                             "{\"prompt\":[\"def add(\",[1,2,3],\"class A\"],\"max_tokens\":4,"
                             "\"temperature\":0,\"n\":2,\"logprobs\":1,\"echo\":true}",
                             SIZE_MAX);
-    json_t *batch = ok_json(&r, "several prompts");
+    json_t *batch = twb_ok_json(&r, "several prompts");
     json_t *choices = json_object_get(batch, "choices");
     assert_int_equal(json_array_size(choices), 6);
     json_int_t prompt_sum = 0, completion_sum = 0;
@@ -320,7 +308,7 @@ static void check_batch_prompts(twb_service *s)
                  "\"echo\":true}",
                  prompts[i]);
         r = twb_http(s, "POST", "/v1/completions", body, SIZE_MAX);
-        json_t *alone = ok_json(&r, body);
+        json_t *alone = twb_ok_json(&r, body);
         json_t *want = json_array_get(json_object_get(alone, "choices"), 0);
         for (size_t c = 0; c < 2; c++) {
             json_t *got = json_array_get(choices, i * 2 + c);
@@ -349,7 +337,7 @@ static void check_batch_prompts(twb_service *s)
     char req[512];
     snprintf(req, sizeof req, body, "");
     r = twb_http(s, "POST", "/v1/completions", req, SIZE_MAX);
-    batch = ok_json(&r, "several prompts, one choice each");
+    batch = twb_ok_json(&r, "several prompts, one choice each");
     choices = json_object_get(batch, "choices");
     snprintf(req, sizeof req, body, ",\"stream\":true,\"stream_options\":{\"include_usage\":true}");
     r = twb_http(s, "POST", "/v1/completions", req, SIZE_MAX);
@@ -435,18 +423,18 @@ static void test_every_endpoint(void **state)
     twb_wait_ready(&s);
 
     twb_result r = twb_http(&s, "GET", "/health", NULL, 0);
-    json_t *j = ok_json(&r, "health");
+    json_t *j = twb_ok_json(&r, "health");
     assert_string_equal(json_string_value(json_object_get(j, "status")), "ok");
     json_decref(j);
 
     r = twb_http(&s, "GET", "/v1/models", NULL, 0);
-    j = ok_json(&r, "models");
+    j = twb_ok_json(&r, "models");
     assert_string_equal(json_string_value(json_object_get(
                             json_array_get(json_object_get(j, "data"), 0), "id")),
                         model_name);
     json_decref(j);
     r = twb_http(&s, "GET", "/v1/models/tokenwire-coder-24m-q8_0", NULL, 0);
-    j = ok_json(&r, "model");
+    j = twb_ok_json(&r, "model");
     assert_string_equal(json_string_value(json_object_get(j, "object")), "model");
     json_decref(j);
     r = twb_http(&s, "HEAD", "/v1/models", NULL, 0);
@@ -457,7 +445,7 @@ static void test_every_endpoint(void **state)
                  "{\"messages\":[{\"role\":\"user\",\"content\":\"Write add(a, b).\"}],"
                  "\"max_tokens\":4,\"temperature\":0}",
                  SIZE_MAX);
-    j = ok_json(&r, "chat");
+    j = twb_ok_json(&r, "chat");
     assert_string_equal(json_string_value(json_object_get(j, "object")), "chat.completion");
     json_decref(j);
     check_chat_logprobs(&s);
@@ -484,14 +472,14 @@ static void test_every_endpoint(void **state)
     free(r.body);
     r = twb_http(&s, "POST", "/v1/completions", "{\"prompt\":\"def f():\",\"max_tokens\":3}",
                  SIZE_MAX);
-    j = ok_json(&r, "completion");
+    j = twb_ok_json(&r, "completion");
     assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "usage"),
                                                         "completion_tokens")),
                      3);
     json_decref(j);
 
     r = twb_http(&s, "POST", "/tokenize", "{\"prompt\":\"def f():\"}", SIZE_MAX);
-    j = ok_json(&r, "tokenize");
+    j = twb_ok_json(&r, "tokenize");
     json_t *tokens = json_incref(json_object_get(j, "tokens"));
     assert_true(json_array_size(tokens) > 0);
     assert_int_equal(json_integer_value(json_object_get(j, "count")), json_array_size(tokens));
@@ -505,7 +493,7 @@ static void test_every_endpoint(void **state)
     json_decref(dreq);
     r = twb_http(&s, "POST", "/detokenize", dbody, SIZE_MAX);
     free(dbody);
-    j = ok_json(&r, "detokenize");
+    j = twb_ok_json(&r, "detokenize");
     assert_string_equal(json_string_value(json_object_get(j, "prompt")), "def f():");
     json_decref(j);
 

@@ -138,6 +138,7 @@ static void test_chat_full_mapping(void **state)
     assert_int_equal(r->sampling->top_k, 40);
     assert_float_equal(r->sampling->min_p, 0.05f, 1e-6);
     assert_float_equal(r->sampling->repetition_penalty, 1.1f, 1e-6);
+    assert_null(r->format); /* response_format "text" asks for nothing */
 
     /* The mapped request encodes: every required pointer is in place. */
     size_t len = protobuf_c_message_get_packed_size(&r->base);
@@ -161,6 +162,7 @@ static void test_chat_defaults_leave_fields_unset(void **state)
     assert_false(g.gen.has_n);
     assert_false(g.stream);
     assert_null(g.gen.logprobs);
+    assert_null(g.gen.format);
     assert_false(g.parse_tool_calls);
     assert_int_equal(g.stop.n_stop_strings, 1);
     tw_bridge_gen_request_fini(&g);
@@ -266,9 +268,6 @@ static void test_chat_hostile_fields_name_the_field(void **state)
         {"{" MSG ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
          "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}",
          "tool_choice.function.name"},
-        {"{" MSG ",\"response_format\":{\"type\":\"json_object\"}}", "response_format"},
-        {"{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}",
-         "response_format"},
         {"{" MSG ",\"response_format\":{\"type\":\"yaml\"}}", "response_format.type"},
         {"{" MSG ",\"response_format\":\"json\"}", "response_format"},
         {"{" MSG ",\"chat_template_kwargs\":{\"enable_thinking\":\"no\"}}",
@@ -320,16 +319,161 @@ static void test_reasoning_effort(void **state)
     }
 }
 
-static void test_response_format_message_says_not_supported(void **state)
+#define RF(x) "{" MSG ",\"response_format\":" x "}"
+
+/* The Generate of a chat body with this response_format must ask for a JSON
+ * answer with exactly this schema text (NULL: none, any JSON object). */
+static void expect_json_format(const char *body, const char *schema)
 {
-    (void)state;
     tw_bridge_gen_request g;
     tw_bridge_apierr ae;
-    assert_int_equal(map_chat("{" MSG ",\"response_format\":{\"type\":\"json_object\"}}", &g,
-                              &ae),
-                     TW_INVALID_ARGUMENT);
-    assert_non_null(strstr(ae.err.msg, "not supported"));
+    if (map_chat(body, &g, &ae) != TW_OK)
+        fail_msg("refused (%s: %s): %s", ae.param, ae.err.msg, body);
+    const Tokenwire__V1__OutputFormat *f = g.gen.format;
+    assert_non_null(f);
+    assert_true(f->has_kind);
+    assert_int_equal(f->kind, TOKENWIRE__V1__OUTPUT_KIND__OUTPUT_JSON);
+    if (schema)
+        assert_string_equal(f->json_schema, schema);
+    else
+        assert_null(f->json_schema);
+    /* the request encodes, and the schema survives the wire */
+    size_t len = protobuf_c_message_get_packed_size(&g.gen.base);
+    uint8_t *buf = malloc(len);
+    assert_non_null(buf);
+    assert_int_equal(protobuf_c_message_pack(&g.gen.base, buf), len);
+    Tokenwire__V1__GenerateRequest *back = tokenwire__v1__generate_request__unpack(NULL, len, buf);
+    assert_non_null(back);
+    assert_non_null(back->format);
+    assert_int_equal(back->format->kind, TOKENWIRE__V1__OUTPUT_KIND__OUTPUT_JSON);
+    if (schema)
+        assert_string_equal(back->format->json_schema, schema);
+    tokenwire__v1__generate_request__free_unpacked(back, NULL);
+    free(buf);
     tw_bridge_gen_request_fini(&g);
+}
+
+/* json_object and json_schema become OutputFormat JSON, the schema as
+ * compact JSON text in the order the caller wrote it; text asks for
+ * nothing. */
+static void test_response_format_maps(void **state)
+{
+    (void)state;
+    expect_json_format(RF("{\"type\":\"json_object\"}"), NULL);
+    expect_json_format(RF("{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"person\","
+                          "\"strict\":true,\"description\":\"who\",\"schema\": {\"type\" : "
+                          "\"object\",\n \"properties\":{\"name\":{\"type\":\"string\","
+                          "\"maxLength\":20},\"age\":{\"type\":\"integer\"}},"
+                          "\"required\":[\"name\", \"age\"],\"additionalProperties\":false}}}"),
+                       "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\","
+                       "\"maxLength\":20},\"age\":{\"type\":\"integer\"}},\"required\":[\"name\","
+                       "\"age\"],\"additionalProperties\":false}");
+    /* the schema's text is passed on as written: keywords the engine
+     * refuses are its to name */
+    expect_json_format(RF("{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"p\","
+                          "\"schema\":{\"type\":\"string\",\"pattern\":\"^a\"}}}"),
+                       "{\"type\":\"string\",\"pattern\":\"^a\"}");
+    /* no schema (or null): any JSON object; strict false is accepted */
+    expect_json_format(RF("{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"A-b_9\"}}"), NULL);
+    expect_json_format(RF("{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\","
+                          "\"schema\":null,\"strict\":false}}"),
+                       NULL);
+    char name64[200];
+    snprintf(name64, sizeof name64,
+             RF("{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"%064d\"}}"), 0);
+    expect_json_format(name64, NULL);
+
+    tw_bridge_gen_request g;
+    tw_bridge_apierr ae;
+    assert_int_equal(map_chat(RF("{\"type\":\"text\"}"), &g, &ae), TW_OK);
+    assert_null(g.gen.format);
+    tw_bridge_gen_request_fini(&g);
+    assert_int_equal(map_chat(RF("null"), &g, &ae), TW_OK);
+    assert_null(g.gen.format);
+    tw_bridge_gen_request_fini(&g);
+
+    /* /v1/completions takes it too */
+    assert_int_equal(map_completion("{\"prompt\":\"x\",\"response_format\":{\"type\":"
+                                    "\"json_schema\",\"json_schema\":{\"name\":\"n\","
+                                    "\"schema\":{\"type\":\"object\"}}}}",
+                                    &g, &ae),
+                     TW_OK);
+    assert_int_equal(g.gen.format->kind, TOKENWIRE__V1__OUTPUT_KIND__OUTPUT_JSON);
+    assert_string_equal(g.gen.format->json_schema, "{\"type\":\"object\"}");
+    tw_bridge_gen_request_fini(&g);
+}
+
+/* Every malformed response_format is a 400 naming the field at fault. */
+static void test_response_format_hostile(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *body;
+        const char *param;
+    } cases[] = {
+        {RF("{}"), "response_format.type"},
+        {RF("{\"type\":5}"), "response_format.type"},
+        {RF("{\"type\":\"JSON_OBJECT\"}"), "response_format.type"},
+        {RF("[\"json_object\"]"), "response_format"},
+        {RF("{\"type\":\"json_schema\"}"), "response_format.json_schema"},
+        {RF("{\"type\":\"json_schema\",\"json_schema\":null}"), "response_format.json_schema"},
+        {RF("{\"type\":\"json_schema\",\"json_schema\":\"{}\"}"), "response_format.json_schema"},
+        {RF("{\"type\":\"json_schema\",\"json_schema\":[]}"), "response_format.json_schema"},
+        {RF("{\"type\":\"json_schema\",\"json_schema\":{}}"), "response_format.json_schema.name"},
+        {RF("{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{}}}"),
+         "response_format.json_schema.name"},
+        {RF("{\"type\":\"json_schema\",\"json_schema\":{\"name\":5}}"),
+         "response_format.json_schema.name"},
+        {RF("{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"\"}}"),
+         "response_format.json_schema.name"},
+        {RF("{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"has space\"}}"),
+         "response_format.json_schema.name"},
+        {RF("{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a.b\"}}"),
+         "response_format.json_schema.name"},
+        {RF("{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"\\u00e9\"}}"),
+         "response_format.json_schema.name"},
+        {RF("{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
+            "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}}"),
+         "response_format.json_schema.name"},
+        {RF("{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"schema\":\"{}\"}}"),
+         "response_format.json_schema.schema"},
+        {RF("{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"schema\":true}}"),
+         "response_format.json_schema.schema"},
+        {RF("{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"schema\":[{}]}}"),
+         "response_format.json_schema.schema"},
+        {RF("{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"strict\":\"yes\"}}"),
+         "response_format.json_schema.strict"},
+        {RF("{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"strict\":1}}"),
+         "response_format.json_schema.strict"},
+        {RF("{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"description\":7}}"),
+         "response_format.json_schema.description"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_chat_400(cases[i].body, cases[i].param);
+    expect_completion_400("{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\","
+                          "\"json_schema\":{\"name\":\"n\",\"schema\":1}}}",
+                          "response_format.json_schema.schema");
+
+    /* a schema past the engine's limit is refused here, before it travels */
+    size_t big = TW_BRIDGE_MAX_JSON_SCHEMA;
+    const char *head = "{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+                       "{\"name\":\"n\",\"schema\":{\"description\":\"";
+    const char *tail = "\"}}}}";
+    char *body = malloc(strlen(head) + big + strlen(tail) + 1);
+    assert_non_null(body);
+    strcpy(body, head);
+    memset(body + strlen(head), 'x', big);
+    strcpy(body + strlen(head) + big, tail);
+    expect_chat_400(body, "response_format.json_schema.schema");
+    /* and one just within it passes */
+    size_t fits = big - strlen("{\"description\":\"\"}");
+    strcpy(body + strlen(head) + fits, tail);
+    tw_bridge_gen_request g;
+    tw_bridge_apierr ae;
+    assert_int_equal(map_chat(body, &g, &ae), TW_OK);
+    assert_int_equal(strlen(g.gen.format->json_schema), big);
+    tw_bridge_gen_request_fini(&g);
+    free(body);
 }
 
 static void test_completion_prompts(void **state)
@@ -530,7 +674,8 @@ int main(void)
         cmocka_unit_test(test_chat_defaults_leave_fields_unset),
         cmocka_unit_test(test_chat_hostile_fields_name_the_field),
         cmocka_unit_test(test_reasoning_effort),
-        cmocka_unit_test(test_response_format_message_says_not_supported),
+        cmocka_unit_test(test_response_format_maps),
+        cmocka_unit_test(test_response_format_hostile),
         cmocka_unit_test(test_completion_prompts),
         cmocka_unit_test(test_completion_hostile),
         cmocka_unit_test(test_hostile_bodies),

@@ -141,6 +141,16 @@ static void test_health_and_bad_requests(void **state)
     g.token_ids = &t;
     assert_int_equal(tw_client_generate(c, &g, &rep, &err), TW_NOT_FOUND);
     tw_wire_free_reply(rep);
+    /* An output kind from a newer protocol is refused by name, before any
+     * model is looked for. */
+    Tokenwire__V1__OutputFormat fmt = TOKENWIRE__V1__OUTPUT_FORMAT__INIT;
+    fmt.has_kind = 1;
+    fmt.kind = (Tokenwire__V1__OutputKind)7;
+    g.format = &fmt;
+    assert_int_equal(tw_client_generate(c, &g, &rep, &err), TW_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.msg, "format.kind 7"));
+    tw_wire_free_reply(rep);
+    g.format = NULL;
 
     /* LoadModel of a path that is not a model. */
     Tokenwire__V1__LoadModelRequest lm = TOKENWIRE__V1__LOAD_MODEL_REQUEST__INIT;

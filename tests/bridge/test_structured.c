@@ -1,0 +1,233 @@
+/* response_format over real HTTP, on the real engine serving the shipped
+ * model: json_schema and json_object answers whole and streamed, and the
+ * 400 for a schema the engine does not understand.
+ *
+ * Arguments: the model to serve. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bridge_fixture.h"
+
+static const char *model_path;
+
+/* The person schema the structured-output tests ask for. */
+#define PERSON_SCHEMA                                                                              \
+    "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":20},"        \
+    "\"age\":{\"type\":\"integer\"},\"tags\":{\"type\":\"array\",\"items\":{\"type\":"             \
+    "\"string\"},\"maxItems\":3}},\"required\":[\"name\",\"age\",\"tags\"],"                       \
+    "\"additionalProperties\":false}"
+
+/* A chat request for a JSON answer: response_format (JSON text), the seed,
+ * and `extra` (",\"stream\":true" or ""). */
+static twb_result json_chat(twb_service *s, const char *response_format, unsigned seed,
+                            const char *extra)
+{
+    char body[2048];
+    snprintf(body, sizeof body,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"Describe a person as JSON.\"}],"
+             "\"response_format\":%s,\"temperature\":1,\"max_tokens\":300,\"seed\":%u%s}",
+             response_format, seed, extra);
+    return twb_http(s, "POST", "/v1/chat/completions", body, SIZE_MAX);
+}
+
+/* Unicode characters of a UTF-8 string, as maxLength counts them. */
+static size_t utf8_chars(const char *t)
+{
+    size_t n = 0;
+    for (; *t; t++)
+        n += ((unsigned char)*t & 0xc0) != 0x80;
+    return n;
+}
+
+/* The first choice of a whole chat answer: its content and finish_reason
+ * (copies; free()). */
+static void whole_choice(twb_result *r, const char *what, char **content, char **finish)
+{
+    json_t *j = twb_ok_json(r, what);
+    json_t *ch = json_array_get(json_object_get(j, "choices"), 0);
+    const char *c = json_string_value(json_object_get(json_object_get(ch, "message"), "content"));
+    const char *f = json_string_value(json_object_get(ch, "finish_reason"));
+    if (!c || !f)
+        fail_msg("%s: no content or finish_reason", what);
+    *content = strdup(c);
+    *finish = strdup(f);
+    json_decref(j);
+}
+
+/* The content deltas of a streamed chat answer joined, and its
+ * finish_reason (copies; free()). */
+static void streamed_choice(twb_result *r, char **content, char **finish)
+{
+    if (r->status != 200)
+        fail_msg("stream: %ld %s", r->status, r->body);
+    size_t cap = 1, len = 0;
+    char *text = calloc(1, 1);
+    *finish = NULL;
+    bool done = false;
+    for (const char *p = r->body; (p = strstr(p, "data: ")) != NULL;) {
+        p += 6;
+        const char *end = strstr(p, "\n\n");
+        assert_non_null(end);
+        if (strncmp(p, "[DONE]", 6) == 0) {
+            done = true;
+            break;
+        }
+        json_t *ev = json_loadb(p, (size_t)(end - p), 0, NULL);
+        if (!ev)
+            fail_msg("bad event: %.*s", (int)(end - p), p);
+        json_t *ch = json_array_get(json_object_get(ev, "choices"), 0);
+        const char *d = json_string_value(json_object_get(json_object_get(ch, "delta"), "content"));
+        if (d) {
+            size_t n = strlen(d);
+            if (len + n + 1 > cap) {
+                cap = (len + n + 1) * 2;
+                text = realloc(text, cap);
+                assert_non_null(text);
+            }
+            memcpy(text + len, d, n + 1);
+            len += n;
+        }
+        const char *f = json_string_value(json_object_get(ch, "finish_reason"));
+        if (f) {
+            free(*finish);
+            *finish = strdup(f);
+        }
+        json_decref(ev);
+        p = end + 2;
+    }
+    assert_true(done);
+    assert_non_null(*finish);
+    free(r->body);
+    r->body = NULL;
+    *content = text;
+}
+
+/* An answer that stopped on its own is the whole document: it parses, as
+ * an object (json_object) or as the person schema wants it. */
+static void check_json_answer(const char *content, bool person)
+{
+    json_error_t jerr;
+    json_t *doc = json_loads(content, JSON_DECODE_ANY, &jerr);
+    if (!doc)
+        fail_msg("a finished JSON answer does not parse (%s): %s", jerr.text, content);
+    if (!json_is_object(doc))
+        fail_msg("not a JSON object: %s", content);
+    if (person) {
+        json_t *name = json_object_get(doc, "name"), *age = json_object_get(doc, "age");
+        json_t *tags = json_object_get(doc, "tags");
+        if (json_object_size(doc) != 3 || !json_is_string(name) || !json_is_integer(age) ||
+            !json_is_array(tags) || json_array_size(tags) > 3 ||
+            utf8_chars(json_string_value(name)) > 20)
+            fail_msg("the answer does not fit the schema: %s", content);
+        size_t i;
+        json_t *t;
+        json_array_foreach(tags, i, t)
+        {
+            if (!json_is_string(t))
+                fail_msg("a tag is not a string: %s", content);
+        }
+    }
+    json_decref(doc);
+}
+
+/* response_format on the shipped model: sampled answers at several seeds
+ * are JSON of the asked shape whenever they finish ("length" cuts one
+ * short, which a toy model may do; one seed at least must finish); a
+ * stream joins into the whole answer of its seed; a schema keyword the
+ * engine does not understand is a 400 that names it. */
+static void test_structured_outputs(void **state)
+{
+    (void)state;
+    twb_service s;
+    twb_init(&s);
+    twb_start_engine(&s, model_path, NULL);
+    twb_start_bridge(&s, NULL, NULL);
+    twb_wait_ready(&s);
+
+    static const char person[] = "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"person\","
+                                 "\"strict\":true,\"schema\":" PERSON_SCHEMA "}}";
+    static const char object[] = "{\"type\":\"json_object\"}";
+    const struct {
+        const char *format;
+        bool person;
+    } forms[] = {{person, true}, {object, false}};
+    for (size_t k = 0; k < 2; k++) {
+        int stopped = 0;
+        for (unsigned seed = 1; seed <= 4; seed++) {
+            twb_result r = json_chat(&s, forms[k].format, seed, "");
+            char *content, *finish;
+            whole_choice(&r, forms[k].format, &content, &finish);
+            if (strcmp(finish, "stop") == 0) {
+                check_json_answer(content, forms[k].person);
+                stopped++;
+            } else if (strcmp(finish, "length") != 0) {
+                fail_msg("finish_reason %s: %s", finish, content);
+            }
+            /* the same seed streamed: the same text, delta by delta */
+            if (forms[k].person && seed <= 2) {
+                r = json_chat(&s, forms[k].format, seed, ",\"stream\":true");
+                char *streamed, *sfinish;
+                streamed_choice(&r, &streamed, &sfinish);
+                assert_string_equal(streamed, content);
+                assert_string_equal(sfinish, finish);
+                free(streamed);
+                free(sfinish);
+            }
+            free(content);
+            free(finish);
+        }
+        if (stopped == 0)
+            fail_msg("no seed finished a %s answer within 300 tokens", forms[k].format);
+    }
+
+    /* A keyword the engine does not understand is refused, never ignored:
+     * 400 with the engine's reason, for whole and streamed answers. */
+    for (int streamed = 0; streamed < 2; streamed++) {
+        twb_result r = json_chat(&s,
+                                 "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"p\","
+                                 "\"schema\":{\"type\":\"object\",\"properties\":{\"x\":{"
+                                 "\"type\":\"string\",\"pattern\":\"^a+$\"}}}}}",
+                                 1, streamed ? ",\"stream\":true" : "");
+        if (r.status != 400)
+            fail_msg("a schema with pattern: %ld %s", r.status, r.body);
+        json_t *j = json_loads(r.body, 0, NULL);
+        json_t *e = json_object_get(j, "error");
+        const char *msg = json_string_value(json_object_get(e, "message"));
+        if (!msg || !strstr(msg, "pattern"))
+            fail_msg("the refusal does not name the keyword: %s", r.body);
+        assert_string_equal(json_string_value(json_object_get(e, "type")), "invalid_request_error");
+        assert_string_equal(json_string_value(json_object_get(e, "param")), "response_format");
+        json_decref(j);
+        twb_expect_error(&r, 400, NULL);
+    }
+    twb_stop(&s);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s MODEL\n", argv[0]);
+        return 2;
+    }
+    model_path = argv[1];
+    if (!twb_daemons_built())
+        return 0;
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_structured_outputs, twb_teardown),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}
