@@ -230,6 +230,20 @@ def main():
         "\n%%ARGS%%\n--threads=2\n--model\nc=/y.gguf\n--verbose\n--max-streams=3")
     put(tw, "bad", "x = \n[\n\n%%ARGS%%\n-z\n--help")
 
+    jg = os.path.join(out, "json_grammar")
+    put(jg, "any", b'{"a": [1, -2.5e+3, true, null, "x\\u00e9\\ud83d\\ude00"], "b": {}}')
+    put(jg, "schema", json.dumps({
+        "type": "object", "properties": {
+            "name": {"type": "string", "maxLength": 8},
+            "n": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+            "tags": {"type": "array", "items": {"enum": ["a", 1, 12, {"k": [True]}]},
+                     "maxItems": 3},
+            "kid": {"$ref": "#/$defs/kid"}},
+        "required": ["name"], "$defs": {"kid": {"type": "object", "properties": {
+            "kid": {"$ref": "#/$defs/kid"}}}}}).encode() +
+        b'\0{"name": "ab", "n": null, "tags": [12, {"k":[true]}], "kid": {"kid": {}}}')
+    put(jg, "bad_schema", b'{"type": "string", "pattern": "a"}\0"a"')
+
     # fuzz_seq_state: odd selectors fill a real header's body (format from
     # the selector, token count from the next byte); even ones are whole blobs
     ss = os.path.join(out, "seq_state")

@@ -8,7 +8,7 @@ build=$1
 secs=${2:-180}
 shift
 [ $# -gt 0 ] && shift
-names=${*:-"wire gguf safetensors model_config tokenize tokenizer_hf chat_template chat_render bridge_request bridge_reply toolcall twd_config seq_state"}
+names=${*:-"wire gguf safetensors model_config tokenize tokenizer_hf chat_template chat_render bridge_request bridge_reply toolcall twd_config seq_state json_grammar"}
 for n in $names; do
     mkdir -p "$build/fuzz-art/$n" "$build/corpus/$n"
     nice -n 19 "$build/tests/fuzz/fuzz_$n" -max_total_time="$secs" -rss_limit_mb=2048 \

@@ -39,7 +39,7 @@
 #include "tw/status.h"
 
 #define TW_JSON_MAX_DEPTH        48
-#define TW_JSON_MAX_WS           32
+#define TW_JSON_MAX_WS           20
 #define TW_JSON_MAX_NUMBER       32
 #define TW_JSON_SCHEMA_MAX_BYTES (256u * 1024u)
 /* Bounds on what one schema may compile into. */

@@ -1,0 +1,274 @@
+/* tw-bench-json: what JSON answers cost.
+ *
+ * 1. The vocabulary mask, per decode step: the index walk (tokens in byte
+ *    order, shared prefixes walked once, string bodies by the plain-token
+ *    fast path) against the plain definition (every token's bytes fed to a
+ *    copy of the state), alternated state by state over every prefix of a
+ *    schema-bound document.
+ * 2. With --model: greedy decode of the same chat with a JSON answer
+ *    against a free-text answer, alternated, as decode tokens per second.
+ *
+ *   tw-bench-json --vocab V.gguf [--model M.gguf] [--threads N] [--reps N] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench_common.h"
+#include "tw/engine.h"
+#include "tw/hw.h"
+#include "tw/json_mask.h"
+#include "tw/log.h"
+
+static const char *const g_schema =
+    "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":"
+    "\"integer\"},\"email\":{\"type\":\"string\"},\"tags\":{\"type\":\"array\",\"items\":{"
+    "\"type\":\"string\"}},\"address\":{\"type\":\"object\",\"properties\":{\"city\":{"
+    "\"type\":\"string\"},\"zip\":{\"type\":\"string\"}},\"required\":[\"city\"]}},"
+    "\"required\":[\"name\",\"age\"]}";
+
+static const char *const g_doc =
+    "{\n  \"name\": \"Ada Lovelace\",\n  \"age\": 36,\n  \"email\": \"ada@example.org\",\n"
+    "  \"tags\": [\"math\", \"engines\", \"poetry \\u00e9\"],\n  \"address\": {\"city\": "
+    "\"London\", \"zip\": \"W1\"}\n}";
+
+static size_t brute(const tw_tokenizer *tok, const tw_json_state *s, uint8_t *allowed)
+{
+    const uint32_t n = tw_tokenizer_vocab_size(tok);
+    tw_json_state t;
+    size_t kept = 0;
+    for (uint32_t id = 0; id < n; id++) {
+        tw_token_type ty = tw_tokenizer_token_type(tok, id);
+        size_t len;
+        const char *b = tw_tokenizer_token_bytes(tok, id, &len);
+        allowed[id] = 0;
+        if ((ty != TW_TOKEN_NORMAL && ty != TW_TOKEN_BYTE && ty != TW_TOKEN_UNDEFINED) || !b ||
+            !len || len > TW_JSON_MAX_TOKEN_BYTES)
+            continue;
+        tw_json_state_copy(&t, s);
+        if (tw_json_state_feed(&t, b, len)) {
+            allowed[id] = 1;
+            kept++;
+        }
+    }
+    return kept;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int bench_mask(const char *vocab, unsigned reps)
+{
+    tw_tokenizer *tok;
+    tw_err err;
+    if (tw_tokenizer_load_gguf(vocab, &tok, &err) != TW_OK) {
+        fprintf(stderr, "tw-bench-json: %s: %s\n", vocab, err.msg);
+        return 1;
+    }
+    double t0 = bench_now();
+    tw_json_vocab *v;
+    tw_json_masker *mk;
+    tw_json_grammar *g;
+    if (tw_json_vocab_build(tok, &v, &err) != TW_OK ||
+        tw_json_masker_create(v, &mk, &err) != TW_OK ||
+        tw_json_grammar_compile(g_schema, strlen(g_schema), &g, &err) != TW_OK) {
+        fprintf(stderr, "tw-bench-json: %s\n", err.msg);
+        return 1;
+    }
+    const double build_ms = (bench_now() - t0) * 1e3;
+    const uint32_t n = tw_tokenizer_vocab_size(tok);
+    uint8_t *a = malloc(n), *b = malloc(n);
+    const size_t len = strlen(g_doc);
+    double *walk_us = malloc((len + 1) * sizeof *walk_us);
+    double *brute_us = malloc((len + 1) * sizeof *brute_us);
+    if (!a || !b || !walk_us || !brute_us)
+        return 1;
+    size_t states = 0, in_string = 0;
+    tw_json_state s;
+    tw_json_state_init(&s, g);
+    double walk_sum = 0, brute_sum = 0;
+    for (size_t at = 0; at <= len; at++) {
+        double best_w = 1e30, best_b = 1e30;
+        size_t kw = 0, kb = 0;
+        for (unsigned r = 0; r < reps; r++) {
+            double t = bench_now();
+            kw = tw_json_mask_allowed(mk, &s, NULL, 0, a, n);
+            double w = bench_now() - t;
+            t = bench_now();
+            kb = brute(tok, &s, b);
+            double bt = bench_now() - t;
+            best_w = w < best_w ? w : best_w;
+            best_b = bt < best_b ? bt : best_b;
+        }
+        if (kw != kb || memcmp(a, b, n) != 0) {
+            fprintf(stderr, "tw-bench-json: the two masks differ at byte %zu\n", at);
+            return 1;
+        }
+        uint32_t room;
+        in_string += tw_json_state_in_plain_string(&s, &room);
+        walk_us[states] = best_w * 1e6;
+        brute_us[states] = best_b * 1e6;
+        walk_sum += best_w;
+        brute_sum += best_b;
+        states++;
+        if (at < len && !tw_json_state_feed_byte(&s, (unsigned char)g_doc[at])) {
+            fprintf(stderr, "tw-bench-json: the document breaks the schema at byte %zu\n", at);
+            return 1;
+        }
+        if (at % 32 == 0)
+            bench_progress("mask: %zu of %zu states", at, len + 1);
+    }
+    qsort(walk_us, states, sizeof *walk_us, cmp_double);
+    qsort(brute_us, states, sizeof *brute_us, cmp_double);
+    printf("vocabulary: %s (%u tokens), index built in %.1f ms\n", vocab, n, build_ms);
+    printf("states: %zu (every prefix of a %zu-byte document; %zu in a string body)\n", states,
+           len, in_string);
+    printf("%-22s %10s %10s %10s %10s\n", "mask, us per step", "median", "p90", "max", "mean");
+    printf("%-22s %10.1f %10.1f %10.1f %10.1f\n", "index walk", walk_us[states / 2],
+           walk_us[states * 9 / 10], walk_us[states - 1], walk_sum / states * 1e6);
+    printf("%-22s %10.1f %10.1f %10.1f %10.1f\n", "every token fed", brute_us[states / 2],
+           brute_us[states * 9 / 10], brute_us[states - 1], brute_sum / states * 1e6);
+    printf("index walk: %.1fx faster (mean)\n", brute_sum / walk_sum);
+    char extra[128];
+    snprintf(extra, sizeof extra, "\"states\":%zu,\"vocab\":%u", states, n);
+    bench_row("json", "mask_us_mean", vocab, walk_sum / states * 1e6, "us",
+              brute_sum / states * 1e6, "every_token_fed", extra);
+    free(walk_us);
+    free(brute_us);
+    free(a);
+    free(b);
+    tw_json_grammar_free(g);
+    tw_json_masker_destroy(mk);
+    tw_json_vocab_free(v);
+    tw_tokenizer_free(tok);
+    return 0;
+}
+
+typedef struct run_result {
+    volatile int done;
+    tw_usage usage;
+    tw_status error;
+} run_result;
+
+static void on_chunk(void *user, const tw_gen_chunk *ch)
+{
+    run_result *r = user;
+    if (ch->final) {
+        r->usage = *ch->usage;
+        r->error = ch->error;
+        __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+    }
+}
+
+/* Decode tokens per second of one greedy answer (after the first token). */
+static double decode_rate(tw_engine *e, bool json, uint32_t *tokens)
+{
+    /* a text prompt: the real-shape bench models have no chat template */
+    static const char prompt[] = "A user record for Ada Lovelace, as JSON:\n";
+    tw_gen_request r;
+    tw_gen_request_init(&r);
+    r.prompt_kind = TW_PROMPT_TEXT;
+    r.prompt_text = prompt;
+    r.prompt_text_len = sizeof prompt - 1;
+    r.sampling.temperature = 0.0f;
+    r.stop.max_tokens = 256;
+    r.thinking.enable_thinking = TW_THINK_OFF;
+    r.speculative.mode = TW_SPEC_OFF;
+    r.cache.mode = TW_CACHE_BYPASS;
+    if (json) {
+        r.format.kind = TW_OUTPUT_JSON;
+        r.format.json_schema = g_schema;
+        r.format.json_schema_len = strlen(g_schema);
+    }
+    run_result res = {0};
+    tw_gen_callbacks cb = {.on_chunk = on_chunk};
+    tw_err err;
+    uint64_t id;
+    if (tw_engine_submit(e, &r, &cb, &res, &id, &err) != TW_OK) {
+        fprintf(stderr, "tw-bench-json: submit: %s\n", err.msg);
+        return -1;
+    }
+    while (!__atomic_load_n(&res.done, __ATOMIC_ACQUIRE))
+        nanosleep(&(struct timespec){0, 200000}, NULL);
+    if (res.error != TW_OK || res.usage.completion_tokens < 2 || !res.usage.decode_us)
+        return -1;
+    *tokens = res.usage.completion_tokens;
+    return (res.usage.completion_tokens - 1) / (res.usage.decode_us / 1e6);
+}
+
+static int bench_decode(const char *model, uint32_t threads, unsigned reps)
+{
+    tw_engine_opts o;
+    tw_engine_opts_init(&o);
+    o.threads = threads;
+    o.max_context = 2048;
+    tw_engine *e;
+    tw_err err;
+    if (tw_engine_create(&o, &e, &err) != TW_OK ||
+        tw_engine_load_model(e, model, NULL, NULL, NULL, &err) != TW_OK) {
+        fprintf(stderr, "tw-bench-json: %s: %s\n", model, err.msg);
+        return 1;
+    }
+    double best_free = 0, best_json = 0;
+    uint32_t n_free = 0, n_json = 0;
+    for (unsigned r = 0; r < reps; r++) {
+        double f = decode_rate(e, false, &n_free), j = decode_rate(e, true, &n_json);
+        if (f < 0 || j < 0) {
+            fprintf(stderr, "tw-bench-json: a generation failed\n");
+            tw_engine_destroy(e);
+            return 1;
+        }
+        best_free = f > best_free ? f : best_free;
+        best_json = j > best_json ? j : best_json;
+        bench_progress("decode: round %u of %u", r + 1, reps);
+    }
+    printf("model: %s, %u threads, greedy, best of %u alternated rounds\n", model, threads,
+           reps);
+    printf("free text:   %7.1f tok/s (%u tokens)\n", best_free, n_free);
+    printf("JSON schema: %7.1f tok/s (%u tokens), %.2fx free text\n", best_json, n_json,
+           best_json / best_free);
+    bench_row("json", "decode_tok_s", model, best_json, "tok/s", best_free, "free_text", NULL);
+    tw_engine_destroy(e);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *vocab = NULL, *model = NULL;
+    uint32_t threads = 2;
+    unsigned reps = 5;
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(argv[i], "--vocab") == 0 && v)
+            vocab = argv[++i];
+        else if (strcmp(argv[i], "--model") == 0 && v)
+            model = argv[++i];
+        else if (strcmp(argv[i], "--threads") == 0 && v && atoi(v) > 0 && atoi(v) <= 256)
+            threads = (uint32_t)atoi(argv[++i]);
+        else if (strcmp(argv[i], "--reps") == 0 && v && atoi(v) > 0 && atoi(v) <= 1000)
+            reps = (unsigned)atoi(argv[++i]);
+        else {
+            fprintf(stderr,
+                    "usage: tw-bench-json --vocab V.gguf [--model M.gguf] [--threads N] "
+                    "[--reps N]\n");
+            return 2;
+        }
+    }
+    if (!vocab && !model) {
+        fprintf(stderr, "tw-bench-json: give --vocab, --model or both\n");
+        return 2;
+    }
+    tw_log_set_level(TW_LOG_WARN);
+    tw_hw_info hw;
+    tw_err err;
+    tw_hw_detect(&hw, &err);
+    printf("tw-bench-json\nmachine: %s (family %u, model %u), %u CPUs, kernels %s\n",
+           hw.cpu_model, hw.cpu_family, hw.cpu_model_number, hw.cpus_online, hw.isa);
+    int rc = vocab ? bench_mask(vocab, reps) : 0;
+    if (rc == 0 && model)
+        rc = bench_decode(model, threads, reps);
+    return rc;
+}
