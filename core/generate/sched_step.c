@@ -90,14 +90,22 @@ static void json_advance(slot *sl, uint32_t token)
 }
 
 /* Bans the tokens that cannot continue a JSON answer (none while the
- * model reasons in a thinking block). False when no token can, which only
- * a vocabulary without some byte the document needs brings about. */
+ * model reasons in a thinking block, and a model that opens the block
+ * itself may still do so before the answer's first token). False when no
+ * token can, which only a vocabulary without some byte the document needs
+ * brings about. */
 static bool json_mask(slot *sl, float *row)
 {
     if (!sl->json || (sl->think && tw_thinking_inside(sl->think)))
         return true;
     const model_entry *m = sl->m;
-    if (tw_json_mask_logits(sl->jmask, sl->json, m->eos, m->n_eos, row, m->vocab) > 0)
+    const bool may_think = sl->think && sl->n_answer == 0 && sl->n_reasoning == 0 &&
+                           sl->r->thinking.enable_thinking != TW_THINK_OFF;
+    const float open = may_think ? row[m->think_open] : -INFINITY;
+    size_t kept = tw_json_mask_logits(sl->jmask, sl->json, m->eos, m->n_eos, row, m->vocab);
+    if (may_think)
+        row[m->think_open] = open;
+    if (kept > 0)
         return true;
     sched_slot_fail(sl, TW_FAILED_PRECONDITION,
                     "no token of the model's vocabulary continues the JSON answer");
