@@ -464,21 +464,12 @@ bool tw_json_state_feed_byte(tw_json_state *s, unsigned char c)
                 return false;
             continue;
         }
-        case FK_NUMBER: {
-            int r = number_byte(g, f, c);
-            if (r < 0)
-                return false;
-            if (r > 0)
-                return true;
-            s->depth--;
-            continue;
-        }
+        case FK_NUMBER:
         case FK_LIT: {
-            int r = literal_byte(s, f, c);
-            if (r < 0)
-                return false;
-            if (r > 0)
-                return true;
+            /* 0: the value ended before c, which goes to the parent */
+            int r = f->kind == FK_NUMBER ? number_byte(g, f, c) : literal_byte(s, f, c);
+            if (r != 0)
+                return r > 0;
             s->depth--;
             continue;
         }
