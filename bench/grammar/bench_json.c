@@ -38,12 +38,10 @@ static size_t brute(const tw_tokenizer *tok, const tw_json_state *s, uint8_t *al
     tw_json_state t;
     size_t kept = 0;
     for (uint32_t id = 0; id < n; id++) {
-        tw_token_type ty = tw_tokenizer_token_type(tok, id);
         size_t len;
         const char *b = tw_tokenizer_token_bytes(tok, id, &len);
         allowed[id] = 0;
-        if ((ty != TW_TOKEN_NORMAL && ty != TW_TOKEN_BYTE && ty != TW_TOKEN_UNDEFINED) || !b ||
-            !len || len > TW_JSON_MAX_TOKEN_BYTES)
+        if (!tw_json_vocab_has(tok, id, NULL, 0))
             continue;
         tw_json_state_copy(&t, s);
         if (tw_json_state_feed(&t, b, len)) {
@@ -72,7 +70,7 @@ static int bench_mask(const char *vocab, unsigned reps)
     tw_json_vocab *v;
     tw_json_masker *mk;
     tw_json_grammar *g;
-    if (tw_json_vocab_build(tok, &v, &err) != TW_OK ||
+    if (tw_json_vocab_build(tok, NULL, 0, &v, &err) != TW_OK ||
         tw_json_masker_create(v, &mk, &err) != TW_OK ||
         tw_json_grammar_compile(g_schema, strlen(g_schema), &g, &err) != TW_OK) {
         fprintf(stderr, "tw-bench-json: %s\n", err.msg);

@@ -63,10 +63,8 @@ tw_status tw_tool_call_opener(tw_tool_format f, const char *name, char **out, tw
         return tw_errorf(err, TW_INVALID_ARGUMENT, "no tool-call format to open a call in");
     }
     if (!name) {
-        /* Hermes: the block's tag; the JSON forms: up to the name's quote */
-        char buf[64];
-        snprintf(buf, sizeof buf, "%s%s", head, f == TW_TOOL_FORMAT_HERMES ? "" : "{\"name\": \"");
-        *out = strdup(buf);
+        /* the call's object is left to the grammar of tw_tool_call_tail */
+        *out = strdup(head);
         return *out ? TW_OK : tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory");
     }
     json_t *s = json_string(name);
@@ -82,4 +80,23 @@ tw_status tw_tool_call_opener(tw_tool_format f, const char *name, char **out, tw
         snprintf(*out, cap, "%s{\"name\": %s, \"%s\": ", head, quoted, args);
     free(quoted);
     return *out ? TW_OK : tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory");
+}
+
+const char *tw_tool_call_args_key(tw_tool_format f)
+{
+    return f == TW_TOOL_FORMAT_LLAMA_JSON ? "parameters" : "arguments";
+}
+
+const char *tw_tool_call_tail(tw_tool_format f, bool named)
+{
+    switch (f) {
+    case TW_TOOL_FORMAT_HERMES:
+        return named ? "}\n</tool_call>" : "\n</tool_call>";
+    case TW_TOOL_FORMAT_LLAMA_JSON:
+        return named ? "}" : "";
+    case TW_TOOL_FORMAT_MISTRAL:
+        return named ? "}]" : "]";
+    default:
+        return "";
+    }
 }

@@ -417,8 +417,10 @@ tw_status tw_engine_load_model(tw_engine *e, const char *path, const char *name,
                     tw_tokenizer_vocab_size(m->tok), m->vocab);
         st = setup_generation(m, mi, opts->chat_template, err);
     }
-    if (st == TW_OK && m->tok)
-        st = tw_json_vocab_build(m->tok, &m->json_vocab, err);
+    if (st == TW_OK && m->tok) {
+        const uint32_t tags[2] = {m->think_open, m->think_close};
+        st = tw_json_vocab_build(m->tok, tags, 2, &m->json_vocab, err);
+    }
     if (st == TW_OK) {
         m->logits = malloc((size_t)e->opts.max_batch * m->vocab * sizeof(float));
         if (!m->logits)

@@ -100,7 +100,7 @@ static bool json_mask(slot *sl, float *row)
         return true;
     const model_entry *m = sl->m;
     const bool may_think = sl->think && sl->n_answer == 0 && sl->n_reasoning == 0 &&
-                           sl->r->thinking.enable_thinking != TW_THINK_OFF;
+                           sl->r->thinking.enable_thinking != TW_THINK_OFF && !sl->r->answer_prefix;
     const float open = may_think ? row[m->think_open] : -INFINITY;
     size_t kept = tw_json_mask_logits(sl->jmask, sl->json, m->eos, m->n_eos, row, m->vocab);
     if (may_think)

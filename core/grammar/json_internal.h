@@ -63,6 +63,8 @@ struct tw_json_grammar {
     jlit *lits;
     uint32_t n_lits, cap_lits;
     uint32_t root;
+    char *tail; /* bytes that must follow the document; NULL: none */
+    uint32_t tail_len;
     uint32_t key_string; /* a plain string node for the keys of open objects */
 };
 

@@ -1,5 +1,6 @@
 /* The vocabulary side of constrained decoding (tw/json_mask.h). */
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,7 +85,23 @@ void tw_json_vocab_free(tw_json_vocab *v)
     free(v);
 }
 
-tw_status tw_json_vocab_build(const tw_tokenizer *tok, tw_json_vocab **out, tw_err *err)
+bool tw_json_vocab_has(const tw_tokenizer *tok, uint32_t id, const uint32_t *exclude,
+                       size_t n_exclude)
+{
+    tw_token_type t = tw_tokenizer_token_type(tok, id);
+    if (t != TW_TOKEN_NORMAL && t != TW_TOKEN_BYTE && t != TW_TOKEN_UNDEFINED &&
+        t != TW_TOKEN_USER_DEFINED)
+        return false;
+    for (size_t i = 0; i < n_exclude; i++)
+        if (exclude[i] == id)
+            return false;
+    size_t len;
+    const char *b = tw_tokenizer_token_bytes(tok, id, &len);
+    return b && len > 0 && len <= TW_JSON_MAX_TOKEN_BYTES;
+}
+
+tw_status tw_json_vocab_build(const tw_tokenizer *tok, const uint32_t *exclude, size_t n_exclude,
+                              tw_json_vocab **out, tw_err *err)
 {
     *out = NULL;
     const uint32_t n_tokens = tw_tokenizer_vocab_size(tok);
@@ -97,13 +114,10 @@ tw_status tw_json_vocab_build(const tw_tokenizer *tok, tw_json_vocab **out, tw_e
     }
     uint32_t n = 0;
     for (uint32_t id = 0; id < n_tokens; id++) {
-        tw_token_type t = tw_tokenizer_token_type(tok, id);
-        if (t != TW_TOKEN_NORMAL && t != TW_TOKEN_BYTE && t != TW_TOKEN_UNDEFINED)
+        if (!tw_json_vocab_has(tok, id, exclude, n_exclude))
             continue;
         size_t len;
         const char *b = tw_tokenizer_token_bytes(tok, id, &len);
-        if (!b || len == 0 || len > TW_JSON_MAX_TOKEN_BYTES)
-            continue;
         e[n++] = (entry){.bytes = b, .len = (uint32_t)len, .id = id};
     }
     qsort(e, n, sizeof *e, by_bytes);

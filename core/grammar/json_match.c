@@ -34,6 +34,7 @@ void tw_json_state_init(tw_json_state *s, const tw_json_grammar *g)
 {
     s->g = g;
     s->depth = 1;
+    s->tail = 0;
     s->ws = 0;
     memset(&s->f[0], 0, sizeof s->f[0]);
     s->f[0].kind = FK_VALUE;
@@ -44,6 +45,7 @@ void tw_json_state_copy(tw_json_state *dst, const tw_json_state *src)
 {
     dst->g = src->g;
     dst->depth = src->depth;
+    dst->tail = src->tail;
     dst->ws = src->ws;
     memcpy(dst->f, src->f, src->depth * sizeof src->f[0]);
 }
@@ -398,8 +400,12 @@ bool tw_json_state_feed_byte(tw_json_state *s, unsigned char c)
     if (!is_ws(c))
         s->ws = 0;
     for (;;) {
-        if (s->depth == 0)
-            return false;
+        if (s->depth == 0) {
+            if (s->tail >= g->tail_len || (unsigned char)g->tail[s->tail] != c)
+                return false;
+            s->tail++;
+            return true;
+        }
         tw_json_frame *f = &s->f[s->depth - 1];
         switch (f->kind) {
         case FK_VALUE: {
@@ -486,11 +492,16 @@ bool tw_json_state_feed(tw_json_state *s, const char *p, size_t n)
     return true;
 }
 
+bool tw_json_state_closed(const tw_json_state *s)
+{
+    return s->depth == 0 && s->tail == s->g->tail_len;
+}
+
 bool tw_json_state_complete(const tw_json_state *s)
 {
     if (s->depth == 0)
-        return true;
-    if (s->depth > 1)
+        return s->tail == s->g->tail_len;
+    if (s->depth > 1 || s->g->tail_len)
         return false;
     const tw_json_frame *f = &s->f[0];
     if (f->kind == FK_NUMBER)

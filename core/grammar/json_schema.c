@@ -677,12 +677,28 @@ void tw_json_grammar_free(tw_json_grammar *g)
 {
     if (!g)
         return;
+    free(g->tail);
     for (uint32_t i = 0; i < g->n_lits; i++)
         free(g->lits[i].text);
     free(g->lits);
     free(g->props);
     free(g->nodes);
     free(g);
+}
+
+tw_status tw_json_grammar_set_tail(tw_json_grammar *g, const char *tail, size_t len, tw_err *err)
+{
+    if (len > TW_JSON_MAX_TAIL)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "a JSON tail of %zu bytes (at most %d)", len,
+                         TW_JSON_MAX_TAIL);
+    char *copy = malloc(len ? len : 1);
+    if (!copy)
+        return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory for a JSON tail");
+    memcpy(copy, tail, len);
+    free(g->tail);
+    g->tail = copy;
+    g->tail_len = (uint32_t)len;
+    return TW_OK;
 }
 
 tw_status tw_json_grammar_compile(const char *schema, size_t len, tw_json_grammar **out,

@@ -27,7 +27,7 @@ static void load_vocab(void)
     tw_err err;
     if (tw_tokenizer_load_gguf(TW_FUZZ_SHARED_DIR "/vocab/ggml-vocab-gpt-2.gguf", &g_tok, &err) !=
             TW_OK ||
-        tw_json_vocab_build(g_tok, &g_vocab, &err) != TW_OK ||
+        tw_json_vocab_build(g_tok, NULL, 0, &g_vocab, &err) != TW_OK ||
         tw_json_masker_create(g_vocab, &g_mask, &err) != TW_OK)
         return;
     g_allowed = malloc(tw_tokenizer_vocab_size(g_tok));
@@ -42,12 +42,10 @@ static void check_mask(const tw_json_state *s)
     tw_json_mask_allowed(g_mask, s, NULL, 0, g_allowed, n);
     tw_json_state t;
     for (uint32_t id = 0; id < n; id++) {
-        tw_token_type ty = tw_tokenizer_token_type(g_tok, id);
         size_t len;
         const char *b = tw_tokenizer_token_bytes(g_tok, id, &len);
         bool want = false;
-        if ((ty == TW_TOKEN_NORMAL || ty == TW_TOKEN_BYTE || ty == TW_TOKEN_UNDEFINED) && b &&
-            len && len <= TW_JSON_MAX_TOKEN_BYTES) {
+        if (tw_json_vocab_has(g_tok, id, NULL, 0)) {
             tw_json_state_copy(&t, s);
             want = tw_json_state_feed(&t, b, len);
         }

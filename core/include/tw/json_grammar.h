@@ -59,6 +59,12 @@ tw_status tw_json_grammar_compile(const char *schema, size_t len, tw_json_gramma
 
 void tw_json_grammar_free(tw_json_grammar *g);
 
+/* Bytes that must follow the document, exactly (a tool call's closing
+ * "}\n</tool_call>"); at most TW_JSON_MAX_TAIL. The document is closed
+ * only after them. */
+#define TW_JSON_MAX_TAIL 256
+tw_status tw_json_grammar_set_tail(tw_json_grammar *g, const char *tail, size_t len, tw_err *err);
+
 /* One level of the matcher's stack. The fields' meaning depends on kind
  * (json_match.c); callers only copy states. */
 typedef struct tw_json_frame {
@@ -76,6 +82,7 @@ typedef struct tw_json_frame {
 typedef struct tw_json_state {
     const tw_json_grammar *g;
     uint16_t depth; /* frames in use; 0: the document is whole */
+    uint16_t tail;  /* bytes of the grammar's tail taken */
     uint8_t ws;     /* whitespace bytes in the current gap */
     tw_json_frame f[TW_JSON_MAX_DEPTH];
 } tw_json_state;
@@ -95,11 +102,8 @@ bool tw_json_state_feed(tw_json_state *s, const char *p, size_t n);
  * grow, so this can hold while more bytes are accepted). */
 bool tw_json_state_complete(const tw_json_state *s);
 
-/* The document is whole and nothing more can follow. */
-static inline bool tw_json_state_closed(const tw_json_state *s)
-{
-    return s->depth == 0;
-}
+/* The document (and its tail) is whole and nothing more can follow. */
+bool tw_json_state_closed(const tw_json_state *s);
 
 /* A string body is being read with no escape or UTF-8 sequence pending:
  * any run of plain characters (no quote, backslash or control byte; whole

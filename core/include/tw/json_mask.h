@@ -2,7 +2,8 @@
  * of constrained decoding.
  *
  * tw_json_vocab is built once per tokenizer: the tokens that stand for text
- * (normal and byte tokens; control and added tokens never are JSON), sorted
+ * (normal, byte and user-defined ones, such as a </tool_call> that a tool
+ * call's tail may need; control tokens never are), sorted
  * by their bytes, so tokens that share a prefix are tried from one matcher
  * state and a refused prefix rules out every token that starts with it.
  * Tokens that are plain string characters are marked, so inside a string
@@ -22,10 +23,16 @@
 typedef struct tw_json_vocab tw_json_vocab;
 typedef struct tw_json_masker tw_json_masker;
 
-/* Indexes tok's vocabulary. Tokens longer than TW_JSON_MAX_TOKEN_BYTES are
- * left out (never allowed). */
+/* Indexes tok's vocabulary, leaving out exclude[0..n_exclude) (the think
+ * tags, which the engine reads as tags, not text) and tokens longer than
+ * TW_JSON_MAX_TOKEN_BYTES: those are never allowed. */
 #define TW_JSON_MAX_TOKEN_BYTES 1024
-tw_status tw_json_vocab_build(const tw_tokenizer *tok, tw_json_vocab **out, tw_err *err);
+tw_status tw_json_vocab_build(const tw_tokenizer *tok, const uint32_t *exclude, size_t n_exclude,
+                              tw_json_vocab **out, tw_err *err);
+
+/* Whether the index holds token id (what the mask may allow). */
+bool tw_json_vocab_has(const tw_tokenizer *tok, uint32_t id, const uint32_t *exclude,
+                       size_t n_exclude);
 void tw_json_vocab_free(tw_json_vocab *v);
 
 tw_status tw_json_masker_create(const tw_json_vocab *v, tw_json_masker **out, tw_err *err);

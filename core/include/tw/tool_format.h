@@ -5,6 +5,7 @@
 #ifndef TW_TOOL_FORMAT_H
 #define TW_TOOL_FORMAT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "tw/status.h"
@@ -25,10 +26,22 @@ tw_tool_format tw_tool_format_of_template(const char *src, size_t len);
 const char *tw_tool_format_name(tw_tool_format f);
 
 /* The text an answer starts with to call some tool (name NULL: tool_choice
- * "required") or the named one (its name written as a JSON string, so any
- * name stays inside the quotes). *out (free()) is NUL-terminated.
+ * "required": the format's head only, "<tool_call>\n", "" or
+ * "[TOOL_CALLS][", the call's object being the grammar's) or the named one
+ * (up to its arguments: head + {"name": "f", "arguments": , the name written
+ * as a JSON string, so any name stays inside the quotes). *out (free()) is
+ * NUL-terminated.
  * INVALID_ARGUMENT for TW_TOOL_FORMAT_NONE or a name that is not UTF-8,
  * RESOURCE_EXHAUSTED when memory runs out. */
 tw_status tw_tool_call_opener(tw_tool_format f, const char *name, char **out, tw_err *err);
+
+/* The key of a call's arguments: "parameters" for Llama 3.1, else
+ * "arguments". */
+const char *tw_tool_call_args_key(tw_tool_format f);
+
+/* What closes a call after the JSON that follows the opener: for a named
+ * function (after its arguments) "}\n</tool_call>", "}" or "}]"; for
+ * "required" (after the call's object) "\n</tool_call>", "" or "]". */
+const char *tw_tool_call_tail(tw_tool_format f, bool named);
 
 #endif

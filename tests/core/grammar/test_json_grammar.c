@@ -198,6 +198,41 @@ static void test_refs_and_unions(void **state)
     tw_json_grammar_free(g);
 }
 
+/* A tail follows the document exactly, and only then is it closed. */
+static void test_tail(void **state)
+{
+    (void)state;
+    tw_json_grammar *g = compile_ok("{\"type\":\"object\"}");
+    tw_err err;
+    assert_int_equal(tw_json_grammar_set_tail(g, "}\n</tool_call>", 14, &err), TW_OK);
+    tw_json_state s;
+    tw_json_state_init(&s, g);
+    assert_true(tw_json_state_feed(&s, "{\"a\": [1]}", 10));
+    assert_false(tw_json_state_complete(&s));
+    assert_false(tw_json_state_closed(&s));
+    assert_true(tw_json_state_feed(&s, "}\n</tool", 8));
+    assert_false(tw_json_state_complete(&s));
+    assert_true(tw_json_state_feed(&s, "_call>", 6));
+    assert_true(tw_json_state_complete(&s));
+    assert_true(tw_json_state_closed(&s));
+    assert_false(tw_json_state_feed_byte(&s, '\n'));
+    assert_false(prefix_ok(g, "{} }"));    /* no whitespace before the tail */
+    assert_false(prefix_ok(g, "{}}\n<x")); /* and byte for byte */
+    tw_json_grammar_free(g);
+    /* a top-level number ends where the tail starts */
+    g = compile_ok("{\"type\":\"integer\"}");
+    assert_int_equal(tw_json_grammar_set_tail(g, "]", 1, &err), TW_OK);
+    tw_json_state_init(&s, g);
+    assert_true(tw_json_state_feed(&s, "12", 2));
+    assert_false(tw_json_state_complete(&s));
+    assert_true(tw_json_state_feed(&s, "]", 1));
+    assert_true(tw_json_state_closed(&s));
+    char big[TW_JSON_MAX_TAIL + 1];
+    memset(big, 'x', sizeof big);
+    assert_int_equal(tw_json_grammar_set_tail(g, big, sizeof big, &err), TW_INVALID_ARGUMENT);
+    tw_json_grammar_free(g);
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -415,7 +450,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_any_object),     cmocka_unit_test(test_whitespace_and_number_bounds),
         cmocka_unit_test(test_schema_objects), cmocka_unit_test(test_refs_and_unions),
-        cmocka_unit_test(test_refusals),       cmocka_unit_test(test_random_walks),
+        cmocka_unit_test(test_tail),           cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_random_walks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

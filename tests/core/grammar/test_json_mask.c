@@ -39,12 +39,9 @@ static size_t brute(const tw_tokenizer *tok, const tw_json_state *s, const uint3
     tw_json_state t;
     for (uint32_t id = 0; id < n; id++) {
         allowed[id] = 0;
-        tw_token_type ty = tw_tokenizer_token_type(tok, id);
-        if (ty != TW_TOKEN_NORMAL && ty != TW_TOKEN_BYTE && ty != TW_TOKEN_UNDEFINED)
-            continue;
         size_t len;
         const char *b = tw_tokenizer_token_bytes(tok, id, &len);
-        if (!b || !len || len > TW_JSON_MAX_TOKEN_BYTES)
+        if (!tw_json_vocab_has(tok, id, NULL, 0))
             continue;
         tw_json_state_copy(&t, s);
         if (tw_json_state_feed(&t, b, len)) {
@@ -66,7 +63,7 @@ static void check_vocab(const tw_tokenizer *tok, int stride)
     tw_err err;
     tw_json_vocab *v;
     tw_json_masker *mk;
-    assert_int_equal(tw_json_vocab_build(tok, &v, &err), TW_OK);
+    assert_int_equal(tw_json_vocab_build(tok, NULL, 0, &v, &err), TW_OK);
     assert_int_equal(tw_json_masker_create(v, &mk, &err), TW_OK);
     const uint32_t n = tw_tokenizer_vocab_size(tok);
     uint8_t *want = malloc(n), *got = malloc(n);
@@ -123,6 +120,24 @@ static void check_vocab(const tw_tokenizer *tok, int stride)
     }
     assert_int_equal(finite, kept);
     free(logits);
+
+    /* an excluded token is never allowed, even where its bytes fit */
+    tw_json_state_init(&s, g);
+    tw_json_mask_allowed(mk, &s, eos, 1, got, n);
+    uint32_t fits = 0;
+    while (fits < n && !got[fits])
+        fits++;
+    assert_true(fits < n);
+    tw_json_vocab *v2;
+    tw_json_masker *mk2;
+    assert_int_equal(tw_json_vocab_build(tok, &fits, 1, &v2, &err), TW_OK);
+    assert_int_equal(tw_json_masker_create(v2, &mk2, &err), TW_OK);
+    assert_int_equal(tw_json_mask_allowed(mk2, &s, eos, 1, want, n) + 1,
+                     tw_json_mask_allowed(mk, &s, eos, 1, got, n));
+    assert_int_equal(want[fits], 0);
+    assert_false(tw_json_vocab_has(tok, fits, &fits, 1));
+    tw_json_masker_destroy(mk2);
+    tw_json_vocab_free(v2);
     tw_json_grammar_free(g);
     free(want);
     free(got);
