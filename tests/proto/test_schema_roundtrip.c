@@ -19,16 +19,49 @@
 
 #define D(name) &tokenwire__v1__##name##__descriptor
 static const ProtobufCMessageDescriptor *const all_messages[] = {
-    D(status_detail), D(status), D(request), D(reply), D(chat_message), D(tool),
-    D(tool_call), D(chat_input), D(token_ids), D(sampling_params), D(logit_bias),
-    D(stop_rules), D(thinking_options), D(cache_options), D(speculative_options),
-    D(logprob_options), D(generate_request), D(token_logprob), D(top_logprob), D(usage),
-    D(choice), D(generate_reply), D(stream_chunk), D(tokenize_request), D(tokenize_reply),
-    D(detokenize_request), D(detokenize_reply), D(list_models_request), D(model_info),
-    D(list_models_reply), D(load_model_request), D(load_model_reply),
-    D(unload_model_request), D(unload_model_reply), D(health_request), D(health_reply),
-    D(stats_request), D(stats_reply), D(cancel_request), D(cancel_reply),
-    D(resume_request), D(resume_reply),
+    D(status_detail),
+    D(status),
+    D(request),
+    D(reply),
+    D(chat_message),
+    D(tool),
+    D(tool_call),
+    D(chat_input),
+    D(token_ids),
+    D(sampling_params),
+    D(logit_bias),
+    D(stop_rules),
+    D(thinking_options),
+    D(cache_options),
+    D(speculative_options),
+    D(logprob_options),
+    D(output_format),
+    D(generate_request),
+    D(token_logprob),
+    D(top_logprob),
+    D(usage),
+    D(choice),
+    D(generate_reply),
+    D(stream_chunk),
+    D(tokenize_request),
+    D(tokenize_reply),
+    D(detokenize_request),
+    D(detokenize_reply),
+    D(list_models_request),
+    D(model_info),
+    D(list_models_reply),
+    D(load_model_request),
+    D(load_model_reply),
+    D(unload_model_request),
+    D(unload_model_reply),
+    D(health_request),
+    D(health_reply),
+    D(stats_request),
+    D(stats_reply),
+    D(cancel_request),
+    D(cancel_reply),
+    D(resume_request),
+    D(resume_reply),
 };
 #undef D
 #define N_MESSAGES (sizeof all_messages / sizeof all_messages[0])
@@ -145,7 +178,8 @@ static void oneof_position(const ProtobufCMessageDescriptor *desc, unsigned fi, 
     *count = 0;
     for (unsigned i = 0; i < desc->n_fields; i++) {
         const ProtobufCFieldDescriptor *g = &desc->fields[i];
-        if ((g->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) && g->quantifier_offset == f->quantifier_offset) {
+        if ((g->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+            g->quantifier_offset == f->quantifier_offset) {
             if (i < fi)
                 (*pos)++;
             (*count)++;

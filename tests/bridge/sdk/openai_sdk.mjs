@@ -99,6 +99,44 @@ check('several prompts, echo with logprobs, and a scored prompt', async () => {
     r.choices[0].logprobs.token_logprobs.slice(0, scored.choices[0].logprobs.tokens.length));
 });
 
+check('structured outputs: json_schema and json_object', async () => {
+  const schema = {
+    type: 'object',
+    properties: {
+      name: { type: 'string', maxLength: 20 },
+      age: { type: 'integer' },
+      tags: { type: 'array', items: { type: 'string', maxLength: 10 }, maxItems: 3 },
+    },
+    required: ['name', 'age', 'tags'],
+    additionalProperties: false,
+  };
+  const r = await client.chat.completions.create({
+    model,
+    messages: [{ role: 'user', content: 'Describe a person as JSON.' }],
+    response_format: { type: 'json_schema', json_schema: { name: 'person', strict: true, schema } },
+    temperature: 1, seed: 3, n: 2, max_tokens: 1000,
+  });
+  for (const c of r.choices) {
+    assert.equal(c.finish_reason, 'stop');
+    const v = JSON.parse(c.message.content);
+    assert.deepEqual(Object.keys(v), ['name', 'age', 'tags']);
+    assert.equal(typeof v.name, 'string');
+    assert.ok(Number.isInteger(v.age));
+    assert.ok(Array.isArray(v.tags) && v.tags.length <= 3 && v.tags.every((t) => typeof t === 'string'));
+  }
+  const o = await client.chat.completions.create({
+    model, messages: [{ role: 'user', content: 'JSON please' }],
+    response_format: { type: 'json_object' }, temperature: 0.5, seed: 1, max_tokens: 400,
+  });
+  if (o.choices[0].finish_reason === 'stop') assert.equal(typeof JSON.parse(o.choices[0].message.content), 'object');
+  await assert.rejects(
+    client.chat.completions.create({
+      model, messages: [{ role: 'user', content: 'x' }],
+      response_format: { type: 'json_schema', json_schema: { name: 'p', schema: { type: 'string', pattern: '^a' } } },
+    }),
+    (e) => e instanceof sdk.BadRequestError && e.param === 'response_format' && /pattern/.test(e.message));
+});
+
 check('unknown model is NotFoundError', async () => {
   await assert.rejects(
     client.chat.completions.create({ model: 'no-such-model', messages: [{ role: 'user', content: 'x' }] }),
