@@ -77,6 +77,13 @@ typedef struct model_entry {
     float *logits; /* max_batch x vocab */
 } model_entry;
 
+/* The grammar of what a forced tool call writes after its opening
+ * (tw_tool_call_opener): for a named function (name) its arguments, for
+ * "required" (name NULL) the call's object; then the call's closing
+ * (tool_grammar.c). */
+tw_status tool_call_grammar(const model_entry *m, const tw_chat_input *chat, const char *name,
+                            struct tw_json_grammar **out, tw_err *err);
+
 /* A request after submit: a deep copy of everything the scheduler needs. */
 typedef struct request {
     struct request *next; /* queue or running list */

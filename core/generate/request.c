@@ -8,9 +8,7 @@
 
 #include "engine_internal.h"
 #include "tw/chat_template.h"
-#include "tw/log.h"
 #include "tw/long_context.h"
-#include <jansson.h>
 
 void tw_gen_request_init(tw_gen_request *r)
 {
@@ -198,56 +196,6 @@ static bool ends_in_thinking(const model_entry *m, const char *text, size_t len)
     return false;
 }
 
-/* The grammar of what a forced call writes after its opening: a named
- * function's arguments, held to its parameters' schema (any object where
- * the engine does not understand that schema: the call is still whole
- * JSON), or for "required" the call's object, naming one of the tools;
- * then the call's closing. */
-static tw_status tool_call_grammar(const model_entry *m, const tw_chat_input *chat,
-                                   const char *name, request *r, tw_err *err)
-{
-    tw_status st;
-    if (name) {
-        const char *params = NULL;
-        for (size_t i = 0; i < chat->n_tools; i++)
-            if (chat->tools[i].name && !strcmp(chat->tools[i].name, name))
-                params = chat->tools[i].parameters_json;
-        tw_err why;
-        st = tw_json_grammar_compile(params, params ? strlen(params) : 0, &r->json, &why);
-        if (st == TW_INVALID_ARGUMENT) {
-            tw_info("tool %s: arguments held to any JSON object, not to its schema (%s)", name,
-                    why.msg);
-            st = tw_json_grammar_compile(NULL, 0, &r->json, err);
-        } else if (st != TW_OK) {
-            *err = why;
-        }
-    } else {
-        json_t *names = json_array();
-        for (size_t i = 0; names && i < chat->n_tools; i++)
-            if (chat->tools[i].name)
-                json_array_append_new(names, json_string(chat->tools[i].name));
-        const char *key = tw_tool_call_args_key(m->tool_format);
-        /* past the grammar's enum limit the name is any string */
-        json_t *name_schema = json_array_size(names) <= TW_JSON_MAX_ENUM
-                                  ? json_pack("{s:o}", "enum", names)
-                                  : json_pack("{s:s}", "type", "string");
-        if (json_array_size(names) > TW_JSON_MAX_ENUM)
-            json_decref(names);
-        json_t *schema = json_pack("{s:s, s:{s:o, s:{s:s}}, s:[s,s], s:b}", "type", "object",
-                                   "properties", "name", name_schema, key, "type", "object",
-                                   "required", "name", key, "additionalProperties", 0);
-        char *text = schema ? json_dumps(schema, JSON_COMPACT) : NULL;
-        json_decref(schema);
-        st = text ? tw_json_grammar_compile(text, strlen(text), &r->json, err)
-                  : tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory");
-        free(text);
-    }
-    if (st != TW_OK)
-        return st;
-    const char *tail = tw_tool_call_tail(m->tool_format, name != NULL);
-    return tw_json_grammar_set_tail(r->json, tail, strlen(tail), err);
-}
-
 /* tool_choice "required" or a named function: the call's opening, which the
  * prompt ends with (after closing a thinking block the template left open)
  * so the model can only go on with the call. Appended to *text (a malloc'd
@@ -277,7 +225,7 @@ static tw_status force_tool_call(const model_entry *m, const tw_chat_input *chat
                          choice, m->name);
     tw_status st = tw_tool_call_opener(m->tool_format, name, &r->answer_prefix, err);
     if (st == TW_OK && m->json_vocab)
-        st = tool_call_grammar(m, chat, name, r, err);
+        st = tool_call_grammar(m, chat, name, &r->json, err);
     if (st != TW_OK)
         return st;
     const char *close =

@@ -31,6 +31,11 @@ typedef enum jnode_kind {
     JN_NUMBER,
     JN_INTEGER,
     JN_ENUM, /* literals [first, first + n), compact JSON texts */
+    /* objects told apart by their first property (key: literal min), whose
+     * value is one of the literals of the enum node extra; literal i of it
+     * picks object tag_alts[first + i] (n of them), where that property
+     * comes first */
+    JN_TAGGED,
 } jnode_kind;
 
 typedef struct jnode {
@@ -63,6 +68,8 @@ struct tw_json_grammar {
     jlit *lits;
     uint32_t n_lits, cap_lits;
     uint32_t root;
+    uint32_t *tag_alts; /* JN_TAGGED: the object each tag literal picks */
+    uint32_t n_tag_alts, cap_tag_alts;
     char *tail; /* bytes that must follow the document; NULL: none */
     uint32_t tail_len;
     uint32_t key_string; /* a plain string node for the keys of open objects */

@@ -249,6 +249,26 @@ static int number_byte(const tw_json_grammar *g, tw_json_frame *f, unsigned char
 
 /* ------------------------------------------------------------ literals */
 
+/* A tagged union's tag value is read: its object goes on as the object
+ * that value picks, past the tag (its first property). */
+static void literal_done(tw_json_state *s, const tw_json_frame *f)
+{
+    if (s->depth < 2)
+        return;
+    const tw_json_grammar *g = s->g;
+    tw_json_frame *parent = &s->f[s->depth - 2];
+    const jnode *pn = &g->nodes[parent->node];
+    if (parent->kind != FK_OBJECT || pn->kind != JN_TAGGED)
+        return;
+    const jnode *en = &g->nodes[f->node];
+    for (uint32_t i = 0; i < en->n; i++)
+        if ((f->bits >> i & 1) && g->lits[en->first + i].len == f->pos) {
+            parent->node = g->tag_alts[pn->first + i];
+            parent->prop = 1;
+            return;
+        }
+}
+
 /* 1: taken; 0: a candidate ended before this byte (it goes to the
  * parent); -1: refused. */
 static int literal_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
@@ -272,8 +292,10 @@ static int literal_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
     for (uint32_t i = 0; i < n->n; i++)
         if ((next >> i & 1) && lits[i].len > f->pos)
             longer = true;
-    if (!longer)
+    if (!longer) {
+        literal_done(s, f);
         s->depth--;
+    }
     return 1;
 }
 
@@ -288,9 +310,26 @@ static bool literal_complete(const tw_json_grammar *g, const tw_json_frame *f)
 
 /* ------------------------------------------------------------- objects */
 
-static const jprop *props_of(const tw_json_grammar *g, const jnode *n)
+/* An object's properties. A tagged union reads as an object of one
+ * property, the tag, until the tag's value picks the object. */
+static uint32_t prop_count(const jnode *n)
 {
-    return g->props + n->first;
+    return n->kind == JN_TAGGED ? 1 : n->n;
+}
+
+static const jlit *prop_key(const tw_json_grammar *g, const jnode *n, uint32_t i)
+{
+    return &g->lits[n->kind == JN_TAGGED ? n->min : g->props[n->first + i].key];
+}
+
+static uint32_t prop_value(const tw_json_grammar *g, const jnode *n, uint32_t i)
+{
+    return n->kind == JN_TAGGED ? n->extra : g->props[n->first + i].node;
+}
+
+static bool prop_required(const tw_json_grammar *g, const jnode *n, uint32_t i)
+{
+    return n->kind == JN_TAGGED || g->props[n->first + i].required;
 }
 
 /* Keys that may come next: the properties from prop on, up to and
@@ -298,9 +337,9 @@ static const jprop *props_of(const tw_json_grammar *g, const jnode *n)
 static uint64_t next_keys(const tw_json_grammar *g, const jnode *n, uint32_t prop)
 {
     uint64_t m = 0;
-    for (uint32_t i = prop; i < n->n; i++) {
+    for (uint32_t i = prop; i < prop_count(n); i++) {
         m |= 1ull << i;
-        if (props_of(g, n)[i].required)
+        if (prop_required(g, n, i))
             break;
     }
     return m;
@@ -308,7 +347,7 @@ static uint64_t next_keys(const tw_json_grammar *g, const jnode *n, uint32_t pro
 
 static bool may_close(const jnode *n, const tw_json_frame *f)
 {
-    return n->n == 0 || f->prop >= n->close_at;
+    return prop_count(n) == 0 || f->prop >= n->close_at;
 }
 
 static bool object_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
@@ -326,7 +365,7 @@ static bool object_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
         }
         if (c != '"')
             return false;
-        if (n->n > 0) {
+        if (prop_count(n) > 0) {
             f->bits = next_keys(g, n, f->prop);
             f->pos = 1; /* every key's text starts with its quote */
             f->phase = OP_KEY;
@@ -339,8 +378,8 @@ static bool object_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
     case OP_KEY: {
         uint64_t next = 0;
         uint32_t done = UINT32_MAX;
-        for (uint32_t i = 0; i < n->n; i++) {
-            const jlit *k = &g->lits[props_of(g, n)[i].key];
+        for (uint32_t i = 0; i < prop_count(n); i++) {
+            const jlit *k = prop_key(g, n, i);
             if ((f->bits >> i & 1) && k->len > f->pos && (unsigned char)k->text[f->pos] == c) {
                 next |= 1ull << i;
                 if (k->len == f->pos + 1u)
@@ -363,11 +402,11 @@ static bool object_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
         if (c != ':')
             return false;
         f->phase = OP_AFTER;
-        return push(s, FK_VALUE, n->n > 0 ? props_of(g, n)[f->prop - 1].node : n->extra);
+        return push(s, FK_VALUE, prop_count(n) > 0 ? prop_value(g, n, f->prop - 1u) : n->extra);
     case OP_AFTER:
         if (is_ws(c))
             return take_ws(s);
-        if (c == ',' && (n->n == 0 || f->prop < n->n)) {
+        if (c == ',' && (prop_count(n) == 0 || f->prop < prop_count(n))) {
             f->phase = OP_NEXT;
             return true;
         }
@@ -418,6 +457,7 @@ bool tw_json_state_feed_byte(tw_json_state *s, unsigned char c)
             f->node = node;
             switch ((jnode_kind)g->nodes[node].kind) {
             case JN_OBJECT:
+            case JN_TAGGED:
                 f->kind = FK_OBJECT;
                 return c == '{';
             case JN_ARRAY:
@@ -476,6 +516,8 @@ bool tw_json_state_feed_byte(tw_json_state *s, unsigned char c)
             int r = f->kind == FK_NUMBER ? number_byte(g, f, c) : literal_byte(s, f, c);
             if (r != 0)
                 return r > 0;
+            if (f->kind == FK_LIT)
+                literal_done(s, f);
             s->depth--;
             continue;
         }

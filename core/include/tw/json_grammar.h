@@ -11,7 +11,9 @@
  *   type (a name or a list of names), properties, required,
  *   additionalProperties (false, true or a schema), items, minItems,
  *   maxItems, minLength, maxLength, enum, const, anyOf / oneOf whose
- *   alternatives start with different JSON types, $ref to #/$defs/... or
+ *   alternatives start with different JSON types (or are objects told apart
+ *   by a property all of them require, with different const or enum
+ *   values: that property is then written first), $ref to #/$defs/... or
  *   #/definitions/..., and the annotations title, description, default,
  *   examples, $schema, $id, $comment, $defs, definitions, strict.
  * What is generated is a subset of what the schema allows, chosen so that

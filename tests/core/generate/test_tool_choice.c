@@ -227,11 +227,20 @@ static const tw_tool g_strict_tools[] = {
                         "\"format\":\"date\"}}}"},
 };
 
+/* Tools that all have schemas the grammar understands, so "required"
+ * holds each call's arguments to its own tool's. */
+static const tw_tool g_bounded_tools[] = {
+    g_strict_tools[0],
+    {.name = "get_time",
+     .parameters_json = "{\"type\":\"object\",\"properties\":{\"tz\":{\"enum\":[\"utc\","
+                        "\"cet\"]}},\"required\":[\"tz\"],\"additionalProperties\":false}"},
+};
+
 /* A forced call's answer is the whole call: head, then the call's JSON
  * object, then the close; the object names the function (want, or one of
- * the tools), and a named get_weather's arguments fit its schema. */
+ * the tools), and when strict its arguments fit that tool's schema. */
 static void whole_call(const char *text, const char *head, const char *close, const char *key,
-                       const char *want)
+                       const char *want, bool strict)
 {
     size_t nh = strlen(head), nc = strlen(close), n = strlen(text);
     if (n < nh + nc || strncmp(text, head, nh) != 0 || strcmp(text + n - nc, close) != 0)
@@ -245,10 +254,16 @@ static void whole_call(const char *text, const char *head, const char *close, co
     if (!name || !json_is_object(args) || json_object_size(call) != 2)
         fail_msg("not a call: %s", text);
     if (want ? strcmp(name, want) != 0
-             : strcmp(name, "get_weather") != 0 && strcmp(name, "get_news") != 0)
+             : strcmp(name, "get_weather") != 0 && strcmp(name, "get_news") != 0 &&
+                   strcmp(name, "get_time") != 0)
         fail_msg("the call names %s: %s", name, text);
-    /* "required" holds arguments to any object, a named call to its schema */
-    if (want && strcmp(name, "get_weather") == 0) {
+    if (strict && strcmp(name, "get_time") == 0) {
+        const char *tz = json_string_value(json_object_get(args, "tz"));
+        if (!tz || (strcmp(tz, "utc") != 0 && strcmp(tz, "cet") != 0) ||
+            json_object_size(args) != 1)
+            fail_msg("get_time's arguments do not fit its schema: %s", text);
+    }
+    if (strict && strcmp(name, "get_weather") == 0) {
         const char *city = json_string_value(json_object_get(args, "city"));
         if (!city || strlen(city) > 4 * 12 || !json_is_integer(json_object_get(args, "days")) ||
             json_object_size(args) != 2)
@@ -296,11 +311,15 @@ static void test_forced_call_grammar(void **state)
         assert_non_null(src);
         tw_err err;
         tw_engine *e = engine_with(src, TW_OK, &err);
-        const char *choices[] = {"get_weather", "required", "get_news"};
-        for (size_t c = 0; c < 3; c++) {
+        /* the last "required" offers tools whose schemas all compile, so
+         * every call keeps to its own tool's (and ends: they are bounded);
+         * the first one's get_news uses "format", so its calls take any
+         * object of arguments */
+        const char *choices[] = {"get_weather", "required", "get_news", "required"};
+        for (size_t c = 0; c < 4; c++) {
             tw_gen_request r;
             chat_request(&r, choices[c]);
-            r.chat.tools = g_strict_tools;
+            r.chat.tools = c == 3 ? g_bounded_tools : g_strict_tools;
             r.sampling.temperature = 1.0f;
             r.sampling.has_seed = true;
             r.sampling.seed = 5 + f;
@@ -309,7 +328,7 @@ static void test_forced_call_grammar(void **state)
             for (int i = 0; i < 2; i++) {
                 /* get_weather's arguments are bounded, so its calls end; the
                  * others take any object, which a toy model may not close */
-                if (c > 0 && a->finish[i] == TW_FINISH_LENGTH) {
+                if ((c == 1 || c == 2) && a->finish[i] == TW_FINISH_LENGTH) {
                     call_prefix(a->text[i], forms[f].head);
                     continue;
                 }
@@ -317,7 +336,7 @@ static void test_forced_call_grammar(void **state)
                     fail_msg("%s, %s: choice %d ended with %d: %s", forms[f].file, choices[c], i,
                              a->finish[i], a->text[i]);
                 whole_call(a->text[i], forms[f].head, forms[f].close, forms[f].key,
-                           c == 1 ? NULL : choices[c]);
+                           (c == 1 || c == 3) ? NULL : choices[c], c == 0 || c == 3);
             }
         }
         tw_engine_destroy(e);

@@ -196,6 +196,25 @@ static void test_refs_and_unions(void **state)
     assert_true(accepts(g, "[{\"k\":[1,\"x\"]}]"));
     assert_false(accepts(g, "[{\"k\": [1,\"x\"]}]")); /* enum values are compact */
     tw_json_grammar_free(g);
+    /* objects told apart by a tag property, wherever the schema lists it:
+     * the tag is read first, then the object it picks */
+    g = compile_ok("{\"oneOf\":[{\"$ref\":\"#/$defs/cat\"},{\"$ref\":\"#/$defs/dog\"},"
+                   "{\"type\":\"null\"}],\"discriminator\":{\"propertyName\":\"pet\"},"
+                   "\"$defs\":{\"cat\":{\"type\":\"object\",\"properties\":{\"lives\":{"
+                   "\"type\":\"integer\"},\"pet\":{\"const\":\"cat\"}},\"required\":[\"pet\","
+                   "\"lives\"],\"additionalProperties\":false},\"dog\":{\"type\":\"object\","
+                   "\"properties\":{\"pet\":{\"enum\":[\"dog\",\"puppy\"]},\"good\":{\"type\":"
+                   "\"boolean\"}},\"required\":[\"pet\"]}}}");
+    assert_true(accepts(g, "{\"pet\": \"cat\", \"lives\": 9}"));
+    assert_true(accepts(g, "{\"pet\":\"puppy\",\"good\":true}"));
+    assert_true(accepts(g, "{\"pet\":\"dog\"}"));
+    assert_true(accepts(g, "null"));
+    assert_false(accepts(g, "{\"pet\":\"cat\"}"));               /* lives is required */
+    assert_false(accepts(g, "{\"pet\":\"cat\",\"good\":true}")); /* a dog's property */
+    assert_false(accepts(g, "{\"lives\":9,\"pet\":\"cat\"}"));   /* the tag comes first */
+    assert_false(accepts(g, "{\"pet\":\"cow\"}"));
+    assert_false(accepts(g, "{}"));
+    tw_json_grammar_free(g);
 }
 
 /* A tail follows the document exactly, and only then is it closed. */
@@ -242,8 +261,14 @@ static void test_refusals(void **state)
         {"{\"type\":\"string\",\"pattern\":\"^a\"}", "unsupported keyword \"pattern\" (at the top"},
         {"{\"properties\":{\"a\":{\"format\":\"date\"}}}", "\"format\" (at /properties/a)"},
         {"{\"type\":\"strng\"}", "\"type\" must name JSON types"},
-        {"{\"anyOf\":[{\"type\":\"object\"},{\"properties\":{}}]}",
-         "start with the same JSON type"},
+        {"{\"anyOf\":[{\"type\":\"object\"},{\"properties\":{}}]}", "tell them apart"},
+        {"{\"anyOf\":[{\"type\":\"string\"},{\"enum\":[\"a\"]}]}", "start with the same JSON type"},
+        {"{\"anyOf\":[{\"properties\":{\"k\":{\"const\":1}},\"required\":[\"k\"]},"
+         "{\"properties\":{\"k\":{\"enum\":[2,1]}},\"required\":[\"k\"]}]}",
+         "tell them apart"},
+        {"{\"anyOf\":[{\"properties\":{\"k\":{\"const\":1}}},"
+         "{\"properties\":{\"k\":{\"const\":2}},\"required\":[\"k\"]}]}",
+         "tell them apart"},
         {"{\"type\":\"object\",\"required\":[\"x\"]}", "\"x\", which is not among"},
         {"{\"$ref\":\"#/components/x\"}", "does not name an entry"},
         {"{\"$ref\":\"#/$defs/nope\"}", "does not name an entry"},
@@ -296,12 +321,17 @@ static bool fits(const json_t *schema, const json_t *root, const json_t *v)
                     v);
     }
     const json_t *alts = json_object_get(schema, "anyOf");
+    if (!alts)
+        alts = json_object_get(schema, "oneOf");
     if (alts) {
         for (size_t i = 0; i < json_array_size(alts); i++)
             if (fits(json_array_get(alts, i), root, v))
                 return true;
         return false;
     }
+    const json_t *one = json_object_get(schema, "const");
+    if (one)
+        return json_equal((json_t *)one, (json_t *)v);
     const json_t *e = json_object_get(schema, "enum");
     if (e) {
         for (size_t i = 0; i < json_array_size(e); i++)
@@ -443,6 +473,13 @@ static void test_random_walks(void **state)
                 "{\"type\":\"null\"}]}},\"required\":[\"v\"]}}}",
                 300, true);
     check_walks("{\"type\":\"array\",\"items\":{\"type\":[\"number\",\"string\"]}}", 200, false);
+    check_walks("{\"type\":\"array\",\"maxItems\":4,\"items\":{\"anyOf\":[{\"type\":\"object\","
+                "\"properties\":{\"a\":{\"type\":\"string\",\"maxLength\":3},\"t\":{\"const\":1}},"
+                "\"required\":[\"t\",\"a\"],\"additionalProperties\":false},{\"type\":\"object\","
+                "\"properties\":{\"t\":{\"enum\":[12,\"x\"]},\"b\":{\"type\":\"boolean\"}},"
+                "\"required\":[\"t\"],\"additionalProperties\":false},{\"type\":\"string\","
+                "\"maxLength\":2}]}}",
+                300, false);
 }
 
 int main(void)
