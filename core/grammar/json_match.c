@@ -178,9 +178,17 @@ static bool string_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
 
 /* ------------------------------------------------------------- numbers */
 
+/* Integers of more digits may not fit a 64-bit integer, which strict
+ * parsers refuse; a number may go on past them with a fraction or an
+ * exponent (a double). */
+#define MAX_INT_DIGITS 18
+
+/* For numbers, bits counts the integer part's digits and count the
+ * exponent's. */
 static bool number_accepting(const tw_json_frame *f)
 {
-    return f->phase == NP_ZERO || f->phase == NP_INT || f->phase == NP_FRAC || f->phase == NP_EXP;
+    return f->phase == NP_ZERO || (f->phase == NP_INT && f->bits <= MAX_INT_DIGITS) ||
+           f->phase == NP_FRAC || f->phase == NP_EXP;
 }
 
 /* 1: taken; 0: ends the number (the byte goes to the parent); -1: refused. */
@@ -188,24 +196,28 @@ static int number_byte(const tw_json_grammar *g, tw_json_frame *f, unsigned char
 {
     const bool digit = c >= '0' && c <= '9';
     const bool integer = g->nodes[f->node].kind == JN_INTEGER;
-    /* a byte that leaves the number unfinished needs room for one digit more */
+    /* a byte that leaves the number unfinished needs room for what must
+     * follow: one digit, or a dot and a digit after a long integer part */
     const unsigned room = TW_JSON_MAX_NUMBER - f->pos;
     uint8_t next = 0xFF;
-    bool finishes = false;
+    unsigned need = 2;
     switch (f->phase) {
     case NP_START:
         if (c == '-')
             next = NP_MINUS;
         else if (digit)
-            next = c == '0' ? NP_ZERO : NP_INT, finishes = true;
+            next = c == '0' ? NP_ZERO : NP_INT, need = 1;
         break;
     case NP_MINUS:
         if (digit)
-            next = c == '0' ? NP_ZERO : NP_INT, finishes = true;
+            next = c == '0' ? NP_ZERO : NP_INT, need = 1;
         break;
     case NP_INT:
-        if (digit)
-            next = NP_INT, finishes = true;
+        if (digit && (f->bits < MAX_INT_DIGITS || !integer)) {
+            next = NP_INT;
+            need = f->bits < MAX_INT_DIGITS ? 1 : 3;
+            break;
+        }
         /* fall through */
     case NP_ZERO:
         if (!integer && c == '.')
@@ -215,11 +227,11 @@ static int number_byte(const tw_json_grammar *g, tw_json_frame *f, unsigned char
         break;
     case NP_DOT:
         if (digit)
-            next = NP_FRAC, finishes = true;
+            next = NP_FRAC, need = 1;
         break;
     case NP_FRAC:
         if (digit)
-            next = NP_FRAC, finishes = true;
+            next = NP_FRAC, need = 1;
         else if (c == 'e' || c == 'E')
             next = NP_E;
         break;
@@ -227,19 +239,21 @@ static int number_byte(const tw_json_grammar *g, tw_json_frame *f, unsigned char
         if (c == '+' || c == '-')
             next = NP_ESIGN;
         else if (digit)
-            next = NP_EXP, finishes = true;
+            next = NP_EXP, need = 1;
         break;
     case NP_ESIGN:
     case NP_EXP:
         /* two exponent digits keep every number a finite double, which
          * strict parsers insist on */
         if (digit && f->count < 2)
-            next = NP_EXP, finishes = true;
+            next = NP_EXP, need = 1;
         break;
     }
-    if (next == NP_EXP)
-        f->count++;
-    if (next != 0xFF && room >= (finishes ? 1u : 2u)) {
+    if (next != 0xFF && room >= need) {
+        if (next == NP_EXP)
+            f->count++;
+        if (next == NP_INT || next == NP_ZERO)
+            f->bits++;
         f->phase = next;
         f->pos++;
         return 1;

@@ -242,6 +242,12 @@ def main():
         "required": ["name"], "$defs": {"kid": {"type": "object", "properties": {
             "kid": {"$ref": "#/$defs/kid"}}}}}).encode() +
         b'\0{"name": "ab", "n": null, "tags": [12, {"k":[true]}], "kid": {"kid": {}}}')
+    put(jg, "tagged", json.dumps({"oneOf": [
+        {"type": "object", "properties": {"t": {"const": "a"}, "x": {"type": "integer"}},
+         "required": ["x", "t"]},
+        {"type": "object", "properties": {"t": {"enum": [1, 12]}, "y": {"type": "array"}},
+         "required": ["t"], "additionalProperties": False},
+        {"type": "null"}]}).encode() + b'\0{"t": "a", "x": 3}')
     put(jg, "bad_schema", b'{"type": "string", "pattern": "a"}\0"a"')
 
     # fuzz_seq_state: odd selectors fill a real header's body (format from

@@ -25,8 +25,9 @@
  *   - enum and const values are written compactly, byte for byte as
  *     jansson's compact dump of them;
  *   - "integer" is -?digits (no fraction or exponent); numbers have at most
- *     TW_JSON_MAX_NUMBER bytes and exponents at most two digits, so every
- *     number is a finite double;
+ *     TW_JSON_MAX_NUMBER bytes, exponents at most two digits and integer
+ *     parts of more than 18 digits only before a fraction or an exponent,
+ *     so every number is a finite double or a 64-bit integer;
  *   - whitespace between tokens is at most TW_JSON_MAX_WS bytes per gap, so
  *     a model cannot loop on blank space.
  * Strings are UTF-8 checked (no overlong forms or surrogates) and \u

@@ -108,22 +108,34 @@ static void test_whitespace_and_number_bounds(void **state)
 
     /* numbers stop at TW_JSON_MAX_NUMBER bytes, and never where one more
      * digit is needed */
-    char num[64] = "{\"a\":";
+    char num[64] = "{\"a\":0.";
     size_t at = strlen(num);
-    for (int i = 0; i < TW_JSON_MAX_NUMBER; i++)
+    for (int i = 2; i < TW_JSON_MAX_NUMBER; i++)
         num[at++] = '7';
     num[at] = '\0';
     assert_true(prefix_ok(g, num));
     num[at++] = '7';
     num[at] = '\0';
     assert_false(prefix_ok(g, num));
-    char tail[64] = "{\"a\":";
-    memset(tail + 5, '1', TW_JSON_MAX_NUMBER - 1);
-    strcpy(tail + 5 + TW_JSON_MAX_NUMBER - 1, ".");
-    assert_false(prefix_ok(g, tail)); /* the dot would leave no room for its digit */
-    memset(tail + 5, '1', TW_JSON_MAX_NUMBER - 2);
-    strcpy(tail + 5 + TW_JSON_MAX_NUMBER - 2, ".5}");
+    char tail[64] = "{\"a\":0.";
+    memset(tail + 7, '1', TW_JSON_MAX_NUMBER - 3);
+    strcpy(tail + 7 + TW_JSON_MAX_NUMBER - 3, "e");
+    assert_false(prefix_ok(g, tail)); /* the e would leave no room for its digit */
+    strcpy(tail + 7 + TW_JSON_MAX_NUMBER - 4, "e5}");
     assert_true(accepts(g, tail));
+    /* integers of more than 18 digits may not fit 64 bits: a number goes on
+     * past them only as a fraction or with an exponent */
+    assert_true(accepts(g, "{\"a\":-999999999999999999}"));
+    assert_false(accepts(g, "{\"a\":9999999999999999999}"));
+    assert_true(prefix_ok(g, "{\"a\":9999999999999999999"));
+    assert_true(accepts(g, "{\"a\":9999999999999999999.5}"));
+    assert_true(accepts(g, "{\"a\":9999999999999999999e-3}"));
+    assert_false(accepts(g, "{\"a\":1e100}")); /* two exponent digits */
+    tw_json_grammar_free(g);
+    g = compile_ok("{\"type\":\"integer\"}");
+    assert_true(accepts(g, "123456789012345678"));
+    assert_false(prefix_ok(g, "1234567890123456789"));
+    assert_false(prefix_ok(g, "1."));
     tw_json_grammar_free(g);
 }
 
