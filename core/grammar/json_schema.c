@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json_internal.h"
+#include "json_compiler.h"
 
 #define MAX_SCHEMA_DEPTH  64
 #define MAX_LITERAL_BYTES (1u << 20)
@@ -27,25 +27,7 @@ enum {
 static const char *const type_names[] = {"object",  "array",   "string", "number",
                                          "integer", "boolean", "null"};
 
-typedef struct seen_ref {
-    const json_t *schema;
-    uint32_t node;
-} seen_ref;
-
-typedef struct compiler {
-    tw_json_grammar *g;
-    const json_t *root;
-    seen_ref *seen;
-    size_t n_seen, cap_seen;
-    uint32_t any; /* JN_NONE until a schema needs it */
-    size_t literal_bytes;
-    char path[512]; /* JSON pointer of the schema being compiled */
-    size_t path_len;
-    tw_err *err;
-    tw_status st;
-} compiler;
-
-static uint32_t fail(compiler *c, tw_status code, const char *fmt, const char *what)
+uint32_t jc_fail(compiler *c, tw_status code, const char *fmt, const char *what)
 {
     if (c->st == TW_OK) {
         c->st =
@@ -83,7 +65,7 @@ static void path_pop(compiler *c, size_t len)
     c->path[len] = '\0';
 }
 
-static bool grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
+bool jc_grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
 {
     if (need <= *cap)
         return true;
@@ -98,13 +80,13 @@ static bool grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
     return true;
 }
 
-static uint32_t new_node(compiler *c, jnode_kind kind)
+uint32_t jc_new_node(compiler *c, jnode_kind kind)
 {
     tw_json_grammar *g = c->g;
     if (g->n_nodes >= TW_JSON_MAX_NODES)
-        return fail(c, TW_INVALID_ARGUMENT, "json_schema: more than 4096 nodes%s (at %s)", NULL);
-    if (!grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes))
-        return fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);
+        return jc_fail(c, TW_INVALID_ARGUMENT, "json_schema: more than 4096 nodes%s (at %s)", NULL);
+    if (!jc_grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes))
+        return jc_fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);
     jnode *n = &g->nodes[g->n_nodes];
     memset(n, 0, sizeof *n);
     n->kind = (uint8_t)kind;
@@ -116,17 +98,18 @@ static uint32_t new_node(compiler *c, jnode_kind kind)
 }
 
 /* Adds a literal that takes over text (malloc'd, len bytes). */
-static uint32_t add_text(compiler *c, char *text, size_t len)
+uint32_t jc_add_text(compiler *c, char *text, size_t len)
 {
     tw_json_grammar *g = c->g;
     if (len > TW_JSON_MAX_LITERAL || c->literal_bytes + len > MAX_LITERAL_BYTES) {
         free(text);
-        return fail(c, TW_INVALID_ARGUMENT,
-                    "json_schema: an enum value or key is longer than 4096 bytes%s (at %s)", NULL);
+        return jc_fail(c, TW_INVALID_ARGUMENT,
+                       "json_schema: an enum value or key is longer than 4096 bytes%s (at %s)",
+                       NULL);
     }
-    if (!grow((void **)&g->lits, &g->cap_lits, g->n_lits + 1, sizeof *g->lits)) {
+    if (!jc_grow((void **)&g->lits, &g->cap_lits, g->n_lits + 1, sizeof *g->lits)) {
         free(text);
-        return fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);
+        return jc_fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);
     }
     c->literal_bytes += len;
     g->lits[g->n_lits] = (jlit){.text = text, .len = (uint32_t)len};
@@ -138,8 +121,8 @@ static uint32_t add_literal(compiler *c, const json_t *v)
 {
     char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
     if (!text)
-        return fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);
-    return add_text(c, text, strlen(text));
+        return jc_fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);
+    return jc_add_text(c, text, strlen(text));
 }
 
 /* "discriminator" (OpenAPI) names the property that tells objects apart,
@@ -195,14 +178,14 @@ static unsigned schema_types(compiler *c, const json_t *s)
             if (strcmp(name, type_names[k]) == 0)
                 bit = 1u << k;
         if (!bit) {
-            fail(c, TW_INVALID_ARGUMENT, "json_schema: \"type\" must name JSON types%s (at %s)",
-                 NULL);
+            jc_fail(c, TW_INVALID_ARGUMENT, "json_schema: \"type\" must name JSON types%s (at %s)",
+                    NULL);
             return 0;
         }
         m |= bit;
     }
     if (!m)
-        fail(c, TW_INVALID_ARGUMENT, "json_schema: \"type\" lists no type%s (at %s)", NULL);
+        jc_fail(c, TW_INVALID_ARGUMENT, "json_schema: \"type\" lists no type%s (at %s)", NULL);
     return m;
 }
 
@@ -216,8 +199,8 @@ static bool count_keyword(compiler *c, const json_t *s, const char *key, uint32_
         return true;
     if (!json_is_integer(v) || json_integer_value(v) < 0 ||
         json_integer_value(v) >= (json_int_t)UINT32_MAX) {
-        fail(c, TW_INVALID_ARGUMENT, "json_schema: \"%s\" must be a non-negative integer (at %s)",
-             key);
+        jc_fail(c, TW_INVALID_ARGUMENT,
+                "json_schema: \"%s\" must be a non-negative integer (at %s)", key);
         return false;
     }
     *out = (uint32_t)json_integer_value(v);
@@ -231,9 +214,10 @@ static uint32_t any_node(compiler *c)
 {
     if (c->any != JN_NONE)
         return c->any;
-    uint32_t u = new_node(c, JN_UNION), obj = new_node(c, JN_OBJECT), arr = new_node(c, JN_ARRAY),
-             str = new_node(c, JN_STRING), num = new_node(c, JN_NUMBER),
-             bools = new_node(c, JN_ENUM), null = new_node(c, JN_ENUM);
+    uint32_t u = jc_new_node(c, JN_UNION), obj = jc_new_node(c, JN_OBJECT),
+             arr = jc_new_node(c, JN_ARRAY), str = jc_new_node(c, JN_STRING),
+             num = jc_new_node(c, JN_NUMBER), bools = jc_new_node(c, JN_ENUM),
+             null = jc_new_node(c, JN_ENUM);
     if (c->st != TW_OK)
         return JN_NONE;
     json_t *t = json_true(), *f = json_false(), *z = json_null();
@@ -286,196 +270,21 @@ static unsigned node_classes(const tw_json_grammar *g, uint32_t node)
     return 0;
 }
 
-static const char no_tag[] =
-    "json_schema: objects among alternatives need a required property whose const or enum "
-    "values tell them apart%s (at %s)";
-
-/* Where object o has a required property keyed as key whose value is an
- * enum; its property count when none. */
-static uint32_t tag_prop(const tw_json_grammar *g, uint32_t o, const jlit *key)
-{
-    const jnode *n = &g->nodes[o];
-    for (uint32_t i = 0; i < n->n; i++) {
-        const jprop *p = &g->props[n->first + i];
-        const jlit *k = &g->lits[p->key];
-        if (p->required && g->nodes[p->node].kind == JN_ENUM && k->len == key->len &&
-            memcmp(k->text, key->text, k->len) == 0)
-            return i;
-    }
-    return n->n;
-}
-
-/* The enum node of object o's tag property key. */
-static const jnode *tag_values(const tw_json_grammar *g, uint32_t o, const jlit *key)
-{
-    return &g->nodes[g->props[g->nodes[o].first + tag_prop(g, o, key)].node];
-}
-
-/* Whether the tag values of objs (their property key) all differ. */
-static bool tags_differ(const tw_json_grammar *g, const uint32_t *objs, size_t n, const jlit *key)
-{
-    for (size_t a = 0; a < n; a++)
-        for (size_t b = a + 1; b < n; b++) {
-            const jnode *ea = tag_values(g, objs[a], key), *eb = tag_values(g, objs[b], key);
-            for (uint32_t i = 0; i < ea->n; i++)
-                for (uint32_t j = 0; j < eb->n; j++) {
-                    const jlit *x = &g->lits[ea->first + i], *y = &g->lits[eb->first + j];
-                    if (x->len == y->len && memcmp(x->text, y->text, x->len) == 0)
-                        return false;
-                }
-        }
-    return true;
-}
-
-/* A copy of object o with its property t first, so the matcher reads the
- * tag before anything that depends on it (o itself may be used elsewhere
- * in its own order). */
-static uint32_t tag_first(compiler *c, uint32_t o, uint32_t t)
-{
-    tw_json_grammar *g = c->g;
-    const uint32_t n = g->nodes[o].n;
-    uint32_t copy = new_node(c, JN_OBJECT);
-    if (copy == JN_NONE)
-        return JN_NONE;
-    if (!grow((void **)&g->props, &g->cap_props, g->n_props + n, sizeof *g->props))
-        return fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);
-    const uint32_t from = g->nodes[o].first, first = g->n_props;
-    g->props[g->n_props++] = g->props[from + t];
-    uint32_t close_at = 1;
-    for (uint32_t i = 0; i < n; i++) {
-        if (i == t)
-            continue;
-        g->props[g->n_props++] = g->props[from + i];
-        if (g->props[from + i].required)
-            close_at = g->n_props - first;
-    }
-    g->nodes[copy] = g->nodes[o];
-    g->nodes[copy].first = first;
-    g->nodes[copy].close_at = close_at;
-    return copy;
-}
-
-/* Objects among a union's alternatives, told apart by a property that all
- * of them require with different const or enum values (a discriminated
- * union, as tool calls and pydantic write them): the matcher reads that
- * property first and goes on as the object its value picks. */
-static uint32_t tag_objects(compiler *c, const uint32_t *objs, size_t n)
-{
-    tw_json_grammar *g = c->g;
-    for (size_t i = 0; i < n; i++)
-        if (objs[i] == JN_NONE || g->nodes[objs[i]].kind != JN_OBJECT || g->nodes[objs[i]].n == 0)
-            return fail(c, TW_INVALID_ARGUMENT, no_tag, NULL);
-    uint32_t key_lit = JN_NONE;
-    for (uint32_t k = 0; k < g->nodes[objs[0]].n && key_lit == JN_NONE; k++) {
-        const uint32_t cand = g->props[g->nodes[objs[0]].first + k].key;
-        bool all = true;
-        for (size_t i = 0; i < n && all; i++)
-            all = tag_prop(g, objs[i], &g->lits[cand]) < g->nodes[objs[i]].n;
-        if (all && tags_differ(g, objs, n, &g->lits[cand]))
-            key_lit = cand;
-    }
-    if (key_lit == JN_NONE)
-        return fail(c, TW_INVALID_ARGUMENT, no_tag, NULL);
-    const uint32_t enum_first = g->n_lits, alts_first = g->n_tag_alts;
-    for (size_t i = 0; i < n; i++) {
-        const uint32_t t = tag_prop(g, objs[i], &g->lits[key_lit]);
-        const uint32_t values = g->props[g->nodes[objs[i]].first + t].node;
-        const uint32_t alt = tag_first(c, objs[i], t);
-        if (alt == JN_NONE)
-            return JN_NONE;
-        for (uint32_t v = 0; v < g->nodes[values].n; v++) {
-            const uint32_t len = g->lits[g->nodes[values].first + v].len;
-            char *text = malloc(len);
-            if (!text || !grow((void **)&g->tag_alts, &g->cap_tag_alts, g->n_tag_alts + 1,
-                               sizeof *g->tag_alts)) {
-                free(text);
-                return fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);
-            }
-            /* add_text may move the literals: copy first */
-            memcpy(text, g->lits[g->nodes[values].first + v].text, len);
-            if (add_text(c, text, len) == JN_NONE)
-                return JN_NONE;
-            g->tag_alts[g->n_tag_alts++] = alt;
-        }
-    }
-    if (g->n_lits - enum_first > TW_JSON_MAX_ENUM)
-        return fail(c, TW_INVALID_ARGUMENT,
-                    "json_schema: more than 64 tag values among alternatives%s (at %s)", NULL);
-    const uint32_t values = new_node(c, JN_ENUM), tagged = new_node(c, JN_TAGGED);
-    if (tagged == JN_NONE)
-        return JN_NONE;
-    g->nodes[values].first = enum_first;
-    g->nodes[values].n = g->n_lits - enum_first;
-    g->nodes[tagged].first = alts_first;
-    g->nodes[tagged].n = g->n_tag_alts - alts_first;
-    g->nodes[tagged].extra = values;
-    g->nodes[tagged].min = key_lit;
-    g->nodes[tagged].close_at = 1;
-    return tagged;
-}
-
-/* Joins alternatives into one union; two that can start with the same
- * byte would need a matcher that reads ahead, so they are refused, but
- * for objects told apart by a tag property (tag_objects). A union
- * alternative is merged by its classes; one still being compiled (a
- * recursive $ref) is taken for the classes its schema admits. */
-static uint32_t join(compiler *c, const uint32_t *alts, const unsigned *classes, size_t n)
-{
-    uint32_t objs[TW_JSON_MAX_ENUM];
-    size_t n_objs = 0;
-    for (size_t i = 0; i < n; i++)
-        if (classes[i] & (1u << JC_OBJECT)) {
-            uint32_t a = alts[i];
-            if (c->g->nodes[a].kind == JN_UNION)
-                a = c->g->nodes[a].alt[JC_OBJECT];
-            objs[n_objs++] = a;
-        }
-    uint32_t tagged = JN_NONE;
-    if (n_objs > 1) {
-        for (size_t i = 0; i < n; i++)
-            if ((classes[i] & (1u << JC_OBJECT)) && classes[i] != (1u << JC_OBJECT))
-                return fail(c, TW_INVALID_ARGUMENT, no_tag, NULL);
-        tagged = tag_objects(c, objs, n_objs);
-        if (tagged == JN_NONE)
-            return JN_NONE;
-    }
-    uint32_t u = new_node(c, JN_UNION);
-    if (u == JN_NONE)
-        return JN_NONE;
-    c->g->nodes[u].alt[JC_OBJECT] = tagged;
-    for (size_t i = 0; i < n; i++) {
-        if (tagged != JN_NONE && (classes[i] & (1u << JC_OBJECT)))
-            continue;
-
-        for (int k = 0; k < JC_COUNT; k++) {
-            if (!(classes[i] & (1u << k)))
-                continue;
-            if (c->g->nodes[u].alt[k] != JN_NONE)
-                return fail(c, TW_INVALID_ARGUMENT,
-                            "json_schema: alternatives that start with the same JSON "
-                            "type%s are not supported (at %s)",
-                            NULL);
-            c->g->nodes[u].alt[k] = alts[i];
-        }
-    }
-    return u;
-}
-
 static uint32_t compile_object(compiler *c, const json_t *s, int depth)
 {
     const json_t *props = json_object_get(s, "properties");
     const json_t *req = json_object_get(s, "required");
     const json_t *addl = json_object_get(s, "additionalProperties");
     if (props && !json_is_object(props))
-        return fail(c, TW_INVALID_ARGUMENT,
-                    "json_schema: \"properties\" must be an object%s (at %s)", NULL);
+        return jc_fail(c, TW_INVALID_ARGUMENT,
+                       "json_schema: \"properties\" must be an object%s (at %s)", NULL);
     if (req && !json_is_array(req))
-        return fail(c, TW_INVALID_ARGUMENT, "json_schema: \"required\" must be an array%s (at %s)",
-                    NULL);
+        return jc_fail(c, TW_INVALID_ARGUMENT,
+                       "json_schema: \"required\" must be an array%s (at %s)", NULL);
     size_t n = props ? json_object_size(props) : 0;
     if (n > TW_JSON_MAX_PROPS)
-        return fail(c, TW_INVALID_ARGUMENT,
-                    "json_schema: more than 64 properties in one object%s (at %s)", NULL);
+        return jc_fail(c, TW_INVALID_ARGUMENT,
+                       "json_schema: more than 64 properties in one object%s (at %s)", NULL);
     const char *keys[TW_JSON_MAX_PROPS];
     uint32_t nodes[TW_JSON_MAX_PROPS];
     bool required[TW_JSON_MAX_PROPS] = {false};
@@ -499,10 +308,10 @@ static uint32_t compile_object(compiler *c, const json_t *s, int depth)
         while (name && k < n && strcmp(keys[k], name) != 0)
             k++;
         if (!name || k == n)
-            return fail(c, TW_INVALID_ARGUMENT,
-                        "json_schema: \"required\" names \"%.64s\", which is not among "
-                        "\"properties\" (at %s)",
-                        name ? name : "(not a string)");
+            return jc_fail(c, TW_INVALID_ARGUMENT,
+                           "json_schema: \"required\" names \"%.64s\", which is not among "
+                           "\"properties\" (at %s)",
+                           name ? name : "(not a string)");
         required[k] = true;
     }
     uint32_t extra = JN_NONE;
@@ -515,20 +324,20 @@ static uint32_t compile_object(compiler *c, const json_t *s, int depth)
     }
     uint32_t first = c->g->n_props;
     tw_json_grammar *g = c->g;
-    if (!grow((void **)&g->props, &g->cap_props, g->n_props + (uint32_t)n, sizeof *g->props))
-        return fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);
+    if (!jc_grow((void **)&g->props, &g->cap_props, g->n_props + (uint32_t)n, sizeof *g->props))
+        return jc_fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);
     uint32_t close_at = 0;
     for (size_t k = 0; k < n; k++) {
         json_t *ks = json_string(keys[k]);
         uint32_t lit = ks ? add_literal(c, ks) : JN_NONE;
         json_decref(ks);
         if (lit == JN_NONE)
-            return fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);
+            return jc_fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);
         g->props[g->n_props++] = (jprop){.key = lit, .node = nodes[k], .required = required[k]};
         if (required[k])
             close_at = (uint32_t)k + 1;
     }
-    uint32_t o = new_node(c, JN_OBJECT);
+    uint32_t o = jc_new_node(c, JN_OBJECT);
     if (o == JN_NONE)
         return JN_NONE;
     jnode *on = &c->g->nodes[o];
@@ -547,15 +356,16 @@ static uint32_t compile_array(compiler *c, const json_t *s, int depth)
         !count_keyword(c, s, "maxItems", UINT32_MAX, &hi))
         return JN_NONE;
     if (lo > hi)
-        return fail(c, TW_INVALID_ARGUMENT, "json_schema: minItems is above maxItems%s (at %s)",
-                    NULL);
+        return jc_fail(c, TW_INVALID_ARGUMENT, "json_schema: minItems is above maxItems%s (at %s)",
+                       NULL);
     if (items && json_is_array(items))
-        return fail(c, TW_INVALID_ARGUMENT,
-                    "json_schema: \"items\" as a list (tuples)%s is not supported (at %s)", NULL);
+        return jc_fail(c, TW_INVALID_ARGUMENT,
+                       "json_schema: \"items\" as a list (tuples)%s is not supported (at %s)",
+                       NULL);
     size_t back = path_push(c, "items");
     uint32_t it = items ? compile(c, items, depth + 1) : any_node(c);
     path_pop(c, back);
-    uint32_t a = it == JN_NONE ? JN_NONE : new_node(c, JN_ARRAY);
+    uint32_t a = it == JN_NONE ? JN_NONE : jc_new_node(c, JN_ARRAY);
     if (a == JN_NONE)
         return JN_NONE;
     jnode *an = &c->g->nodes[a];
@@ -570,15 +380,15 @@ static uint32_t compile_enum(compiler *c, const json_t *s)
     const json_t *e = json_object_get(s, "enum");
     const json_t *k = json_object_get(s, "const");
     if (e && k)
-        return fail(c, TW_INVALID_ARGUMENT, "json_schema: both \"enum\" and \"const\"%s (at %s)",
-                    NULL);
+        return jc_fail(c, TW_INVALID_ARGUMENT, "json_schema: both \"enum\" and \"const\"%s (at %s)",
+                       NULL);
     if (e && (!json_is_array(e) || json_array_size(e) == 0))
-        return fail(c, TW_INVALID_ARGUMENT,
-                    "json_schema: \"enum\" must be a non-empty array%s (at %s)", NULL);
+        return jc_fail(c, TW_INVALID_ARGUMENT,
+                       "json_schema: \"enum\" must be a non-empty array%s (at %s)", NULL);
     size_t n = e ? json_array_size(e) : 1;
     if (n > TW_JSON_MAX_ENUM)
-        return fail(c, TW_INVALID_ARGUMENT, "json_schema: more than 64 enum values%s (at %s)",
-                    NULL);
+        return jc_fail(c, TW_INVALID_ARGUMENT, "json_schema: more than 64 enum values%s (at %s)",
+                       NULL);
     uint32_t first = c->g->n_lits, kept = 0;
     for (size_t i = 0; i < n; i++) {
         const json_t *v = e ? json_array_get(e, i) : k;
@@ -591,7 +401,7 @@ static uint32_t compile_enum(compiler *c, const json_t *s)
             return JN_NONE;
         kept++;
     }
-    uint32_t node = new_node(c, JN_ENUM);
+    uint32_t node = jc_new_node(c, JN_ENUM);
     if (node == JN_NONE)
         return JN_NONE;
     c->g->nodes[node].first = first;
@@ -604,7 +414,7 @@ static const json_t *resolve_ref(compiler *c, const json_t *ref)
 {
     const char *r = json_string_value(ref);
     if (!r) {
-        fail(c, TW_INVALID_ARGUMENT, "json_schema: \"$ref\" must be a string%s (at %s)", NULL);
+        jc_fail(c, TW_INVALID_ARGUMENT, "json_schema: \"$ref\" must be a string%s (at %s)", NULL);
         return NULL;
     }
     if (strcmp(r, "#") == 0)
@@ -621,10 +431,10 @@ static const json_t *resolve_ref(compiler *c, const json_t *ref)
                           ? json_object_get(json_object_get(c->root, box), name)
                           : NULL;
     if (!t)
-        fail(c, TW_INVALID_ARGUMENT,
-             "json_schema: \"$ref\" \"%.128s\" does not name an entry of #/$defs or "
-             "#/definitions (at %s)",
-             r);
+        jc_fail(c, TW_INVALID_ARGUMENT,
+                "json_schema: \"$ref\" \"%.128s\" does not name an entry of #/$defs or "
+                "#/definitions (at %s)",
+                r);
     return t;
 }
 
@@ -637,14 +447,14 @@ static uint32_t compile_ref(compiler *c, const json_t *s, int depth)
         if (c->seen[i].schema == t)
             return c->seen[i].node;
     /* the node exists before its body, so a schema can refer to itself */
-    uint32_t slot = new_node(c, JN_UNION);
+    uint32_t slot = jc_new_node(c, JN_UNION);
     if (slot == JN_NONE)
         return JN_NONE;
     if (c->n_seen == c->cap_seen) {
         size_t cap = c->cap_seen ? c->cap_seen * 2 : 8;
         seen_ref *p = realloc(c->seen, cap * sizeof *p);
         if (!p)
-            return fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);
+            return jc_fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);
         c->seen = p;
         c->cap_seen = cap;
     }
@@ -713,8 +523,8 @@ static uint32_t compile_union(compiler *c, const json_t *alts, const char *kw, i
 {
     if (!json_is_array(alts) || json_array_size(alts) == 0 ||
         json_array_size(alts) > TW_JSON_MAX_ENUM)
-        return fail(c, TW_INVALID_ARGUMENT, "json_schema: \"%s\" must list 1 to 64 schemas (at %s)",
-                    kw);
+        return jc_fail(c, TW_INVALID_ARGUMENT,
+                       "json_schema: \"%s\" must list 1 to 64 schemas (at %s)", kw);
     size_t n = json_array_size(alts);
     uint32_t nodes[TW_JSON_MAX_ENUM];
     unsigned classes[TW_JSON_MAX_ENUM];
@@ -729,7 +539,7 @@ static uint32_t compile_union(compiler *c, const json_t *alts, const char *kw, i
         if (nodes[i] == JN_NONE)
             return JN_NONE;
     }
-    uint32_t u = join(c, nodes, classes, n);
+    uint32_t u = jc_join(c, nodes, classes, n);
     path_pop(c, at);
     return u;
 }
@@ -751,9 +561,9 @@ static uint32_t compile_typed(compiler *c, const json_t *s, unsigned types, int 
         uint32_t lo, hi, node = JN_NONE;
         if (count_keyword(c, s, "minLength", 0, &lo) &&
             count_keyword(c, s, "maxLength", UINT32_MAX, &hi)) {
-            node = lo > hi ? fail(c, TW_INVALID_ARGUMENT,
-                                  "json_schema: minLength is above maxLength%s (at %s)", NULL)
-                           : new_node(c, JN_STRING);
+            node = lo > hi ? jc_fail(c, TW_INVALID_ARGUMENT,
+                                     "json_schema: minLength is above maxLength%s (at %s)", NULL)
+                           : jc_new_node(c, JN_STRING);
             if (node != JN_NONE) {
                 c->g->nodes[node].min = lo;
                 c->g->nodes[node].max = hi;
@@ -763,7 +573,7 @@ static uint32_t compile_typed(compiler *c, const json_t *s, unsigned types, int 
         classes[n++] = 1u << JC_STRING;
     }
     if (types & (T_NUMBER | T_INTEGER)) {
-        nodes[n] = new_node(c, (types & T_NUMBER) ? JN_NUMBER : JN_INTEGER);
+        nodes[n] = jc_new_node(c, (types & T_NUMBER) ? JN_NUMBER : JN_INTEGER);
         classes[n++] = 1u << JC_NUMBER;
     }
     if (types & (T_BOOLEAN | T_NULL)) {
@@ -775,8 +585,9 @@ static uint32_t compile_typed(compiler *c, const json_t *s, unsigned types, int 
         if (types & T_NULL)
             json_array_append_new(lits, json_null());
         json_t *e = json_pack("{sO}", "enum", lits);
-        nodes[n] = e ? compile_enum(c, e)
-                     : fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);
+        nodes[n] =
+            e ? compile_enum(c, e)
+              : jc_fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);
         classes[n++] = ((types & T_BOOLEAN) ? (1u << JC_TRUE | 1u << JC_FALSE) : 0) |
                        ((types & T_NULL) ? 1u << JC_NULL : 0);
         json_decref(e);
@@ -785,7 +596,7 @@ static uint32_t compile_typed(compiler *c, const json_t *s, unsigned types, int 
     for (size_t i = 0; i < n; i++)
         if (nodes[i] == JN_NONE)
             return JN_NONE;
-    return n == 1 ? nodes[0] : join(c, nodes, classes, n);
+    return n == 1 ? nodes[0] : jc_join(c, nodes, classes, n);
 }
 
 static uint32_t compile(compiler *c, const json_t *s, int depth)
@@ -793,33 +604,33 @@ static uint32_t compile(compiler *c, const json_t *s, int depth)
     if (c->st != TW_OK)
         return JN_NONE;
     if (depth > MAX_SCHEMA_DEPTH)
-        return fail(c, TW_INVALID_ARGUMENT, "json_schema: nested deeper than 64 levels%s (at %s)",
-                    NULL);
+        return jc_fail(c, TW_INVALID_ARGUMENT,
+                       "json_schema: nested deeper than 64 levels%s (at %s)", NULL);
     if (json_is_true(s))
         return any_node(c);
     if (json_is_false(s))
-        return fail(c, TW_INVALID_ARGUMENT,
-                    "json_schema: the schema false admits no value%s (at %s)", NULL);
+        return jc_fail(c, TW_INVALID_ARGUMENT,
+                       "json_schema: the schema false admits no value%s (at %s)", NULL);
     if (!json_is_object(s))
-        return fail(c, TW_INVALID_ARGUMENT,
-                    "json_schema: a schema must be an object or a boolean%s (at %s)", NULL);
+        return jc_fail(c, TW_INVALID_ARGUMENT,
+                       "json_schema: a schema must be an object or a boolean%s (at %s)", NULL);
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)s, key, v)
     {
         if (!is_understood(key))
-            return fail(c, TW_INVALID_ARGUMENT,
-                        "json_schema: unsupported keyword \"%.64s\" (at %s)", key);
+            return jc_fail(c, TW_INVALID_ARGUMENT,
+                           "json_schema: unsupported keyword \"%.64s\" (at %s)", key);
     }
     const json_t *ref = json_object_get(s, "$ref");
     const json_t *any = json_object_get(s, "anyOf");
     const json_t *one = json_object_get(s, "oneOf");
     const bool lits = json_object_get(s, "enum") || json_object_get(s, "const");
     if ((ref != NULL) + (any != NULL) + (one != NULL) + lits > 1)
-        return fail(c, TW_INVALID_ARGUMENT,
-                    "json_schema: $ref, anyOf, oneOf, enum and const%s cannot be combined "
-                    "(at %s)",
-                    NULL);
+        return jc_fail(c, TW_INVALID_ARGUMENT,
+                       "json_schema: $ref, anyOf, oneOf, enum and const%s cannot be combined "
+                       "(at %s)",
+                       NULL);
     if (ref)
         return compile_ref(c, s, depth);
     if (any || one)
@@ -890,9 +701,9 @@ tw_status tw_json_grammar_compile(const char *schema, size_t len, tw_json_gramma
     }
     g->root = compile(&c, root, 0);
     if (c.st == TW_OK && node_classes(g, g->root) == 0)
-        fail(&c, TW_INVALID_ARGUMENT, "json_schema: the schema admits no value%s (at %s)", NULL);
+        jc_fail(&c, TW_INVALID_ARGUMENT, "json_schema: the schema admits no value%s (at %s)", NULL);
     if (c.st == TW_OK)
-        g->key_string = new_node(&c, JN_STRING);
+        g->key_string = jc_new_node(&c, JN_STRING);
     free(c.seen);
     json_decref(root);
     if (c.st != TW_OK) {

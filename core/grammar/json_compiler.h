@@ -1,0 +1,48 @@
+/* The schema compiler's state and the helpers its files share
+ * (json_schema.c: keywords to nodes; json_union.c: joining alternatives).
+ * Internal to core/grammar. */
+#ifndef TW_GRAMMAR_JSON_COMPILER_H
+#define TW_GRAMMAR_JSON_COMPILER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "json_internal.h"
+
+typedef struct seen_ref {
+    const json_t *schema;
+    uint32_t node;
+} seen_ref;
+
+typedef struct compiler {
+    tw_json_grammar *g;
+    const json_t *root;
+    seen_ref *seen;
+    size_t n_seen, cap_seen;
+    uint32_t any; /* JN_NONE until a schema needs it */
+    size_t literal_bytes;
+    char path[512]; /* JSON pointer of the schema being compiled */
+    size_t path_len;
+    tw_err *err;
+    tw_status st;
+} compiler;
+
+/* Records the first failure: fmt takes what (may be NULL) and then the
+ * JSON pointer of the schema being compiled. Returns JN_NONE. */
+uint32_t jc_fail(compiler *c, tw_status code, const char *fmt, const char *what);
+
+/* Grows *p (elements of elem bytes, *cap of them) to hold need. */
+bool jc_grow(void **p, uint32_t *cap, uint32_t need, size_t elem);
+
+/* A new node of kind with nothing in it; JN_NONE past TW_JSON_MAX_NODES. */
+uint32_t jc_new_node(compiler *c, jnode_kind kind);
+
+/* Adds a literal that takes over text (malloc'd, len bytes). */
+uint32_t jc_add_text(compiler *c, char *text, size_t len);
+
+/* Joins alternatives (their nodes and first-byte classes) into one union. */
+uint32_t jc_join(compiler *c, const uint32_t *alts, const unsigned *classes, size_t n);
+
+#endif
