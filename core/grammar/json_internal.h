@@ -38,8 +38,29 @@ typedef enum jnode_kind {
     JN_TAGGED,
 } jnode_kind;
 
+/* String formats (json_format.c). */
+typedef enum jformat {
+    JF_NONE = 0,
+    JF_DATE,
+    JF_TIME,
+    JF_DATE_TIME,
+    JF_UUID,
+} jformat;
+
+/* The format a schema names; JF_NONE for one the matcher does not know. */
+jformat json_format_named(const char *name);
+
+/* Takes character c at position pos of a string of format f (mem: the
+ * format's memory, 0 at the start); the next position, or -1 when c cannot
+ * come there. */
+int json_format_step(jformat f, unsigned pos, uint32_t *mem, unsigned char c);
+
+/* Whether a string of format f may end at pos. */
+bool json_format_final(jformat f, unsigned pos);
+
 typedef struct jnode {
     uint8_t kind;
+    uint8_t format; /* JN_STRING: a jformat */
     uint32_t alt[JC_COUNT];
     uint32_t first, n;
     uint32_t extra;

@@ -84,10 +84,27 @@ static bool string_char(const tw_json_grammar *g, tw_json_frame *f)
 static bool string_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
 {
     const tw_json_grammar *g = s->g;
+    const jnode *n = &g->nodes[f->node];
+    if (n->format != JF_NONE) {
+        /* a formatted string is plain ASCII, position by position */
+        if (c == '"') {
+            if (!json_format_final((jformat)n->format, f->pos))
+                return false;
+            s->depth--;
+            return true;
+        }
+        uint32_t mem = (uint32_t)f->bits;
+        int next = json_format_step((jformat)n->format, f->pos, &mem, c);
+        if (next < 0)
+            return false;
+        f->pos = (uint16_t)next;
+        f->bits = mem;
+        return true;
+    }
     switch (f->phase) {
     case SP_BODY:
         if (c == '"') {
-            if (f->count < g->nodes[f->node].min)
+            if (f->count < n->min)
                 return false;
             s->depth--;
             return true;
@@ -570,7 +587,7 @@ bool tw_json_state_in_plain_string(const tw_json_state *s, uint32_t *room)
     if (s->depth == 0)
         return false;
     const tw_json_frame *f = &s->f[s->depth - 1];
-    if (f->kind != FK_STRING || f->phase != SP_BODY)
+    if (f->kind != FK_STRING || f->phase != SP_BODY || s->g->nodes[f->node].format != JF_NONE)
         return false;
     const uint32_t max = s->g->nodes[f->node].max;
     *room = max == UINT32_MAX ? UINT32_MAX : max - f->count;

@@ -144,7 +144,7 @@ static bool is_understood(const char *k)
         "type",      "properties", "required", "additionalProperties",
         "items",     "minItems",   "maxItems", "minLength",
         "maxLength", "enum",       "const",    "anyOf",
-        "oneOf",     "$ref"};
+        "oneOf",     "$ref",       "format"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(k, names[i]) == 0)
             return true;
@@ -165,6 +165,13 @@ static unsigned schema_types(compiler *c, const json_t *s)
             json_object_get(s, "maxItems"))
             m |= T_ARRAY;
         if (json_object_get(s, "minLength") || json_object_get(s, "maxLength"))
+            m |= T_STRING;
+        /* a format names the type it is for (format_of refuses the rest) */
+        const char *f = json_string_value(json_object_get(s, "format"));
+        if (f)
+            m |= (!strcmp(f, "int64") || !strcmp(f, "float") || !strcmp(f, "double")) ? T_NUMBER
+                                                                                      : T_STRING;
+        else if (json_object_get(s, "format"))
             m |= T_STRING;
         return m ? m : T_ALL;
     }
@@ -544,6 +551,38 @@ static uint32_t compile_union(compiler *c, const json_t *alts, const char *kw, i
     return u;
 }
 
+/* "format": date, time, date-time and uuid strings are generated as such;
+ * int64, float and double numbers are what every number here already is;
+ * any other format is refused, as is a length bound beside a string
+ * format (the format fixes the length). */
+static bool format_of(compiler *c, const json_t *s, unsigned types, jformat *out)
+{
+    const json_t *v = json_object_get(s, "format");
+    *out = JF_NONE;
+    if (!v)
+        return true;
+    const char *name = json_string_value(v);
+    if (!name) {
+        jc_fail(c, TW_INVALID_ARGUMENT, "json_schema: \"format\" must be a string%s (at %s)", NULL);
+        return false;
+    }
+    *out = json_format_named(name);
+    if (*out != JF_NONE && (types & T_STRING)) {
+        if (json_object_get(s, "minLength") || json_object_get(s, "maxLength")) {
+            jc_fail(c, TW_INVALID_ARGUMENT,
+                    "json_schema: minLength or maxLength beside \"format\"%s (at %s)", NULL);
+            return false;
+        }
+        return true;
+    }
+    const bool numeric =
+        !strcmp(name, "int64") || !strcmp(name, "float") || !strcmp(name, "double");
+    if (numeric && (types & (T_NUMBER | T_INTEGER)) && !(types & T_STRING))
+        return true;
+    jc_fail(c, TW_INVALID_ARGUMENT, "json_schema: unsupported format \"%.64s\" (at %s)", name);
+    return false;
+}
+
 static uint32_t compile_typed(compiler *c, const json_t *s, unsigned types, int depth)
 {
     uint32_t nodes[JC_COUNT];
@@ -557,6 +596,9 @@ static uint32_t compile_typed(compiler *c, const json_t *s, unsigned types, int 
         nodes[n] = compile_array(c, s, depth);
         classes[n++] = 1u << JC_ARRAY;
     }
+    jformat format = JF_NONE;
+    if (!format_of(c, s, types, &format))
+        return JN_NONE;
     if (types & T_STRING) {
         uint32_t lo, hi, node = JN_NONE;
         if (count_keyword(c, s, "minLength", 0, &lo) &&
@@ -567,6 +609,7 @@ static uint32_t compile_typed(compiler *c, const json_t *s, unsigned types, int 
             if (node != JN_NONE) {
                 c->g->nodes[node].min = lo;
                 c->g->nodes[node].max = hi;
+                c->g->nodes[node].format = (uint8_t)format;
             }
         }
         nodes[n] = node;

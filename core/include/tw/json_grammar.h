@@ -14,8 +14,10 @@
  *   alternatives start with different JSON types (or are objects told apart
  *   by a property all of them require, with different const or enum
  *   values: that property is then written first), $ref to #/$defs/... or
- *   #/definitions/..., and the annotations title, description, default,
- *   examples, $schema, $id, $comment, $defs, definitions, strict.
+ *   #/definitions/..., format (date, time, date-time and uuid strings;
+ *   int64, float and double numbers), and the annotations title,
+ *   description, default, examples, $schema, $id, $comment, $defs,
+ *   definitions, strict, discriminator.
  * What is generated is a subset of what the schema allows, chosen so that
  * the matcher stays deterministic:
  *   - an object with properties takes them in the order the schema lists
@@ -29,7 +31,9 @@
  *     parts of more than 18 digits only before a fraction or an exponent,
  *     so every number is a finite double or a 64-bit integer;
  *   - whitespace between tokens is at most TW_JSON_MAX_WS bytes per gap, so
- *     a model cannot loop on blank space.
+ *     a model cannot loop on blank space;
+ *   - dates are real calendar days, February to the 28th; times and
+ *     date-times are RFC 3339 with an offset (fractions of 1-9 digits).
  * Strings are UTF-8 checked (no overlong forms or surrogates) and \u
  * escapes pair surrogates, so every document passes a strict parser. */
 #ifndef TW_JSON_GRAMMAR_H

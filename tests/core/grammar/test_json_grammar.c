@@ -9,9 +9,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <jansson.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "test_support.h"
 #include "tw/json_grammar.h"
@@ -264,6 +266,51 @@ static void test_tail(void **state)
     tw_json_grammar_free(g);
 }
 
+static void test_formats(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *format, *good[4], *bad[6];
+    } cases[] = {
+        {"date",
+         {"\"2024-02-28\"", "\"1999-12-31\"", "\"2024-04-30\"", "\"0001-01-01\""},
+         {"\"2024-02-29\"", "\"2024-13-01\"", "\"2024-00-10\"", "\"2024-04-31\"", "\"2024-1-01\"",
+          "\"2024-01-1\""}},
+        {"time",
+         {"\"23:59:59Z\"", "\"00:00:00.123+05:30\"", "\"12:30:00-08:00\"",
+          "\"01:02:03.123456789Z\""},
+         {"\"24:00:00Z\"", "\"12:60:00Z\"", "\"12:00:00\"", "\"12:00:00.Z\"",
+          "\"12:00:00.1234567890Z\"", "\"12:00:00+24:00\""}},
+        {"date-time",
+         {"\"2024-06-01T12:00:00Z\"", "\"2000-02-01T00:00:00.5+01:00\"", NULL, NULL},
+         {"\"2024-06-01 12:00:00Z\"", "\"2024-06-01\"", "\"2024-06-01T25:00:00Z\"", NULL, NULL,
+          NULL}},
+        {"uuid",
+         {"\"123e4567-e89b-12d3-a456-426614174000\"", "\"ABCDEF00-0000-0000-0000-000000000000\"",
+          NULL, NULL},
+         {"\"123e4567e89b12d3a456426614174000\"", "\"123e4567-e89b-12d3-a456-42661417400\"",
+          "\"g23e4567-e89b-12d3-a456-426614174000\"", NULL, NULL, NULL}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char schema[128];
+        snprintf(schema, sizeof schema, "{\"type\":\"string\",\"format\":\"%s\"}", cases[i].format);
+        tw_json_grammar *g = compile_ok(schema);
+        for (int k = 0; k < 4 && cases[i].good[k]; k++)
+            if (!accepts(g, cases[i].good[k]))
+                fail_msg("%s refused %s", cases[i].format, cases[i].good[k]);
+        for (int k = 0; k < 6 && cases[i].bad[k]; k++)
+            if (accepts(g, cases[i].bad[k]))
+                fail_msg("%s accepted %s", cases[i].format, cases[i].bad[k]);
+        /* no fast path: a formatted string is not a plain run */
+        tw_json_state s;
+        uint32_t room;
+        tw_json_state_init(&s, g);
+        assert_true(tw_json_state_feed_byte(&s, '"'));
+        assert_false(tw_json_state_in_plain_string(&s, &room));
+        tw_json_grammar_free(g);
+    }
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -271,7 +318,11 @@ static void test_refusals(void **state)
         const char *schema, *says;
     } cases[] = {
         {"{\"type\":\"string\",\"pattern\":\"^a\"}", "unsupported keyword \"pattern\" (at the top"},
-        {"{\"properties\":{\"a\":{\"format\":\"date\"}}}", "\"format\" (at /properties/a)"},
+        {"{\"properties\":{\"a\":{\"format\":\"email\"}}}",
+         "unsupported format \"email\" (at /properties/a)"},
+        {"{\"type\":\"integer\",\"format\":\"int32\"}", "unsupported format \"int32\""},
+        {"{\"type\":\"string\",\"format\":\"date\",\"maxLength\":4}", "beside \"format\""},
+        {"{\"format\":7}", "\"format\" must be a string"},
         {"{\"type\":\"strng\"}", "\"type\" must name JSON types"},
         {"{\"anyOf\":[{\"type\":\"object\"},{\"properties\":{}}]}", "tell them apart"},
         {"{\"anyOf\":[{\"type\":\"string\"},{\"enum\":[\"a\"]}]}", "start with the same JSON type"},
@@ -320,6 +371,59 @@ static void test_refusals(void **state)
 }
 
 /* ------------------------------------------------------- random walks */
+
+/* A calendar date: what mktime keeps as it is. */
+static bool real_date(const char *s)
+{
+    struct tm tm = {0};
+    const char *end = strptime(s, "%Y-%m-%d", &tm);
+    if (!end || end - s != 10)
+        return false;
+    struct tm copy = tm;
+    copy.tm_isdst = -1;
+    copy.tm_hour = 12;
+    if (mktime(&copy) == (time_t)-1)
+        return false;
+    return copy.tm_mday == tm.tm_mday && copy.tm_mon == tm.tm_mon;
+}
+
+/* HH:MM:SS[.f{1,9}](Z|+HH:MM|-HH:MM). */
+static bool real_time(const char *s)
+{
+    int h, m, sec, n = 0;
+    if (sscanf(s, "%2d:%2d:%2d%n", &h, &m, &sec, &n) != 3 || n != 8 || h > 23 || m > 59 || sec > 59)
+        return false;
+    s += 8;
+    if (*s == '.') {
+        size_t digits = strspn(s + 1, "0123456789");
+        if (digits < 1 || digits > 9)
+            return false;
+        s += 1 + digits;
+    }
+    if (strcmp(s, "Z") == 0)
+        return true;
+    int oh, om;
+    n = 0;
+    return (*s == '+' || *s == '-') && sscanf(s + 1, "%2d:%2d%n", &oh, &om, &n) == 2 && n == 5 &&
+           s[6] == '\0' && oh <= 23 && om <= 59;
+}
+
+static bool format_fits(const char *fmt, const char *s)
+{
+    if (strcmp(fmt, "date") == 0)
+        return strlen(s) == 10 && real_date(s);
+    if (strcmp(fmt, "time") == 0)
+        return real_time(s);
+    if (strcmp(fmt, "date-time") == 0)
+        return strlen(s) > 11 && s[10] == 'T' && real_date(s) && real_time(s + 11);
+    if (strcmp(fmt, "uuid") != 0 || strlen(s) != 36)
+        return false;
+    for (int i = 0; i < 36; i++)
+        if ((i == 8 || i == 13 || i == 18 || i == 23) ? s[i] != '-'
+                                                      : !isxdigit((unsigned char)s[i]))
+            return false;
+    return true;
+}
 
 /* An independent check of the schema subset on a parsed value. */
 static bool fits(const json_t *schema, const json_t *root, const json_t *v)
@@ -388,6 +492,9 @@ static bool fits(const json_t *schema, const json_t *root, const json_t *v)
     if (strcmp(t, "string") == 0) {
         if (!json_is_string(v))
             return false;
+        const char *fmt = json_string_value(json_object_get(schema, "format"));
+        if (fmt)
+            return format_fits(fmt, json_string_value(v));
         /* characters, not bytes */
         size_t chars = 0;
         const unsigned char *p = (const unsigned char *)json_string_value(v);
@@ -485,6 +592,11 @@ static void test_random_walks(void **state)
                 "{\"type\":\"null\"}]}},\"required\":[\"v\"]}}}",
                 300, true);
     check_walks("{\"type\":\"array\",\"items\":{\"type\":[\"number\",\"string\"]}}", 200, false);
+    check_walks("{\"type\":\"object\",\"properties\":{\"d\":{\"type\":\"string\",\"format\":"
+                "\"date\"},\"t\":{\"type\":\"string\",\"format\":\"date-time\"},\"u\":{\"type\":"
+                "\"string\",\"format\":\"uuid\"},\"h\":{\"type\":\"string\",\"format\":\"time\"}},"
+                "\"required\":[\"d\",\"t\",\"u\",\"h\"]}",
+                300, true);
     check_walks("{\"type\":\"array\",\"maxItems\":4,\"items\":{\"anyOf\":[{\"type\":\"object\","
                 "\"properties\":{\"a\":{\"type\":\"string\",\"maxLength\":3},\"t\":{\"const\":1}},"
                 "\"required\":[\"t\",\"a\"],\"additionalProperties\":false},{\"type\":\"object\","
@@ -499,8 +611,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_any_object),     cmocka_unit_test(test_whitespace_and_number_bounds),
         cmocka_unit_test(test_schema_objects), cmocka_unit_test(test_refs_and_unions),
-        cmocka_unit_test(test_tail),           cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_random_walks),
+        cmocka_unit_test(test_tail),           cmocka_unit_test(test_formats),
+        cmocka_unit_test(test_refusals),       cmocka_unit_test(test_random_walks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
