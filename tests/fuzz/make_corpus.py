@@ -248,6 +248,9 @@ def main():
         {"type": "object", "properties": {"t": {"enum": [1, 12]}, "y": {"type": "array"}},
          "required": ["t"], "additionalProperties": False},
         {"type": "null"}]}).encode() + b'\0{"t": "a", "x": 3}')
+    put(jg, "formats", json.dumps({"type": "array", "items": {"anyOf": [
+        {"type": "string", "format": "date-time"}, {"type": "integer", "format": "int64"}]}}).encode()
+        + b'\0["2024-02-28T23:59:59.5+01:00", 12, "1999-12-31T00:00:00Z"]')
     put(jg, "bad_schema", b'{"type": "string", "pattern": "a"}\0"a"')
 
     # fuzz_seq_state: odd selectors fill a real header's body (format from
