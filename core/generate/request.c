@@ -385,12 +385,13 @@ static tw_status validate_options(const tw_engine *e, const model_entry *m,
     if ((unsigned)req->speculative.mode > TW_SPEC_DRAFT)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "speculative mode %d unknown",
                          (int)req->speculative.mode);
-    if ((unsigned)req->format.kind > TW_OUTPUT_JSON)
+    if ((unsigned)req->format.kind > TW_OUTPUT_CHOICE)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "output format %d unknown",
                          (int)req->format.kind);
-    if (req->format.kind == TW_OUTPUT_JSON && !m->json_vocab)
+    if (req->format.kind != TW_OUTPUT_TEXT && !m->json_vocab)
         return tw_errorf(err, TW_FAILED_PRECONDITION,
-                         "JSON answers need a tokenizer; model \"%s\" has none", m->name);
+                         "JSON and choice answers need a tokenizer; model \"%s\" has none",
+                         m->name);
     return TW_OK;
 }
 
@@ -398,11 +399,13 @@ static tw_status validate_options(const tw_engine *e, const model_entry *m,
  * no JSON document starts with. */
 static tw_status compile_format(const tw_gen_request *req, request *r, tw_err *err)
 {
-    if (req->format.kind != TW_OUTPUT_JSON)
+    if (req->format.kind == TW_OUTPUT_TEXT)
         return TW_OK;
     if (r->answer_prefix)
         return tw_errorf(err, TW_INVALID_ARGUMENT,
                          "a JSON answer cannot be combined with a forced tool call");
+    if (req->format.kind == TW_OUTPUT_CHOICE)
+        return tw_json_grammar_choice(req->format.choices, req->format.n_choices, &r->json, err);
     const char *schema = req->format.json_schema;
     size_t len = schema ? req->format.json_schema_len : 0;
     return tw_json_grammar_compile(schema, len, &r->json, err);

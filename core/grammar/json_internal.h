@@ -91,6 +91,7 @@ struct tw_json_grammar {
     uint32_t root;
     uint32_t *tag_alts; /* JN_TAGGED: the object each tag literal picks */
     uint32_t n_tag_alts, cap_tag_alts;
+    bool raw;   /* the root is a choice of raw texts, not a JSON value */
     char *tail; /* bytes that must follow the document; NULL: none */
     uint32_t tail_len;
     uint32_t key_string; /* a plain string node for the keys of open objects */

@@ -39,6 +39,11 @@ void tw_json_state_init(tw_json_state *s, const tw_json_grammar *g)
     memset(&s->f[0], 0, sizeof s->f[0]);
     s->f[0].kind = FK_VALUE;
     s->f[0].node = g->root;
+    if (g->raw) { /* the choice's first byte starts the answer: no whitespace */
+        const uint32_t n = g->nodes[g->root].n;
+        s->f[0].kind = FK_LIT;
+        s->f[0].bits = n >= 64 ? UINT64_MAX : (1ull << n) - 1;
+    }
 }
 
 void tw_json_state_copy(tw_json_state *dst, const tw_json_state *src)

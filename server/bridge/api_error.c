@@ -125,3 +125,15 @@ json_t *tw_bridge_apierr_json(const tw_bridge_apierr *ae)
     }
     return outer;
 }
+
+tw_status tw_bridge_fail_missing(tw_bridge_apierr *ae, const char *path)
+{
+    return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, path, "missing_required_parameter",
+                          "Missing required parameter: '%s'.", path);
+}
+
+tw_status tw_bridge_fail_no_memory(tw_bridge_apierr *ae)
+{
+    return tw_bridge_fail(ae, TW_RESOURCE_EXHAUSTED, NULL, NULL,
+                          "The request is too large to process.");
+}

@@ -41,6 +41,12 @@ tw_status tw_bridge_fail_http(tw_bridge_apierr *ae, tw_status status, int http_s
 
 /* The HTTP status that answers a tw_status (an engine status or a bridge
  * failure): INVALID_ARGUMENT 400, NOT_FOUND 404, UNAVAILABLE 503, ... */
+/* 400 missing_required_parameter naming path. */
+tw_status tw_bridge_fail_missing(tw_bridge_apierr *ae, const char *path);
+
+/* A request too large for the memory it may use (RESOURCE_EXHAUSTED). */
+tw_status tw_bridge_fail_no_memory(tw_bridge_apierr *ae);
+
 int tw_bridge_http_status(tw_status status);
 
 /* OpenAI's error type for an HTTP status ("invalid_request_error" for 4xx,

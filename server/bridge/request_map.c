@@ -10,18 +10,6 @@
 /* The arena of one request may hold at most this much beyond the JSON tree. */
 #define REQUEST_ARENA_LIMIT ((size_t)256 << 20)
 
-static tw_status no_memory(tw_bridge_apierr *ae)
-{
-    return tw_bridge_fail(ae, TW_RESOURCE_EXHAUSTED, NULL, NULL,
-                          "The request is too large to process.");
-}
-
-static tw_status missing(tw_bridge_apierr *ae, const char *path)
-{
-    return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, path, "missing_required_parameter",
-                          "Missing required parameter: '%s'.", path);
-}
-
 static tw_status unsupported(tw_bridge_apierr *ae, const char *param, const char *what)
 {
     return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, param, "unsupported_parameter",
@@ -100,7 +88,7 @@ static tw_status map_stop(const json_t *root, tw_bridge_gen_request *r, tw_bridg
         return TW_OK;
     char **strs = tw_bridge_arena_array(&r->arena, n, sizeof *strs);
     if (!strs)
-        return no_memory(ae);
+        return tw_bridge_fail_no_memory(ae);
     for (size_t i = 0; i < n; i++) {
         const json_t *s = json_is_string(stop) ? stop : json_array_get(stop, i);
         char path[TW_BRIDGE_PARAM_MAX];
@@ -138,7 +126,7 @@ tw_status tw_bridge_map_token_ids(const json_t *arr, const char *path, size_t ma
                               path, max_count, count);
     uint32_t *out = tw_bridge_arena_array(arena, count ? count : 1, sizeof *out);
     if (!out)
-        return no_memory(ae);
+        return tw_bridge_fail_no_memory(ae);
     for (size_t i = 0; i < count; i++) {
         const json_t *v = json_array_get(arr, i);
         char ipath[TW_BRIDGE_PARAM_MAX];
@@ -179,7 +167,7 @@ static tw_status map_logit_bias(const json_t *root, tw_bridge_gen_request *r,
     Tokenwire__V1__LogitBias **ptrs = tw_bridge_arena_array(&r->arena, n, sizeof *ptrs);
     Tokenwire__V1__LogitBias *items = tw_bridge_arena_array(&r->arena, n, sizeof *items);
     if (!ptrs || !items)
-        return no_memory(ae);
+        return tw_bridge_fail_no_memory(ae);
     const char *key;
     json_t *val;
     size_t i = 0;
@@ -219,110 +207,6 @@ static tw_status map_logit_bias(const json_t *root, tw_bridge_gen_request *r,
     }
     r->sampling.logit_bias = ptrs;
     r->sampling.n_logit_bias = i;
-    return TW_OK;
-}
-
-/* OpenAI's rule for a response format's name: 1 to 64 of [a-zA-Z0-9_-]. */
-static bool format_name_valid(const char *s, size_t n)
-{
-    if (n == 0 || n > 64)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '-'))
-            return false;
-    }
-    return true;
-}
-
-/* response_format.json_schema: {name, schema, strict, description}. Only
- * the schema reaches the engine (as compact JSON text in the arena); the
- * rest is checked as OpenAI checks it, so that a request this server takes
- * is one OpenAI would take too. Which schema keywords are understood is the
- * engine's business: it refuses the others by name. */
-static tw_status map_json_schema(const json_t *rf, tw_bridge_gen_request *r, tw_bridge_apierr *ae)
-{
-    json_t *js = NULL;
-    int got =
-        tw_bridge_get_typed(rf, "json_schema", "response_format.json_schema", JSON_OBJECT, &js, ae);
-    if (got < 0)
-        return TW_INVALID_ARGUMENT;
-    if (got == 0)
-        return missing(ae, "response_format.json_schema");
-    const char *name = NULL;
-    size_t len = 0;
-    got = tw_bridge_get_string(js, "name", "response_format.json_schema.name", 64, &name, &len, ae);
-    if (got < 0)
-        return TW_INVALID_ARGUMENT;
-    if (got == 0)
-        return missing(ae, "response_format.json_schema.name");
-    if (!format_name_valid(name, len))
-        return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "response_format.json_schema.name",
-                              "invalid_value",
-                              "Invalid 'response_format.json_schema.name': '%.64s' does not "
-                              "match '^[a-zA-Z0-9_-]{1,64}$'.",
-                              name);
-    const char *description = NULL;
-    if (tw_bridge_get_string(js, "description", "response_format.json_schema.description",
-                             (size_t)-1 / 4, &description, NULL, ae) < 0)
-        return TW_INVALID_ARGUMENT;
-    bool strict;
-    if (tw_bridge_get_bool(js, "strict", "response_format.json_schema.strict", &strict, ae) < 0)
-        return TW_INVALID_ARGUMENT;
-    json_t *schema = NULL;
-    got = tw_bridge_get_typed(js, "schema", "response_format.json_schema.schema", JSON_OBJECT,
-                              &schema, ae);
-    if (got <= 0)
-        return got < 0 ? TW_INVALID_ARGUMENT : TW_OK; /* no schema: any JSON object */
-    char *dump = json_dumps(schema, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    if (!dump)
-        return no_memory(ae);
-    len = strlen(dump);
-    if (len > TW_BRIDGE_MAX_JSON_SCHEMA) {
-        free(dump);
-        return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "response_format.json_schema.schema",
-                              "invalid_value",
-                              "Invalid 'response_format.json_schema.schema': the schema is %zu "
-                              "bytes as compact JSON, more than the limit of %u.",
-                              len, TW_BRIDGE_MAX_JSON_SCHEMA);
-    }
-    r->format.json_schema = tw_bridge_arena_strndup(&r->arena, dump, len);
-    free(dump);
-    if (!r->format.json_schema)
-        return no_memory(ae);
-    return TW_OK;
-}
-
-/* response_format: "text" asks for nothing; "json_object" and
- * "json_schema" make the engine constrain the answer to a JSON document. */
-static tw_status map_response_format(const json_t *root, tw_bridge_gen_request *r,
-                                     tw_bridge_apierr *ae)
-{
-    json_t *rf = NULL;
-    int got = tw_bridge_get_typed(root, "response_format", NULL, JSON_OBJECT, &rf, ae);
-    if (got <= 0)
-        return got < 0 ? TW_INVALID_ARGUMENT : TW_OK;
-    const char *type = NULL;
-    got = tw_bridge_get_string(rf, "type", "response_format.type", 64, &type, NULL, ae);
-    if (got < 0)
-        return TW_INVALID_ARGUMENT;
-    if (got == 0)
-        return missing(ae, "response_format.type");
-    if (strcmp(type, "text") == 0)
-        return TW_OK;
-    bool with_schema = strcmp(type, "json_schema") == 0;
-    if (!with_schema && strcmp(type, "json_object") != 0)
-        return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "response_format.type", "invalid_value",
-                              "Invalid value for 'response_format.type': expected 'text', "
-                              "'json_object' or 'json_schema', but got '%.64s'.",
-                              type);
-    tw_status st;
-    if (with_schema && (st = map_json_schema(rf, r, ae)) != TW_OK)
-        return st;
-    r->format.has_kind = 1;
-    r->format.kind = TOKENWIRE__V1__OUTPUT_KIND__OUTPUT_JSON;
-    r->gen.format = &r->format;
     return TW_OK;
 }
 
@@ -470,7 +354,7 @@ static tw_status map_common(const json_t *root, tw_bridge_gen_request *r, tw_bri
         r->thinking.max_thinking_tokens = (uint32_t)v;
         r->gen.thinking = &r->thinking;
     }
-    return map_response_format(root, r, ae);
+    return tw_bridge_map_format(root, r, ae);
 }
 
 static tw_status map_chat_logprobs(const json_t *root, tw_bridge_gen_request *r,
@@ -642,7 +526,7 @@ static tw_status map_prompt(const json_t *root, tw_bridge_gen_request *r, tw_bri
 {
     const json_t *p = json_object_get(root, "prompt");
     if (!p || json_is_null(p))
-        return missing(ae, "prompt");
+        return tw_bridge_fail_missing(ae, "prompt");
     r->n_prompts = 1;
     if (!json_is_array(p) || json_array_size(p) == 0)
         return map_prompt_value(p, "prompt", r, ae);
@@ -657,7 +541,7 @@ static tw_status map_prompt(const json_t *root, tw_bridge_gen_request *r, tw_bri
     r->prompt_texts = tw_bridge_arena_array(&r->arena, n, sizeof *r->prompt_texts);
     r->prompt_ids = tw_bridge_arena_array(&r->arena, n, sizeof *r->prompt_ids);
     if (!r->prompt_texts || !r->prompt_ids)
-        return no_memory(ae);
+        return tw_bridge_fail_no_memory(ae);
     for (size_t i = 0; i < n; i++) {
         char path[32];
         snprintf(path, sizeof path, "prompt[%zu]", i);

@@ -29,6 +29,9 @@
 #define TW_BRIDGE_MAX_PROMPTS 64
 /* Longest response_format JSON Schema, as compact JSON: the engine's limit. */
 #define TW_BRIDGE_MAX_JSON_SCHEMA (256u << 10)
+/* guided_choice: the engine's limits on choices. */
+#define TW_BRIDGE_MAX_CHOICES      64
+#define TW_BRIDGE_MAX_CHOICE_BYTES 4096
 /* OpenAI's default max_tokens for /v1/completions. */
 #define TW_BRIDGE_COMPLETIONS_DEFAULT_MAX_TOKENS 16
 
@@ -100,5 +103,10 @@ void tw_bridge_gen_request_fini(tw_bridge_gen_request *r);
 tw_status tw_bridge_map_token_ids(const json_t *arr, const char *path, size_t max_count,
                                   tw_bridge_arena *arena, uint32_t **ids, size_t *n,
                                   tw_bridge_apierr *ae);
+
+/* The answer's format (format_map.c): response_format, or vLLM's
+ * guided_json / guided_choice; r->gen.format points at r->format when one
+ * is asked for. 400 for a malformed one, or for more than one. */
+tw_status tw_bridge_map_format(const json_t *root, tw_bridge_gen_request *r, tw_bridge_apierr *ae);
 
 #endif

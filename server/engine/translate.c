@@ -104,6 +104,9 @@ static tw_status format_from_wire(const Tokenwire__V1__OutputFormat *f, tw_forma
     case TOKENWIRE__V1__OUTPUT_KIND__OUTPUT_JSON:
         o->kind = TW_OUTPUT_JSON;
         break;
+    case TOKENWIRE__V1__OUTPUT_KIND__OUTPUT_CHOICE:
+        o->kind = TW_OUTPUT_CHOICE;
+        break;
     default:
         return tw_errorf(err, TW_INVALID_ARGUMENT,
                          "format.kind %d is not an output kind this engine knows", (int)f->kind);
@@ -112,6 +115,12 @@ static tw_status format_from_wire(const Tokenwire__V1__OutputFormat *f, tw_forma
     if (len && o->kind != TW_OUTPUT_JSON)
         return tw_errorf(err, TW_INVALID_ARGUMENT,
                          "format.json_schema needs format.kind OUTPUT_JSON");
+    if (f->n_choices && o->kind != TW_OUTPUT_CHOICE)
+        return tw_errorf(err, TW_INVALID_ARGUMENT,
+                         "format.choices needs format.kind OUTPUT_CHOICE");
+    /* the engine checks each choice; the texts stay in the wire message */
+    o->choices = (const char *const *)f->choices;
+    o->n_choices = f->n_choices;
     if (len > TW_JSON_SCHEMA_MAX_BYTES)
         return tw_errorf(err, TW_INVALID_ARGUMENT,
                          "format.json_schema is %zu bytes, more than the limit of %u", len,

@@ -404,6 +404,62 @@ static void test_response_format_maps(void **state)
 }
 
 /* Every malformed response_format is a 400 naming the field at fault. */
+/* vLLM's guided_json (an object or its text) and guided_choice. */
+static void test_guided(void **state)
+{
+    (void)state;
+    tw_bridge_gen_request g;
+    tw_bridge_apierr ae;
+    assert_int_equal(map_chat("{" MSG ",\"guided_choice\":[\"yes\",\"no\",\"\u00e9\"]}", &g, &ae),
+                     TW_OK);
+    assert_non_null(g.gen.format);
+    assert_int_equal(g.gen.format->kind, TOKENWIRE__V1__OUTPUT_KIND__OUTPUT_CHOICE);
+    assert_int_equal(g.gen.format->n_choices, 3);
+    assert_string_equal(g.gen.format->choices[1], "no");
+    assert_string_equal(g.gen.format->choices[2], "\xc3\xa9");
+    tw_bridge_gen_request_fini(&g);
+    assert_int_equal(
+        map_chat("{" MSG ",\"guided_json\":{\"type\":\"object\",\"required\":[]}}", &g, &ae),
+        TW_OK);
+    assert_int_equal(g.gen.format->kind, TOKENWIRE__V1__OUTPUT_KIND__OUTPUT_JSON);
+    assert_string_equal(g.gen.format->json_schema, "{\"type\":\"object\",\"required\":[]}");
+    tw_bridge_gen_request_fini(&g);
+    assert_int_equal(
+        map_chat("{" MSG ",\"guided_json\":\"{\\\"type\\\":\\\"string\\\"}\"}", &g, &ae), TW_OK);
+    assert_string_equal(g.gen.format->json_schema, "{\"type\":\"string\"}");
+    tw_bridge_gen_request_fini(&g);
+    assert_int_equal(map_chat("{" MSG ",\"guided_choice\":null}", &g, &ae), TW_OK);
+    assert_null(g.gen.format);
+    tw_bridge_gen_request_fini(&g);
+
+    static const struct {
+        const char *body, *param;
+    } bad[] = {
+        {"{" MSG ",\"guided_choice\":[]}", "guided_choice"},
+        {"{" MSG ",\"guided_choice\":\"yes\"}", "guided_choice"},
+        {"{" MSG ",\"guided_choice\":[\"\"]}", "guided_choice"},
+        {"{" MSG ",\"guided_choice\":[\"a\",3]}", "guided_choice"},
+        {"{" MSG ",\"guided_json\":3}", "guided_json"},
+        {"{" MSG ",\"guided_json\":{},\"guided_choice\":[\"a\"]}", "guided_choice"},
+        {"{" MSG ",\"guided_json\":{},\"response_format\":{\"type\":\"json_object\"}}",
+         "guided_json"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (map_chat(bad[i].body, &g, &ae) != TW_INVALID_ARGUMENT)
+            fail_msg("accepted: %s", bad[i].body);
+        assert_string_equal(ae.param, bad[i].param);
+        tw_bridge_gen_request_fini(&g);
+    }
+    /* 65 choices */
+    char body[1024];
+    int at = snprintf(body, sizeof body, "{" MSG ",\"guided_choice\":[");
+    for (int i = 0; i < 65; i++)
+        at += snprintf(body + at, sizeof body - (size_t)at, "%s\"c\"", i ? "," : "");
+    snprintf(body + at, sizeof body - (size_t)at, "]}");
+    assert_int_equal(map_chat(body, &g, &ae), TW_INVALID_ARGUMENT);
+    tw_bridge_gen_request_fini(&g);
+}
+
 static void test_response_format_hostile(void **state)
 {
     (void)state;
@@ -676,6 +732,7 @@ int main(void)
         cmocka_unit_test(test_reasoning_effort),
         cmocka_unit_test(test_response_format_maps),
         cmocka_unit_test(test_response_format_hostile),
+        cmocka_unit_test(test_guided),
         cmocka_unit_test(test_completion_prompts),
         cmocka_unit_test(test_completion_hostile),
         cmocka_unit_test(test_hostile_bodies),

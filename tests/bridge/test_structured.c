@@ -191,6 +191,25 @@ static void test_structured_outputs(void **state)
             fail_msg("no seed finished a %s answer within 300 tokens", forms[k].format);
     }
 
+    /* vLLM's guided_choice: the answer is one of the texts, raw */
+    for (unsigned seed = 1; seed <= 3; seed++) {
+        char body[512];
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Is this good?\"}],"
+                 "\"guided_choice\":[\"positive\",\"negative\",\"neutral\"],"
+                 "\"temperature\":1,\"seed\":%u}",
+                 seed);
+        twb_result r = twb_http(&s, "POST", "/v1/chat/completions", body, SIZE_MAX);
+        char *content, *finish;
+        whole_choice(&r, "guided_choice", &content, &finish);
+        if (strcmp(finish, "stop") != 0 ||
+            (strcmp(content, "positive") && strcmp(content, "negative") &&
+             strcmp(content, "neutral")))
+            fail_msg("guided_choice gave \"%s\" (%s)", content, finish);
+        free(content);
+        free(finish);
+    }
+
     /* A keyword the engine does not understand is refused, never ignored:
      * 400 with the engine's reason, for whole and streamed answers. */
     for (int streamed = 0; streamed < 2; streamed++) {

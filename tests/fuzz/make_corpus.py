@@ -210,6 +210,13 @@ def main():
     put(br, "completion", b"\x01" + json.dumps({
         "model": "m", "prompt": "hello", "max_tokens": 4, "echo": False, "logprobs": 2,
         "stop": "x", "best_of": 1, "suffix": None}).encode())
+    put(br, "guided", b"\x00" + json.dumps({
+        "model": "m", "messages": [{"role": "user", "content": "x"}],
+        "guided_choice": ["yes", "no"]}).encode())
+    put(br, "json_schema", b"\x00" + json.dumps({
+        "model": "m", "messages": [{"role": "user", "content": "x"}],
+        "response_format": {"type": "json_schema", "json_schema": {
+            "name": "p", "strict": True, "schema": {"type": "object"}}}}).encode())
     put(br, "completion_ids", b"\x01" + json.dumps({"model": "m", "prompt": [[1, 2, 3]]}).encode())
 
     bridge_reply_seeds(out)

@@ -66,6 +66,17 @@ static void test_format_maps(void **state)
     assert_int_equal(translate(&g, &r, &err), TW_OK);
     assert_ptr_equal(r.format.json_schema, schema);
     assert_int_equal(r.format.json_schema_len, strlen(schema));
+
+    /* choices, borrowed too */
+    char *choices[] = {"yes", "no"};
+    f.json_schema = NULL;
+    f.kind = TOKENWIRE__V1__OUTPUT_KIND__OUTPUT_CHOICE;
+    f.choices = choices;
+    f.n_choices = 2;
+    assert_int_equal(translate(&g, &r, &err), TW_OK);
+    assert_int_equal(r.format.kind, TW_OUTPUT_CHOICE);
+    assert_int_equal(r.format.n_choices, 2);
+    assert_ptr_equal(r.format.choices[1], choices[1]);
 }
 
 static void test_format_refusals(void **state)
@@ -101,6 +112,17 @@ static void test_format_refusals(void **state)
     f.json_schema = "{}";
     assert_int_equal(translate(&g, &r, &err), TW_INVALID_ARGUMENT);
     assert_non_null(strstr(err.msg, "format.json_schema"));
+
+    /* choices with a kind that does not take them */
+    f.json_schema = NULL;
+    char *choices[] = {"a"};
+    f.choices = choices;
+    f.n_choices = 1;
+    f.kind = TOKENWIRE__V1__OUTPUT_KIND__OUTPUT_JSON;
+    assert_int_equal(translate(&g, &r, &err), TW_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.msg, "format.choices"));
+    f.choices = NULL;
+    f.n_choices = 0;
 
     /* the schema's limit, to the byte */
     f.kind = TOKENWIRE__V1__OUTPUT_KIND__OUTPUT_JSON;

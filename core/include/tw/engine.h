@@ -280,14 +280,17 @@ typedef struct tw_logprob_opts {
  * constrained; the answer after it is. Speculative decoding is off for such
  * requests. */
 typedef enum tw_output_format {
-    TW_OUTPUT_TEXT = 0, /* no constraint (default) */
-    TW_OUTPUT_JSON = 1, /* a JSON document: any object, or one that fits json_schema */
+    TW_OUTPUT_TEXT = 0,   /* no constraint (default) */
+    TW_OUTPUT_JSON = 1,   /* a JSON document: any object, or one that fits json_schema */
+    TW_OUTPUT_CHOICE = 2, /* exactly one of choices, as raw text */
 } tw_output_format;
 
 typedef struct tw_format_opts {
     tw_output_format kind;
     const char *json_schema; /* UTF-8 JSON Schema; NULL or "": any JSON object */
     size_t json_schema_len;
+    const char *const *choices; /* TW_OUTPUT_CHOICE: 1 to 64 non-empty UTF-8 texts */
+    size_t n_choices;
 } tw_format_opts;
 
 /* A generation request (GenerateRequest); start from tw_gen_request_init(),

@@ -66,6 +66,13 @@ tw_status tw_json_grammar_compile(const char *schema, size_t len, tw_json_gramma
 
 void tw_json_grammar_free(tw_json_grammar *g);
 
+/* A grammar whose documents are exactly one of the n raw texts (1 to
+ * TW_JSON_MAX_ENUM, non-empty UTF-8 of at most TW_JSON_MAX_LITERAL bytes),
+ * with no whitespace or quoting around them; where one choice is a prefix
+ * of another, the shorter is complete and the longer may still follow. */
+tw_status tw_json_grammar_choice(const char *const *choices, size_t n, tw_json_grammar **out,
+                                 tw_err *err);
+
 /* Bytes that must follow the document, exactly (a tool call's closing
  * "}\n</tool_call>"); at most TW_JSON_MAX_TAIL. The document is closed
  * only after them. */

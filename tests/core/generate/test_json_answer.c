@@ -210,6 +210,36 @@ static void test_after_thinking(void **state)
     free(a);
 }
 
+/* A choice answer is exactly one of the texts, sampled like any other. */
+static void test_choice_answers(void **state)
+{
+    (void)state;
+    static const char *const choices[] = {"positive", "negative", "neutral", "neutral-ish"};
+    tw_gen_request r;
+    chat_request(&r, TW_OUTPUT_CHOICE, NULL);
+    r.format.choices = choices;
+    r.format.n_choices = 4;
+    r.stop.max_tokens = 64;
+    answer *a = run(&r);
+    for (int i = 0; i < CHOICES; i++) {
+        bool one = false;
+        for (int k = 0; k < 4; k++)
+            one = one || strcmp(a->text[i], choices[k]) == 0;
+        if (!one || a->finish[i] != TW_FINISH_STOP)
+            fail_msg("choice %d (finish %d): \"%s\" is not one of the texts", i, a->finish[i],
+                     a->text[i]);
+    }
+    free(a);
+    /* free text does not give them */
+    chat_request(&r, TW_OUTPUT_TEXT, NULL);
+    r.stop.max_tokens = 16;
+    a = run(&r);
+    for (int i = 0; i < CHOICES; i++)
+        for (int k = 0; k < 4; k++)
+            assert_string_not_equal(a->text[i], choices[k]);
+    free(a);
+}
+
 static void refused(tw_gen_request *r, tw_status want, const char *says)
 {
     tw_gen_callbacks cb = {.on_chunk = on_chunk};
@@ -229,6 +259,8 @@ static void test_refusals(void **state)
     refused(&r, TW_INVALID_ARGUMENT, "unsupported keyword \"pattern\"");
     chat_request(&r, TW_OUTPUT_JSON, "{\"type\":");
     refused(&r, TW_INVALID_ARGUMENT, "json_schema: not JSON");
+    chat_request(&r, TW_OUTPUT_CHOICE, NULL); /* no choices */
+    refused(&r, TW_INVALID_ARGUMENT, "choices: 0 given");
     chat_request(&r, (tw_output_format)7, NULL);
     refused(&r, TW_INVALID_ARGUMENT, "output format 7 unknown");
 
@@ -298,9 +330,8 @@ int main(int argc, char **argv)
     }
     g_model = argv[1];
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_schema_answers),
-        cmocka_unit_test(test_any_object),
-        cmocka_unit_test(test_after_thinking),
+        cmocka_unit_test(test_schema_answers), cmocka_unit_test(test_any_object),
+        cmocka_unit_test(test_after_thinking), cmocka_unit_test(test_choice_answers),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

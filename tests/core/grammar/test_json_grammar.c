@@ -311,6 +311,43 @@ static void test_formats(void **state)
     }
 }
 
+/* Raw text choices: exactly one of them, no whitespace or quotes around. */
+static void test_choices(void **state)
+{
+    (void)state;
+    const char *choices[] = {"yes", "no", "yes please", "no", "\"quoted\" \xc3\xa9"};
+    tw_json_grammar *g;
+    tw_err err;
+    assert_int_equal(tw_json_grammar_choice(choices, 5, &g, &err), TW_OK);
+    assert_true(accepts(g, "no"));
+    assert_true(accepts(g, "yes please"));
+    assert_true(accepts(g, "\"quoted\" \xc3\xa9"));
+    assert_false(accepts(g, " yes"));
+    assert_false(accepts(g, "\"yes\""));
+    assert_false(accepts(g, "ye"));
+    assert_false(accepts(g, "nope"));
+    tw_json_state s;
+    tw_json_state_init(&s, g);
+    assert_true(tw_json_state_feed(&s, "yes", 3));
+    assert_true(tw_json_state_complete(&s)); /* may end here... */
+    assert_false(tw_json_state_closed(&s));  /* ...or go on to "yes please" */
+    assert_false(tw_json_state_feed_byte(&s, '!'));
+    tw_json_state_init(&s, g);
+    assert_true(tw_json_state_feed(&s, "no", 2));
+    assert_true(tw_json_state_closed(&s)); /* nothing longer starts with it */
+    tw_json_grammar_free(g);
+
+    const char *empty[] = {"a", ""}, *bad[] = {"\xff"}, *many[65];
+    for (int i = 0; i < 65; i++)
+        many[i] = "x";
+    assert_int_equal(tw_json_grammar_choice(empty, 2, &g, &err), TW_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.msg, "choice 1 is empty"));
+    assert_int_equal(tw_json_grammar_choice(bad, 1, &g, &err), TW_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.msg, "not UTF-8"));
+    assert_int_equal(tw_json_grammar_choice(many, 65, &g, &err), TW_INVALID_ARGUMENT);
+    assert_int_equal(tw_json_grammar_choice(many, 0, &g, &err), TW_INVALID_ARGUMENT);
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -612,7 +649,8 @@ int main(void)
         cmocka_unit_test(test_any_object),     cmocka_unit_test(test_whitespace_and_number_bounds),
         cmocka_unit_test(test_schema_objects), cmocka_unit_test(test_refs_and_unions),
         cmocka_unit_test(test_tail),           cmocka_unit_test(test_formats),
-        cmocka_unit_test(test_refusals),       cmocka_unit_test(test_random_walks),
+        cmocka_unit_test(test_choices),        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_random_walks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
