@@ -24,6 +24,27 @@ static bool format_name_valid(const char *s, size_t n)
     return true;
 }
 
+/* Keeps a schema's text (dump, malloc'd and freed here; NULL: out of
+ * memory) in the request's arena for the Generate, within the engine's
+ * limit. */
+static tw_status keep_schema(tw_bridge_gen_request *r, char *dump, const char *param,
+                             tw_bridge_apierr *ae)
+{
+    if (!dump)
+        return tw_bridge_fail_no_memory(ae);
+    size_t len = strlen(dump);
+    if (len > TW_BRIDGE_MAX_JSON_SCHEMA) {
+        free(dump);
+        return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, param, "invalid_value",
+                              "Invalid '%s': the schema is %zu bytes as compact JSON, more than "
+                              "the limit of %u.",
+                              param, len, TW_BRIDGE_MAX_JSON_SCHEMA);
+    }
+    r->format.json_schema = tw_bridge_arena_strndup(&r->arena, dump, len);
+    free(dump);
+    return r->format.json_schema ? TW_OK : tw_bridge_fail_no_memory(ae);
+}
+
 /* response_format.json_schema: {name, schema, strict, description}. Only
  * the schema reaches the engine (as compact JSON text in the arena); the
  * rest is checked as OpenAI checks it, so that a request this server takes
@@ -63,23 +84,8 @@ static tw_status map_json_schema(const json_t *rf, tw_bridge_gen_request *r, tw_
                               &schema, ae);
     if (got <= 0)
         return got < 0 ? TW_INVALID_ARGUMENT : TW_OK; /* no schema: any JSON object */
-    char *dump = json_dumps(schema, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    if (!dump)
-        return tw_bridge_fail_no_memory(ae);
-    len = strlen(dump);
-    if (len > TW_BRIDGE_MAX_JSON_SCHEMA) {
-        free(dump);
-        return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "response_format.json_schema.schema",
-                              "invalid_value",
-                              "Invalid 'response_format.json_schema.schema': the schema is %zu "
-                              "bytes as compact JSON, more than the limit of %u.",
-                              len, TW_BRIDGE_MAX_JSON_SCHEMA);
-    }
-    r->format.json_schema = tw_bridge_arena_strndup(&r->arena, dump, len);
-    free(dump);
-    if (!r->format.json_schema)
-        return tw_bridge_fail_no_memory(ae);
-    return TW_OK;
+    return keep_schema(r, json_dumps(schema, JSON_COMPACT | JSON_PRESERVE_ORDER),
+                       "response_format.json_schema.schema", ae);
 }
 
 /* response_format: "text" asks for nothing; "json_object" and
@@ -119,20 +125,9 @@ static tw_status map_guided_json(const json_t *g, tw_bridge_gen_request *r, tw_b
 {
     char *dump = json_is_string(g) ? strdup(json_string_value(g))
                                    : json_dumps(g, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    if (!dump)
-        return tw_bridge_fail_no_memory(ae);
-    size_t len = strlen(dump);
-    if (len > TW_BRIDGE_MAX_JSON_SCHEMA) {
-        free(dump);
-        return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "guided_json", "invalid_value",
-                              "Invalid 'guided_json': the schema is %zu bytes, more than the "
-                              "limit of %u.",
-                              len, TW_BRIDGE_MAX_JSON_SCHEMA);
-    }
-    r->format.json_schema = tw_bridge_arena_strndup(&r->arena, dump, len);
-    free(dump);
-    if (!r->format.json_schema)
-        return tw_bridge_fail_no_memory(ae);
+    tw_status st = keep_schema(r, dump, "guided_json", ae);
+    if (st != TW_OK)
+        return st;
     r->format.has_kind = 1;
     r->format.kind = TOKENWIRE__V1__OUTPUT_KIND__OUTPUT_JSON;
     return TW_OK;
