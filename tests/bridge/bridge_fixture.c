@@ -205,6 +205,24 @@ twb_result twb_http(const twb_service *s, const char *method, const char *path,
     return (twb_result){h.status, h.body, h.len};
 }
 
+bool twb_sse_each(const char *body, void (*on_event)(json_t *ev, void *user), void *user)
+{
+    for (const char *p = body; (p = strstr(p, "data: ")) != NULL;) {
+        p += 6;
+        const char *end = strstr(p, "\n\n");
+        assert_non_null(end);
+        if (strncmp(p, "[DONE]", 6) == 0)
+            return true;
+        json_t *ev = json_loadb(p, (size_t)(end - p), 0, NULL);
+        if (!ev)
+            fail_msg("bad event: %.*s", (int)(end - p), p);
+        on_event(ev, user);
+        json_decref(ev);
+        p = end + 2;
+    }
+    return false;
+}
+
 json_t *twb_ok_json(twb_result *r, const char *what)
 {
     if (r->status != 200)

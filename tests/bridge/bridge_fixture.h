@@ -72,6 +72,12 @@ twb_result twb_http(const twb_service *s, const char *method, const char *path,
 /* Expects an OpenAI error of `status` (and `code` when not NULL); frees r. */
 void twb_expect_error(twb_result *r, long status, const char *code);
 
+/* Calls on_event with each JSON event of a server-sent-events body, in
+ * order; returns whether the stream ended with [DONE]. An event that is
+ * not JSON fails the test. */
+struct json_t;
+bool twb_sse_each(const char *body, void (*on_event)(struct json_t *ev, void *user), void *user);
+
 /* A 200 answer's body as a JSON object (fails the test otherwise); the
  * body is freed. json_decref the result. */
 struct json_t;

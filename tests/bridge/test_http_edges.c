@@ -170,52 +170,39 @@ typedef struct streamed {
     json_t *usage; /* the last event's, when include_usage */
 } streamed;
 
+static void join_event(json_t *ev, void *user)
+{
+    streamed *out = user;
+    if (json_is_object(json_object_get(ev, "usage")) &&
+        json_array_size(json_object_get(ev, "choices")) == 0) {
+        json_decref(out->usage);
+        out->usage = json_incref(json_object_get(ev, "usage"));
+    }
+    json_t *ch = json_array_get(json_object_get(ev, "choices"), 0);
+    if (!ch)
+        return;
+    size_t idx = (size_t)json_integer_value(json_object_get(ch, "index"));
+    assert_true(idx < STREAMED_MAX);
+    const char *t = json_string_value(json_object_get(ch, "text"));
+    assert_non_null(t);
+    if (!*out->text[idx] && *t)
+        snprintf(out->first[idx], sizeof out->first[idx], "%s", t);
+    strncat(out->text[idx], t, sizeof out->text[idx] - strlen(out->text[idx]) - 1);
+    json_t *lp = json_object_get(ch, "logprobs");
+    const char *key;
+    json_t *arr;
+    if (json_is_object(lp))
+        json_object_foreach(lp, key, arr)
+            json_array_extend(json_object_get(out->lps[idx], key), arr);
+}
+
 static void join_stream(const char *body, streamed *out)
 {
     memset(out, 0, sizeof *out);
     for (int i = 0; i < STREAMED_MAX; i++)
         out->lps[i] = json_pack("{s:[],s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs",
                                 "text_offset");
-    bool done = false;
-    for (const char *p = body; (p = strstr(p, "data: ")) != NULL;) {
-        p += 6;
-        const char *end = strstr(p, "\n\n");
-        assert_non_null(end);
-        if (strncmp(p, "[DONE]", 6) == 0) {
-            done = true;
-            break;
-        }
-        json_t *ev = json_loadb(p, (size_t)(end - p), 0, NULL);
-        if (!ev)
-            fail_msg("bad event: %.*s", (int)(end - p), p);
-        if (json_is_object(json_object_get(ev, "usage")) &&
-            json_array_size(json_object_get(ev, "choices")) == 0) {
-            json_decref(out->usage);
-            out->usage = json_incref(json_object_get(ev, "usage"));
-        }
-        json_t *ch = json_array_get(json_object_get(ev, "choices"), 0);
-        if (!ch) {
-            json_decref(ev);
-            p = end + 2;
-            continue;
-        }
-        size_t idx = (size_t)json_integer_value(json_object_get(ch, "index"));
-        assert_true(idx < STREAMED_MAX);
-        const char *t = json_string_value(json_object_get(ch, "text"));
-        assert_non_null(t);
-        if (!*out->text[idx] && *t)
-            snprintf(out->first[idx], sizeof out->first[idx], "%s", t);
-        strncat(out->text[idx], t, sizeof out->text[idx] - strlen(out->text[idx]) - 1);
-        json_t *lp = json_object_get(ch, "logprobs");
-        const char *key;
-        json_t *arr;
-        if (json_is_object(lp))
-            json_object_foreach(lp, key, arr)
-                json_array_extend(json_object_get(out->lps[idx], key), arr);
-        json_decref(ev);
-        p = end + 2;
-    }
-    assert_true(done);
+    assert_true(twb_sse_each(body, join_event, out));
 }
 
 static void streamed_fini(streamed *s)

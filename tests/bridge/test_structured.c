@@ -65,52 +65,45 @@ static void whole_choice(twb_result *r, const char *what, char **content, char *
     json_decref(j);
 }
 
+typedef struct joined {
+    char *text;
+    size_t len;
+    char *finish;
+} joined;
+
+static void join_delta(json_t *ev, void *user)
+{
+    joined *j = user;
+    json_t *ch = json_array_get(json_object_get(ev, "choices"), 0);
+    const char *d = json_string_value(json_object_get(json_object_get(ch, "delta"), "content"));
+    if (d) {
+        size_t n = strlen(d);
+        j->text = realloc(j->text, j->len + n + 1);
+        assert_non_null(j->text);
+        memcpy(j->text + j->len, d, n + 1);
+        j->len += n;
+    }
+    const char *f = json_string_value(json_object_get(ch, "finish_reason"));
+    if (f) {
+        free(j->finish);
+        j->finish = strdup(f);
+    }
+}
+
 /* The content deltas of a streamed chat answer joined, and its
  * finish_reason (copies; free()). */
 static void streamed_choice(twb_result *r, char **content, char **finish)
 {
     if (r->status != 200)
         fail_msg("stream: %ld %s", r->status, r->body);
-    size_t cap = 1, len = 0;
-    char *text = calloc(1, 1);
-    *finish = NULL;
-    bool done = false;
-    for (const char *p = r->body; (p = strstr(p, "data: ")) != NULL;) {
-        p += 6;
-        const char *end = strstr(p, "\n\n");
-        assert_non_null(end);
-        if (strncmp(p, "[DONE]", 6) == 0) {
-            done = true;
-            break;
-        }
-        json_t *ev = json_loadb(p, (size_t)(end - p), 0, NULL);
-        if (!ev)
-            fail_msg("bad event: %.*s", (int)(end - p), p);
-        json_t *ch = json_array_get(json_object_get(ev, "choices"), 0);
-        const char *d = json_string_value(json_object_get(json_object_get(ch, "delta"), "content"));
-        if (d) {
-            size_t n = strlen(d);
-            if (len + n + 1 > cap) {
-                cap = (len + n + 1) * 2;
-                text = realloc(text, cap);
-                assert_non_null(text);
-            }
-            memcpy(text + len, d, n + 1);
-            len += n;
-        }
-        const char *f = json_string_value(json_object_get(ch, "finish_reason"));
-        if (f) {
-            free(*finish);
-            *finish = strdup(f);
-        }
-        json_decref(ev);
-        p = end + 2;
-    }
-    assert_true(done);
-    assert_non_null(*finish);
+    joined j = {.text = calloc(1, 1)};
+    assert_non_null(j.text);
+    assert_true(twb_sse_each(r->body, join_delta, &j));
+    assert_non_null(j.finish);
     free(r->body);
     r->body = NULL;
-    *content = text;
+    *content = j.text;
+    *finish = j.finish;
 }
 
 /* An answer that stopped on its own is the whole document: it parses, as
