@@ -99,7 +99,7 @@ check('several prompts, echo with logprobs, and a scored prompt', async () => {
     r.choices[0].logprobs.token_logprobs.slice(0, scored.choices[0].logprobs.tokens.length));
 });
 
-check('structured outputs: json_schema and json_object', async () => {
+check('structured outputs: json_schema, json_object and guided_choice', async () => {
   const schema = {
     type: 'object',
     properties: {
@@ -129,6 +129,12 @@ check('structured outputs: json_schema and json_object', async () => {
     response_format: { type: 'json_object' }, temperature: 0.5, seed: 1, max_tokens: 400,
   });
   if (o.choices[0].finish_reason === 'stop') assert.equal(typeof JSON.parse(o.choices[0].message.content), 'object');
+  // vLLM's extension, as Python callers send it through extra_body
+  const g = await client.chat.completions.create({
+    model, messages: [{ role: 'user', content: 'Is it good?' }],
+    guided_choice: ['good', 'bad'], temperature: 1, seed: 2, n: 2,
+  });
+  for (const c of g.choices) assert.ok(['good', 'bad'].includes(c.message.content), c.message.content);
   await assert.rejects(
     client.chat.completions.create({
       model, messages: [{ role: 'user', content: 'x' }],
