@@ -33,6 +33,10 @@ typedef struct slot {
     tw_spec *spec;      /* NULL: no speculative decoding */
     tw_json_state *json; /* where a JSON answer stands; NULL: free text */
     tw_json_masker *jmask;
+    /* this step's row was masked ahead (by the decode step, for several
+     * slots at once): how many tokens it kept */
+    bool mask_ready;
+    size_t mask_kept;
     size_t spec_rows;   /* rows this decode step: 1, or t0 + proposals */
     uint64_t spec_t0;   /* when this step's round began */
 
@@ -71,6 +75,8 @@ typedef struct sched {
     size_t *batch_rows;     /* per sequence */
     tw_snapshot_pool **batch_trails;
     slot **batch_slots;
+    slot **mask_slots; /* a decode step's JSON slots, masked on the pool */
+    float **mask_rows;
     slot **pending;
     request **starting, **ending;
     uint32_t n_starting, n_ending, cap_ending;

@@ -89,15 +89,20 @@ static void json_advance(slot *sl, uint32_t token)
         sched_slot_finish(sl, TW_FINISH_STOP);
 }
 
-/* Bans the tokens that cannot continue a JSON answer (none while the
- * model reasons in a thinking block, and a model that opens the block
- * itself may still do so before the answer's first token). False when no
- * token can, which only a vocabulary without some byte the document needs
- * brings about. */
-static bool json_mask(slot *sl, float *row)
+/* Whether the slot's next token is sampled under its JSON grammar: not
+ * while the model reasons in a thinking block, nor when the token is
+ * forced. */
+static bool json_masked(const slot *sl)
 {
-    if (!sl->json || (sl->think && tw_thinking_inside(sl->think)))
-        return true;
+    return sl->json && !(sl->think && tw_thinking_inside(sl->think)) && !sl->close_pending &&
+           sl->forced_pos >= sl->n_forced;
+}
+
+/* Bans the tokens of row that cannot continue the JSON answer (a model
+ * that opens its thinking block itself may still do so before the
+ * answer's first token); returns how many are kept. */
+static size_t json_mask_row(slot *sl, float *row)
+{
     const model_entry *m = sl->m;
     const bool may_think = sl->think && sl->n_answer == 0 && sl->n_reasoning == 0 &&
                            sl->r->thinking.enable_thinking != TW_THINK_OFF && !sl->r->answer_prefix;
@@ -105,6 +110,43 @@ static bool json_mask(slot *sl, float *row)
     size_t kept = tw_json_mask_logits(sl->jmask, sl->json, m->eos, m->n_eos, row, m->vocab);
     if (may_think)
         row[m->think_open] = open;
+    return kept;
+}
+
+typedef struct mask_run {
+    slot **slots;
+    float **rows;
+} mask_run;
+
+static void mask_task(void *ctx, int task, int n_tasks)
+{
+    (void)n_tasks;
+    mask_run *mr = ctx;
+    slot *sl = mr->slots[task];
+    sl->mask_kept = json_mask_row(sl, mr->rows[task]);
+    sl->mask_ready = true;
+}
+
+/* A decode step's JSON rows, masked on the pool when there are several:
+ * each slot has its own matcher and scratch, and the vocabulary index is
+ * read-only. */
+static void mask_ahead(sched *s, slot **slots, float **rows, size_t n)
+{
+    if (n < 2)
+        return;
+    mask_run mr = {.slots = slots, .rows = rows};
+    tw_pool_run(s->pool, mask_task, &mr, (int)n);
+}
+
+/* Bans the tokens that cannot continue a JSON answer. False when no token
+ * can, which only a vocabulary without some byte the document needs brings
+ * about. */
+static bool json_mask(slot *sl, float *row)
+{
+    if (!json_masked(sl))
+        return true;
+    size_t kept = sl->mask_ready ? sl->mask_kept : json_mask_row(sl, row);
+    sl->mask_ready = false;
     if (kept > 0)
         return true;
     sched_slot_fail(sl, TW_FAILED_PRECONDITION,
@@ -563,7 +605,17 @@ void sched_decode_step(tw_engine *e, sched *s)
                             : tw_model_decode_batch(m->model, s->pool, s->batch_seqs,
                                                     s->batch_tokens, n, m->logits, &err);
         uint64_t dt = tw_now_us() - t0;
-        size_t row = 0, plain = 0;
+        size_t row = 0, plain = 0, n_masked = 0;
+        for (size_t k = 0; k < n && st == TW_OK; k++) {
+            slot *sl = s->batch_slots[k];
+            if (s->batch_rows[k] == 1 && json_masked(sl)) {
+                s->mask_slots[n_masked] = sl;
+                s->mask_rows[n_masked++] = m->logits + row * (size_t)m->vocab;
+            }
+            row += s->batch_rows[k];
+        }
+        mask_ahead(s, s->mask_slots, s->mask_rows, n_masked);
+        row = 0;
         for (size_t k = 0; k < n; k++) {
             slot *sl = s->batch_slots[k];
             float *base = m->logits + row * (size_t)m->vocab;
@@ -585,6 +637,7 @@ void sched_decode_step(tw_engine *e, sched *s)
                 tw_spec_plain_time(sl->spec, dt);
             }
             next_token(e, sl, base);
+            sl->mask_ready = false;
         }
         count_rate(e, plain, 0);
     }

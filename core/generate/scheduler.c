@@ -42,14 +42,17 @@ tw_status sched_create(tw_engine *e, tw_err *err)
     s->batch_seqs = calloc(s->n_slots, sizeof *s->batch_seqs);
     s->batch_tokens = calloc(s->n_slots, sizeof *s->batch_tokens);
     s->batch_slots = calloc(s->n_slots, sizeof *s->batch_slots);
+    s->mask_slots = calloc(s->n_slots, sizeof *s->mask_slots);
+    s->mask_rows = calloc(s->n_slots, sizeof *s->mask_rows);
     s->batch_rows = calloc(s->n_slots, sizeof *s->batch_rows);
     s->batch_trails = calloc(s->n_slots, sizeof *s->batch_trails);
     s->cap_ending = e->opts.max_queue;
     s->pending = calloc(s->n_slots, sizeof *s->pending);
     s->starting = calloc(s->n_slots, sizeof *s->starting);
     s->ending = calloc(s->cap_ending, sizeof *s->ending);
-    if (!s->slots || !s->batch_seqs || !s->batch_tokens || !s->batch_slots || !s->batch_rows ||
-        !s->batch_trails || !s->starting || !s->ending || !s->pending)
+    if (!s->slots || !s->batch_seqs || !s->batch_tokens || !s->batch_slots || !s->mask_slots ||
+        !s->mask_rows || !s->batch_rows || !s->batch_trails || !s->starting || !s->ending ||
+        !s->pending)
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "scheduler: out of memory");
     return tw_pool_create((int)e->opts.threads, &s->pool, err);
 }
@@ -68,6 +71,8 @@ void sched_destroy(tw_engine *e)
     free(s->batch_seqs);
     free(s->batch_tokens);
     free(s->batch_slots);
+    free(s->mask_slots);
+    free(s->mask_rows);
     free(s->batch_rows);
     free(s->batch_trails);
     free(s->starting);
@@ -121,6 +126,7 @@ static tw_status slot_setup(tw_engine *e, slot *sl, request *r, uint32_t index, 
     sl->n_forced = sl->forced_pos = 0;
     sl->n_answer = sl->n_completion = sl->n_reasoning = 0;
     sl->got_first = false;
+    sl->mask_ready = false;
     sl->prompt_lps_sent = false;
     sl->prefill_us = sl->decode_us = sl->ttft_us = 0;
     sl->forced_by = TW_FORCE_NONE;

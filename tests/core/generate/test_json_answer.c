@@ -133,6 +133,17 @@ static void test_schema_answers(void **state)
     }
     /* sampling still chose: the choices differ */
     assert_true(strcmp(a->text[0], a->text[1]) != 0 || strcmp(a->text[1], a->text[2]) != 0);
+    /* the choices' masks were made on the pool, side by side; alone (choice
+     * i is seed + i) each gives the same answer, its mask made inline */
+    for (uint64_t i = 0; i < CHOICES; i += 3) {
+        tw_gen_request one;
+        chat_request(&one, TW_OUTPUT_JSON, g_schema);
+        one.n = 1;
+        one.sampling.seed = r.sampling.seed + i;
+        answer *b = run(&one);
+        assert_string_equal(b->text[0], a->text[i]);
+        free(b);
+    }
     free(a);
 
     /* the same request as free text does not give such documents */
