@@ -8,11 +8,7 @@
  * 2. With --model: greedy decode of the same chat with a JSON answer
  *    against a free-text answer, alternated, as decode tokens per second.
  *
- * 3. With --batch N: N choices of one request decoded as a batch, JSON
- *    against free text (the masks of a step run on the pool).
- *
- *   tw-bench-json --vocab V.gguf [--model M.gguf] [--threads N] [--reps N]
- *                 [--batch N] */
+ *   tw-bench-json --vocab V.gguf [--model M.gguf] [--threads N] [--reps N] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,10 +161,8 @@ static void on_chunk(void *user, const tw_gen_chunk *ch)
     }
 }
 
-/* Decode tokens per second of one greedy answer (after the first token);
- * with n > 1 choices sampled at temperature 1 in one batch, the tokens of
- * all of them over the wall time from submit to the last. */
-static double decode_rate(tw_engine *e, bool json, uint32_t n, uint32_t *tokens)
+/* Decode tokens per second of one greedy answer (after the first token). */
+static double decode_rate(tw_engine *e, bool json, uint32_t *tokens)
 {
     /* a text prompt: the real-shape bench models have no chat template */
     static const char prompt[] = "A user record for Ada Lovelace, as JSON:\n";
@@ -177,10 +171,7 @@ static double decode_rate(tw_engine *e, bool json, uint32_t n, uint32_t *tokens)
     r.prompt_kind = TW_PROMPT_TEXT;
     r.prompt_text = prompt;
     r.prompt_text_len = sizeof prompt - 1;
-    r.sampling.temperature = n > 1 ? 1.0f : 0.0f;
-    r.sampling.has_seed = true;
-    r.sampling.seed = 7;
-    r.n = n;
+    r.sampling.temperature = 0.0f;
     r.stop.max_tokens = 256;
     r.thinking.enable_thinking = TW_THINK_OFF;
     r.speculative.mode = TW_SPEC_OFF;
@@ -194,23 +185,19 @@ static double decode_rate(tw_engine *e, bool json, uint32_t n, uint32_t *tokens)
     tw_gen_callbacks cb = {.on_chunk = on_chunk};
     tw_err err;
     uint64_t id;
-    const double t0 = bench_now();
     if (tw_engine_submit(e, &r, &cb, &res, &id, &err) != TW_OK) {
         fprintf(stderr, "tw-bench-json: submit: %s\n", err.msg);
         return -1;
     }
     while (!__atomic_load_n(&res.done, __ATOMIC_ACQUIRE))
         nanosleep(&(struct timespec){0, 200000}, NULL);
-    const double wall = bench_now() - t0;
     if (res.error != TW_OK || res.usage.completion_tokens < 2 || !res.usage.decode_us)
         return -1;
     *tokens = res.usage.completion_tokens;
-    if (n > 1)
-        return res.usage.completion_tokens / wall;
     return (res.usage.completion_tokens - 1) / (res.usage.decode_us / 1e6);
 }
 
-static int bench_decode(const char *model, uint32_t threads, unsigned reps, uint32_t batch)
+static int bench_decode(const char *model, uint32_t threads, unsigned reps)
 {
     tw_engine_opts o;
     tw_engine_opts_init(&o);
@@ -226,7 +213,7 @@ static int bench_decode(const char *model, uint32_t threads, unsigned reps, uint
     double best_free = 0, best_json = 0;
     uint32_t n_free = 0, n_json = 0;
     for (unsigned r = 0; r < reps; r++) {
-        double f = decode_rate(e, false, 1, &n_free), j = decode_rate(e, true, 1, &n_json);
+        double f = decode_rate(e, false, &n_free), j = decode_rate(e, true, &n_json);
         if (f < 0 || j < 0) {
             fprintf(stderr, "tw-bench-json: a generation failed\n");
             tw_engine_destroy(e);
@@ -242,28 +229,6 @@ static int bench_decode(const char *model, uint32_t threads, unsigned reps, uint
     printf("JSON schema: %7.1f tok/s (%u tokens), %.2fx free text\n", best_json, n_json,
            best_json / best_free);
     bench_row("json", "decode_tok_s", model, best_json, "tok/s", best_free, "free_text", NULL);
-    if (batch > 1) {
-        best_free = best_json = 0;
-        for (unsigned r = 0; r < reps; r++) {
-            double f = decode_rate(e, false, batch, &n_free),
-                   j = decode_rate(e, true, batch, &n_json);
-            if (f < 0 || j < 0) {
-                fprintf(stderr, "tw-bench-json: a batched generation failed\n");
-                tw_engine_destroy(e);
-                return 1;
-            }
-            best_free = f > best_free ? f : best_free;
-            best_json = j > best_json ? j : best_json;
-            bench_progress("batch: round %u of %u", r + 1, reps);
-        }
-        printf("%u choices in one batch, temperature 1, all tokens over the wall time:\n", batch);
-        printf("free text:   %7.1f tok/s (%u tokens)\n", best_free, n_free);
-        printf("JSON schema: %7.1f tok/s (%u tokens), %.2fx free text\n", best_json, n_json,
-               best_json / best_free);
-        char extra[64];
-        snprintf(extra, sizeof extra, "\"choices\":%u", batch);
-        bench_row("json", "batch_tok_s", model, best_json, "tok/s", best_free, "free_text", extra);
-    }
     tw_engine_destroy(e);
     return 0;
 }
@@ -273,7 +238,6 @@ int main(int argc, char **argv)
     const char *vocab = NULL, *model = NULL;
     uint32_t threads = 2;
     unsigned reps = 5;
-    uint32_t batch = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--vocab") == 0 && v)
@@ -284,11 +248,10 @@ int main(int argc, char **argv)
             threads = (uint32_t)atoi(argv[++i]);
         else if (strcmp(argv[i], "--reps") == 0 && v && atoi(v) > 0 && atoi(v) <= 1000)
             reps = (unsigned)atoi(argv[++i]);
-        else if (strcmp(argv[i], "--batch") == 0 && v && atoi(v) > 1 && atoi(v) <= 64)
-            batch = (uint32_t)atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: tw-bench-json --vocab V.gguf [--model M.gguf] [--threads N] "
-                            "[--reps N] [--batch N]\n");
+            fprintf(stderr,
+                    "usage: tw-bench-json --vocab V.gguf [--model M.gguf] [--threads N] "
+                    "[--reps N]\n");
             return 2;
         }
     }
@@ -304,6 +267,6 @@ int main(int argc, char **argv)
            hw.cpu_model, hw.cpu_family, hw.cpu_model_number, hw.cpus_online, hw.isa);
     int rc = vocab ? bench_mask(vocab, reps) : 0;
     if (rc == 0 && model)
-        rc = bench_decode(model, threads, reps, batch);
+        rc = bench_decode(model, threads, reps);
     return rc;
 }
