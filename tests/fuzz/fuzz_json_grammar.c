@@ -3,7 +3,10 @@
  * parser reads; a state the matcher reached must have a way on (a byte it
  * takes, or completion), since constrained sampling relies on that; and
  * the vocabulary mask of the GPT-2 vocabulary must agree with feeding each
- * token's bytes. Input: schema, a NUL byte, document (no NUL: any object). */
+ * token's bytes. Input: schema, a NUL byte, document (no NUL: any object);
+ * a schema that starts with a 0x01 byte is instead a list of choices, one
+ * per line, and one that starts with 0x02 has its first line as the
+ * grammar's tail. */
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -54,6 +57,66 @@ static void check_mask(const tw_json_state *s)
     }
 }
 
+/* The grammar the input's schema part asks for (see the header), and
+ * what a complete document must then be. */
+typedef struct input_grammar {
+    tw_json_grammar *g;
+    char *copy; /* choices: the lines, cut in place */
+    const char *choices[TW_JSON_MAX_ENUM + 1];
+    size_t n_choices;
+    const char *tail;
+    size_t tail_len;
+} input_grammar;
+
+static bool compile(const char *schema, size_t len, input_grammar *in)
+{
+    tw_err err;
+    memset(in, 0, sizeof *in);
+    if (len > 0 && schema[0] == 0x01) {
+        in->copy = strndup(schema + 1, len - 1);
+        for (char *save = NULL, *line = in->copy ? strtok_r(in->copy, "\n", &save) : NULL;
+             line && in->n_choices <= TW_JSON_MAX_ENUM; line = strtok_r(NULL, "\n", &save))
+            in->choices[in->n_choices++] = line;
+        if (in->copy && tw_json_grammar_choice(in->choices, in->n_choices, &in->g, &err) == TW_OK)
+            return true;
+        free(in->copy);
+        return false;
+    }
+    if (len > 0 && schema[0] == 0x02) {
+        const char *nl = memchr(schema, '\n', len);
+        in->tail = schema + 1;
+        in->tail_len = nl ? (size_t)(nl - in->tail) : len - 1;
+        len -= 1 + in->tail_len + (nl != NULL);
+        schema = nl ? nl + 1 : schema + 1 + in->tail_len;
+    }
+    if (tw_json_grammar_compile(schema, len, &in->g, &err) != TW_OK)
+        return false;
+    if (in->tail && tw_json_grammar_set_tail(in->g, in->tail, in->tail_len, &err) != TW_OK) {
+        tw_json_grammar_free(in->g);
+        return false;
+    }
+    return true;
+}
+
+/* A complete document is one of the choices, or JSON a strict parser reads
+ * followed by the tail. */
+static bool complete_ok(const input_grammar *in, const char *doc, size_t n)
+{
+    if (in->copy) {
+        for (size_t i = 0; i < in->n_choices; i++)
+            if (strlen(in->choices[i]) == n && memcmp(in->choices[i], doc, n) == 0)
+                return true;
+        return false;
+    }
+    if (n < in->tail_len ||
+        (in->tail_len && memcmp(doc + n - in->tail_len, in->tail, in->tail_len) != 0))
+        return false;
+    json_t *v = json_loadb(doc, n - in->tail_len, JSON_DECODE_ANY, NULL);
+    const bool parsed = v != NULL;
+    json_decref(v);
+    return parsed;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     load_vocab();
@@ -62,10 +125,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t schema_len = nul ? (size_t)(nul - data) : 0;
     const char *doc = nul ? (const char *)nul + 1 : (const char *)data;
     size_t doc_len = nul ? size - schema_len - 1 : size;
-    tw_json_grammar *g;
-    tw_err err;
-    if (tw_json_grammar_compile(schema, schema_len, &g, &err) != TW_OK)
+    input_grammar in;
+    if (!compile(schema, schema_len, &in))
         return 0;
+    tw_json_grammar *g = in.g;
     tw_json_state s, t;
     tw_json_state_init(&s, g);
     size_t taken = 0;
@@ -85,12 +148,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (!way_on)
         abort();
-    if (tw_json_state_complete(&s)) {
-        json_t *v = json_loadb(doc, taken, JSON_DECODE_ANY, NULL);
-        if (!v)
-            abort();
-        json_decref(v);
-    }
+    if (tw_json_state_complete(&s) && !complete_ok(&in, doc, taken))
+        abort();
     tw_json_grammar_free(g);
+    free(in.copy);
     return 0;
 }

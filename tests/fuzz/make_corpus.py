@@ -258,6 +258,9 @@ def main():
     put(jg, "formats", json.dumps({"type": "array", "items": {"anyOf": [
         {"type": "string", "format": "date-time"}, {"type": "integer", "format": "int64"}]}}).encode()
         + b'\0["2024-02-28T23:59:59.5+01:00", 12, "1999-12-31T00:00:00Z"]')
+    put(jg, "choices", b"\x01yes\nno\nyes please\n\"q\"\0yes please")
+    put(jg, "tail", b"\x02}\n</tool_call>\n" + json.dumps({"type": "object", "properties": {
+        "city": {"type": "string"}}}).encode() + b'\0{"city": "Oslo"}}\n</tool_call>')
     put(jg, "bad_schema", b'{"type": "string", "pattern": "a"}\0"a"')
 
     # fuzz_seq_state: odd selectors fill a real header's body (format from
