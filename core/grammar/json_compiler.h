@@ -45,4 +45,12 @@ uint32_t jc_add_text(compiler *c, char *text, size_t len);
 /* Joins alternatives (their nodes and first-byte classes) into one union. */
 uint32_t jc_join(compiler *c, const uint32_t *alts, const unsigned *classes, size_t n);
 
+/* The first bound keyword (minimum, maximum, exclusiveMinimum,
+ * exclusiveMaximum) of schema s; NULL when it has none. */
+const char *jc_bound_keyword(const json_t *s);
+
+/* Compiles s's bounds for a number (integer: or an integer) node: the
+ * index of its jbounds, or JN_NONE when it has none or they fail (c->st). */
+uint32_t jc_number_bounds(compiler *c, const json_t *s, bool integer);
+
 #endif

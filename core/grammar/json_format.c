@@ -1,7 +1,7 @@
 /* String formats a schema may ask for, as byte automata: each takes the
  * string's characters one at a time from position 0 and says where it
  * stands, so the matcher stays exact on prefixes. Dates are held to real
- * calendar days (February to the 28th, which every year has), times to
+ * calendar days (February 29 in leap years of the Gregorian calendar), times to
  * RFC 3339 with an offset, as JSON Schema's date-time and time formats
  * read it. */
 #include <string.h>
@@ -34,24 +34,27 @@ static bool is_hex(unsigned char c)
     return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
-/* YYYY-MM-DD, positions 0-9; mem keeps the month (low byte) and the day's
- * tens (next byte). */
+/* YYYY-MM-DD, positions 0-9; mem keeps the month (bits 0-7), the day's
+ * tens (8-15) and the year (16-29). */
 static int date_step(unsigned pos, uint32_t *mem, unsigned char c)
 {
-    const unsigned month = *mem & 0xFF, tens = *mem >> 8 & 0xFF;
+    const unsigned month = *mem & 0xFF, tens = *mem >> 8 & 0xFF, year = *mem >> 16;
     switch (pos) {
     case 0:
     case 1:
     case 2:
     case 3:
-        return is_digit(c) ? (int)pos + 1 : -1;
+        if (!is_digit(c))
+            return -1;
+        *mem = (year * 10 + (unsigned)(c - '0')) << 16;
+        return (int)pos + 1;
     case 4:
     case 7:
         return c == '-' ? (int)pos + 1 : -1;
     case 5:
         if (c != '0' && c != '1')
             return -1;
-        *mem = (uint32_t)(c - '0') * 10;
+        *mem = year << 16 | (uint32_t)(c - '0') * 10;
         return 6;
     case 6: {
         if (!is_digit(c))
@@ -59,14 +62,14 @@ static int date_step(unsigned pos, uint32_t *mem, unsigned char c)
         unsigned m = month + (unsigned)(c - '0');
         if (m < 1 || m > 12)
             return -1;
-        *mem = m;
+        *mem = year << 16 | m;
         return 7;
     }
     case 8: {
         unsigned t = c >= '0' && c <= '3' ? (unsigned)(c - '0') : 9;
         if (t > 3 || (month == 2 && t > 2))
             return -1;
-        *mem = month | t << 8;
+        *mem = year << 16 | t << 8 | month;
         return 9;
     }
     case 9: {
@@ -74,7 +77,9 @@ static int date_step(unsigned pos, uint32_t *mem, unsigned char c)
             return -1;
         unsigned d = tens * 10 + (unsigned)(c - '0');
         static const unsigned days[13] = {0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-        return d >= 1 && d <= days[month] ? 10 : -1;
+        const bool leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+        const unsigned last = days[month] + (month == 2 && leap);
+        return d >= 1 && d <= last ? 10 : -1;
     }
     }
     return -1;

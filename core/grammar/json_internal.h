@@ -28,9 +28,9 @@ typedef enum jnode_kind {
     JN_OBJECT,    /* props [first, first + n); extra: other keys' values (JN_NONE: none) */
     JN_ARRAY,     /* extra: items; min..max items */
     JN_STRING,    /* min..max characters */
-    JN_NUMBER,
-    JN_INTEGER,
-    JN_ENUM, /* literals [first, first + n), compact JSON texts */
+    JN_NUMBER,    /* extra: its bounds (JN_NONE: none) */
+    JN_INTEGER,   /* the same */
+    JN_ENUM,      /* literals [first, first + n), compact JSON texts */
     /* objects told apart by their first property (key: literal min), whose
      * value is one of the literals of the enum node extra; literal i of it
      * picks object tag_alts[first + i] (n of them), where that property
@@ -57,6 +57,26 @@ int json_format_step(jformat f, unsigned pos, uint32_t *mem, unsigned char c);
 
 /* Whether a string of format f may end at pos. */
 bool json_format_final(jformat f, unsigned pos);
+
+/* Numeric bounds (json_bounds.c): for numbers written without a minus
+ * (side 0) and with it (side 1), the magnitudes allowed, in units of 1e-9,
+ * both ends included; open[side] false when that side has none. */
+typedef unsigned __int128 jmag;
+
+typedef struct jbounds {
+    jmag lo[2], hi[2];
+    bool open[2];
+} jbounds;
+
+/* Where a number stands (tw_json_frame.phase). */
+enum { NP_START = 0, NP_MINUS, NP_ZERO, NP_INT, NP_DOT, NP_FRAC, NP_E, NP_ESIGN, NP_EXP };
+
+/* A bounded number's byte: 1 taken, 0 the number ended before c, -1
+ * refused. integer: the node takes no fraction. */
+int json_bounded_byte(const jbounds *b, bool integer, tw_json_frame *f, unsigned char c);
+
+/* Whether the bounded number so far is whole and in range. */
+bool json_bounded_accepting(const jbounds *b, const tw_json_frame *f);
 
 typedef struct jnode {
     uint8_t kind;
@@ -95,6 +115,8 @@ struct tw_json_grammar {
     char *tail; /* bytes that must follow the document; NULL: none */
     uint32_t tail_len;
     uint32_t key_string; /* a plain string node for the keys of open objects */
+    jbounds *bounds;
+    uint32_t n_bounds, cap_bounds;
 };
 
 /* The class of a value's first byte; JC_COUNT when no value starts so. */

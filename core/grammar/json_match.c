@@ -12,7 +12,6 @@ enum { OP_START = 0, OP_NEXT, OP_KEY, OP_COLON, OP_AFTER };
 enum { AP_START = 0, AP_NEXT, AP_AFTER };
 /* A pair's second half is read in SP_LOW_* phases: \uDC00-\uDFFF only. */
 enum { SP_BODY = 0, SP_ESC, SP_HEX, SP_UTF8, SP_PAIR_BS, SP_PAIR_U, SP_LOW_HEX };
-enum { NP_START = 0, NP_MINUS, NP_ZERO, NP_INT, NP_DOT, NP_FRAC, NP_E, NP_ESIGN, NP_EXP };
 
 static bool is_ws(unsigned char c)
 {
@@ -207,8 +206,11 @@ static bool string_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
 
 /* For numbers, bits counts the integer part's digits and count the
  * exponent's. */
-static bool number_accepting(const tw_json_frame *f)
+static bool number_accepting(const tw_json_grammar *g, const tw_json_frame *f)
 {
+    const uint32_t b = g->nodes[f->node].extra;
+    if (b != JN_NONE)
+        return json_bounded_accepting(&g->bounds[b], f);
     return f->phase == NP_ZERO || (f->phase == NP_INT && f->bits <= MAX_INT_DIGITS) ||
            f->phase == NP_FRAC || f->phase == NP_EXP;
 }
@@ -218,6 +220,8 @@ static int number_byte(const tw_json_grammar *g, tw_json_frame *f, unsigned char
 {
     const bool digit = c >= '0' && c <= '9';
     const bool integer = g->nodes[f->node].kind == JN_INTEGER;
+    if (g->nodes[f->node].extra != JN_NONE)
+        return json_bounded_byte(&g->bounds[g->nodes[f->node].extra], integer, f, c);
     /* a byte that leaves the number unfinished needs room for what must
      * follow: one digit, or a dot and a digit after a long integer part */
     const unsigned room = TW_JSON_MAX_NUMBER - f->pos;
@@ -280,7 +284,7 @@ static int number_byte(const tw_json_grammar *g, tw_json_frame *f, unsigned char
         f->pos++;
         return 1;
     }
-    return number_accepting(f) ? 0 : -1;
+    return number_accepting(g, f) ? 0 : -1;
 }
 
 /* ------------------------------------------------------------ literals */
@@ -583,7 +587,7 @@ bool tw_json_state_complete(const tw_json_state *s)
         return false;
     const tw_json_frame *f = &s->f[0];
     if (f->kind == FK_NUMBER)
-        return number_accepting(f);
+        return number_accepting(s->g, f);
     return f->kind == FK_LIT && literal_complete(s->g, f);
 }
 

@@ -140,11 +140,25 @@ static bool is_annotation(const char *k)
 
 static bool is_understood(const char *k)
 {
-    static const char *const names[] = {
-        "type",      "properties", "required", "additionalProperties",
-        "items",     "minItems",   "maxItems", "minLength",
-        "maxLength", "enum",       "const",    "anyOf",
-        "oneOf",     "$ref",       "format"};
+    static const char *const names[] = {"type",
+                                        "properties",
+                                        "required",
+                                        "additionalProperties",
+                                        "items",
+                                        "minItems",
+                                        "maxItems",
+                                        "minLength",
+                                        "maxLength",
+                                        "enum",
+                                        "const",
+                                        "anyOf",
+                                        "oneOf",
+                                        "$ref",
+                                        "format",
+                                        "minimum",
+                                        "maximum",
+                                        "exclusiveMinimum",
+                                        "exclusiveMaximum"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(k, names[i]) == 0)
             return true;
@@ -166,6 +180,8 @@ static unsigned schema_types(compiler *c, const json_t *s)
             m |= T_ARRAY;
         if (json_object_get(s, "minLength") || json_object_get(s, "maxLength"))
             m |= T_STRING;
+        if (jc_bound_keyword(s))
+            m |= T_NUMBER;
         /* a format names the type it is for (format_of refuses the rest) */
         const char *f = json_string_value(json_object_get(s, "format"));
         if (f)
@@ -616,7 +632,11 @@ static uint32_t compile_typed(compiler *c, const json_t *s, unsigned types, int 
         classes[n++] = 1u << JC_STRING;
     }
     if (types & (T_NUMBER | T_INTEGER)) {
-        nodes[n] = jc_new_node(c, (types & T_NUMBER) ? JN_NUMBER : JN_INTEGER);
+        const bool integer = !(types & T_NUMBER);
+        const uint32_t bounds = jc_number_bounds(c, s, integer);
+        nodes[n] = c->st != TW_OK ? JN_NONE : jc_new_node(c, integer ? JN_INTEGER : JN_NUMBER);
+        if (nodes[n] != JN_NONE)
+            c->g->nodes[nodes[n]].extra = bounds;
         classes[n++] = 1u << JC_NUMBER;
     }
     if (types & (T_BOOLEAN | T_NULL)) {
@@ -674,6 +694,11 @@ static uint32_t compile(compiler *c, const json_t *s, int depth)
                        "json_schema: $ref, anyOf, oneOf, enum and const%s cannot be combined "
                        "(at %s)",
                        NULL);
+    const char *bound = jc_bound_keyword(s);
+    if ((ref || any || one || lits) && bound)
+        return jc_fail(c, TW_INVALID_ARGUMENT,
+                       "json_schema: \"%s\" beside $ref, anyOf, oneOf, enum or const (at %s)",
+                       bound);
     if (ref)
         return compile_ref(c, s, depth);
     if (any || one)
@@ -693,6 +718,7 @@ void tw_json_grammar_free(tw_json_grammar *g)
     if (!g)
         return;
     free(g->tail);
+    free(g->bounds);
     free(g->tag_alts);
     for (uint32_t i = 0; i < g->n_lits; i++)
         free(g->lits[i].text);

@@ -262,6 +262,14 @@ def main():
     put(jg, "tail", b"\x02}\n</tool_call>\n" + json.dumps({"type": "object", "properties": {
         "city": {"type": "string"}}}).encode() + b'\0{"city": "Oslo"}}\n</tool_call>')
     put(jg, "bad_schema", b'{"type": "string", "pattern": "a"}\0"a"')
+    put(jg, "bounds", json.dumps({"type": "object", "properties": {
+        "age": {"type": "integer", "minimum": 0, "exclusiveMaximum": 150},
+        "p": {"type": "number", "minimum": 0.1, "maximum": 0.9},
+        "t": {"type": ["number", "null"], "exclusiveMinimum": -2.5, "maximum": -0.75},
+        "big": {"type": "integer", "minimum": 999999999999999990}}}).encode()
+        + b'\0{"age": 149, "p": 0.123456789, "t": -1.5, "big": 999999999999999999}')
+    put(jg, "leap", json.dumps({"type": "string", "format": "date"}).encode()
+        + b'\0"2000-02-29"')
 
     # fuzz_seq_state: odd selectors fill a real header's body (format from
     # the selector, token count from the next byte); even ones are whole blobs

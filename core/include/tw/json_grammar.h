@@ -15,7 +15,9 @@
  *   by a property all of them require, with different const or enum
  *   values: that property is then written first), $ref to #/$defs/... or
  *   #/definitions/..., format (date, time, date-time and uuid strings;
- *   int64, float and double numbers), and the annotations title,
+ *   int64, float and double numbers), minimum, maximum, exclusiveMinimum
+ *   and exclusiveMaximum (as numbers, or draft 4's booleans beside
+ *   minimum and maximum), and the annotations title,
  *   description, default, examples, $schema, $id, $comment, $defs,
  *   definitions, strict, discriminator.
  * What is generated is a subset of what the schema allows, chosen so that
@@ -29,10 +31,13 @@
  *   - "integer" is -?digits (no fraction or exponent); numbers have at most
  *     TW_JSON_MAX_NUMBER bytes, exponents at most two digits and integer
  *     parts of more than 18 digits only before a fraction or an exponent,
- *     so every number is a finite double or a 64-bit integer;
+ *     so every number is a finite double or a 64-bit integer; a bounded
+ *     number has no exponent, at most 18 integer and 9 fraction digits
+ *     (bounds finer than 1e-9 are rounded inward), never reads "-0", and
+ *     is compared with its bounds exactly, as decimals;
  *   - whitespace between tokens is at most TW_JSON_MAX_WS bytes per gap, so
  *     a model cannot loop on blank space;
- *   - dates are real calendar days, February to the 28th; times and
+ *   - dates are real calendar days (Gregorian leap years); times and
  *     date-times are RFC 3339 with an offset (fractions of 1-9 digits).
  * Strings are UTF-8 checked (no overlong forms or surrogates) and \u
  * escapes pair surrogates, so every document passes a strict parser. */

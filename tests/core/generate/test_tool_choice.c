@@ -217,11 +217,17 @@ static void test_forced_calls(void **state)
 
 /* Tools whose parameters the grammar understands (get_weather) and does
  * not (get_news: the format "email"), for the calls' grammar. */
+#define WEATHER_TOOL                                                                               \
+    {                                                                                              \
+        .name = "get_weather",                                                                     \
+        .parameters_json = "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\","   \
+                           "\"maxLength\":12},\"days\":{\"type\":\"integer\",\"minimum\":1,"       \
+                           "\"maximum\":14}},\"required\":[\"city\",\"days\"],"                    \
+                           "\"additionalProperties\":false}"                                       \
+    }
+
 static const tw_tool g_strict_tools[] = {
-    {.name = "get_weather",
-     .parameters_json = "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\","
-                        "\"maxLength\":12},\"days\":{\"type\":\"integer\"}},\"required\":"
-                        "[\"city\",\"days\"],\"additionalProperties\":false}"},
+    WEATHER_TOOL,
     {.name = "get_news",
      .parameters_json = "{\"type\":\"object\",\"properties\":{\"day\":{\"type\":\"string\","
                         "\"format\":\"email\"}}}"},
@@ -230,7 +236,7 @@ static const tw_tool g_strict_tools[] = {
 /* Tools that all have schemas the grammar understands, so "required"
  * holds each call's arguments to its own tool's. */
 static const tw_tool g_bounded_tools[] = {
-    g_strict_tools[0],
+    WEATHER_TOOL,
     {.name = "get_time",
      .parameters_json = "{\"type\":\"object\",\"properties\":{\"tz\":{\"enum\":[\"utc\","
                         "\"cet\"]}},\"required\":[\"tz\"],\"additionalProperties\":false}"},
@@ -265,7 +271,9 @@ static void whole_call(const char *text, const char *head, const char *close, co
     }
     if (strict && strcmp(name, "get_weather") == 0) {
         const char *city = json_string_value(json_object_get(args, "city"));
-        if (!city || strlen(city) > 4 * 12 || !json_is_integer(json_object_get(args, "days")) ||
+        const json_t *days = json_object_get(args, "days");
+        if (!city || strlen(city) > 4 * 12 || !json_is_integer(days) ||
+            json_integer_value(days) < 1 || json_integer_value(days) > 14 ||
             json_object_size(args) != 2)
             fail_msg("get_weather's arguments do not fit its schema: %s", text);
     }

@@ -270,12 +270,13 @@ static void test_formats(void **state)
 {
     (void)state;
     static const struct {
-        const char *format, *good[4], *bad[6];
+        const char *format, *good[6], *bad[8];
     } cases[] = {
         {"date",
-         {"\"2024-02-28\"", "\"1999-12-31\"", "\"2024-04-30\"", "\"0001-01-01\""},
-         {"\"2024-02-29\"", "\"2024-13-01\"", "\"2024-00-10\"", "\"2024-04-31\"", "\"2024-1-01\"",
-          "\"2024-01-1\""}},
+         {"\"2024-02-28\"", "\"1999-12-31\"", "\"2024-04-30\"", "\"0001-01-01\"", "\"2024-02-29\"",
+          "\"2000-02-29\""},
+         {"\"2023-02-29\"", "\"2024-13-01\"", "\"2024-00-10\"", "\"2024-04-31\"", "\"2024-1-01\"",
+          "\"2024-01-1\"", "\"1900-02-29\"", "\"2024-02-30\""}},
         {"time",
          {"\"23:59:59Z\"", "\"00:00:00.123+05:30\"", "\"12:30:00-08:00\"",
           "\"01:02:03.123456789Z\""},
@@ -295,10 +296,10 @@ static void test_formats(void **state)
         char schema[128];
         snprintf(schema, sizeof schema, "{\"type\":\"string\",\"format\":\"%s\"}", cases[i].format);
         tw_json_grammar *g = compile_ok(schema);
-        for (int k = 0; k < 4 && cases[i].good[k]; k++)
+        for (int k = 0; k < 6 && cases[i].good[k]; k++)
             if (!accepts(g, cases[i].good[k]))
                 fail_msg("%s refused %s", cases[i].format, cases[i].good[k]);
-        for (int k = 0; k < 6 && cases[i].bad[k]; k++)
+        for (int k = 0; k < 8 && cases[i].bad[k]; k++)
             if (accepts(g, cases[i].bad[k]))
                 fail_msg("%s accepted %s", cases[i].format, cases[i].bad[k]);
         /* no fast path: a formatted string is not a plain run */
