@@ -100,3 +100,28 @@ const char *tw_tool_call_tail(tw_tool_format f, bool named)
         return "";
     }
 }
+
+bool tw_tool_call_trigger(tw_tool_format f, tw_tool_trigger *out)
+{
+    switch (f) {
+    case TW_TOOL_FORMAT_HERMES:
+        *out = (tw_tool_trigger){.text = "<tool_call>"};
+        return true;
+    case TW_TOOL_FORMAT_LLAMA_JSON:
+        *out = (tw_tool_trigger){.text = "{", .keep = 1, .at_start = true, .ends_answer = true};
+        return true;
+    case TW_TOOL_FORMAT_MISTRAL:
+        *out = (tw_tool_trigger){.text = "[TOOL_CALLS]", .ends_answer = true, .list = true};
+        return true;
+    default:
+        return false;
+    }
+}
+
+size_t tw_tool_trigger_step(const char *trigger, size_t at, unsigned char c)
+{
+    for (size_t k = at + 1; k > 0; k--)
+        if ((unsigned char)trigger[k - 1] == c && memcmp(trigger, trigger + at + 1 - k, k - 1) == 0)
+            return k;
+    return 0;
+}

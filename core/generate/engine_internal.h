@@ -84,6 +84,13 @@ typedef struct model_entry {
 tw_status tool_call_grammar(const model_entry *m, const tw_chat_input *chat, const char *name,
                             struct tw_json_grammar **out, tw_err *err);
 
+/* The grammar of the calls a model opens by itself under tool_choice
+ * "auto", from trig (tw_tool_call_trigger) on: the call's object and its
+ * closing, or Mistral's list. */
+tw_status tool_call_grammar_auto(const model_entry *m, const tw_chat_input *chat,
+                                 const tw_tool_trigger *trig, struct tw_json_grammar **out,
+                                 tw_err *err);
+
 /* A request after submit: a deep copy of everything the scheduler needs. */
 typedef struct request {
     struct request *next; /* queue or running list */
@@ -98,6 +105,14 @@ typedef struct request {
      * which ends the prompt and starts each choice's answer text */
     char *answer_prefix;
     tw_json_grammar *json;   /* the answer's JSON grammar; NULL: free text */
+    /* tool_choice "auto": json holds the tools' calls, and applies only
+     * from where the answer opens a call (trigger) to the call's end */
+    bool lazy;
+    tw_tool_trigger trigger;
+    /* how much of the trigger the prompt ends with; when all of it, the
+     * bytes after it (the call's start) */
+    uint8_t trig_start, n_trig_after;
+    char trig_after[32];
     tw_transition_kind kind; /* typed transition for a loop close */
 
     tw_sampling_params sampling;

@@ -244,6 +244,38 @@ static tw_status force_tool_call(const model_entry *m, const tw_chat_input *chat
     return TW_OK;
 }
 
+/* Tools under tool_choice "auto" (or none given): the calls the model
+ * opens by itself are held to the tools' grammar, as forced ones are. Not
+ * beside a JSON answer, which holds the whole answer already. */
+static tw_status lazy_tool_grammar(const model_entry *m, const tw_gen_request *req, request *r,
+                                   const char *text, size_t len, tw_err *err)
+{
+    const tw_chat_input *chat = &req->chat;
+    const char *choice = chat->tool_choice;
+    if (req->format.kind != TW_OUTPUT_TEXT || chat->n_tools == 0 || !m->json_vocab ||
+        (choice && strcmp(choice, "auto") != 0) ||
+        !tw_tool_call_trigger(m->tool_format, &r->trigger))
+        return TW_OK;
+    tw_status st = tool_call_grammar_auto(m, chat, &r->trigger, &r->json, err);
+    r->lazy = st == TW_OK;
+    /* a prompt that ends inside an opening (a template or a caller that
+     * starts the call) has the call go on in the answer */
+    const size_t tl = strlen(r->trigger.text), after = sizeof r->trig_after;
+    for (size_t i = len > tl + after ? len - tl - after : 0;
+         r->lazy && !r->trigger.at_start && i < len; i++) {
+        r->trig_start =
+            (uint8_t)tw_tool_trigger_step(r->trigger.text, r->trig_start, (unsigned char)text[i]);
+        if (r->trig_start == tl && len - i - 1 <= after) {
+            r->n_trig_after = (uint8_t)(len - i - 1);
+            memcpy(r->trig_after, text + i + 1, r->n_trig_after);
+            break;
+        }
+        if (r->trig_start == tl)
+            r->trig_start = 0;
+    }
+    return st;
+}
+
 static tw_status build_prompt(tw_engine *e, model_entry *m, const tw_gen_request *req,
                               request *r, tw_err *err)
 {
@@ -292,6 +324,8 @@ static tw_status build_prompt(tw_engine *e, model_entry *m, const tw_gen_request
                                           &rendered, &len, err);
         if (st == TW_OK)
             st = force_tool_call(m, &req->chat, r, &rendered, &len, err);
+        if (st == TW_OK && !r->answer_prefix)
+            st = lazy_tool_grammar(m, req, r, rendered, len, err);
         if (st != TW_OK) {
             free(rendered);
             return st;

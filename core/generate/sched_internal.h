@@ -33,6 +33,11 @@ typedef struct slot {
     tw_spec *spec;      /* NULL: no speculative decoding */
     tw_json_state *json; /* where a JSON answer stands; NULL: free text */
     tw_json_masker *jmask;
+    /* json applies now (always, but for a lazy request: from a call's
+     * opening to its end); trig_at: bytes of the trigger matched so far;
+     * trig_off: an at_start trigger that can no longer come */
+    bool json_on, trig_off;
+    uint8_t trig_at;
     /* this step's row was masked ahead (by the decode step, for several
      * slots at once): how many tokens it kept */
     bool mask_ready;
@@ -98,5 +103,11 @@ void sched_prefill_step(tw_engine *e, sched *s);
 
 /* One decode step per model over all its decoding slots. */
 void sched_decode_step(tw_engine *e, sched *s);
+
+/* A lazy request's trigger is complete: the tools' grammar applies from
+ * here, starting with the trigger's kept bytes and then after[0..n) (what
+ * the trigger's token wrote past it). False, and left off, when those
+ * break it; the caller sees to a call they already close. */
+bool sched_json_open(slot *sl, const char *after, size_t n);
 
 #endif

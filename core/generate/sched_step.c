@@ -76,8 +76,21 @@ static void token_text(const model_entry *m, uint32_t token, const char **text, 
         *len = 0;
 }
 
-/* A JSON answer takes the token's bytes; the document's last byte ends
- * the answer, as an end-of-turn token would. */
+/* The document's last byte ends the answer, as an end-of-turn token
+ * would; but a Hermes tool call under "auto" ends only the call, and the
+ * answer goes on as free text (another call may follow). */
+static void json_closed(slot *sl)
+{
+    const request *r = sl->r;
+    if (!r->lazy || r->trigger.ends_answer) {
+        sched_slot_finish(sl, TW_FINISH_STOP);
+        return;
+    }
+    sl->json_on = false;
+    sl->trig_at = 0;
+}
+
+/* A JSON answer takes the token's bytes. */
 static void json_advance(slot *sl, uint32_t token)
 {
     const char *p;
@@ -86,7 +99,49 @@ static void json_advance(slot *sl, uint32_t token)
     if (!tw_json_state_feed(sl->json, p, n))
         sched_slot_fail(sl, TW_INTERNAL, "a token that breaks the JSON answer was committed");
     else if (tw_json_state_closed(sl->json))
-        sched_slot_finish(sl, TW_FINISH_STOP);
+        json_closed(sl);
+}
+
+/* tool_choice "auto": watches the answer's bytes for the opening of a
+ * call, from which the call is held to the tools' grammar (starting with
+ * the trigger's last keep bytes and whatever the same token wrote after
+ * it). A call whose first bytes, written in the opening's token, already
+ * break the grammar is left as the model wrote it. */
+static void watch_trigger(slot *sl, uint32_t token)
+{
+    const tw_tool_trigger *t = &sl->r->trigger;
+    const size_t tl = strlen(t->text);
+    const char *p;
+    size_t n;
+    token_text(sl->m, token, &p, &n);
+    for (size_t i = 0; i < n && !sl->trig_off; i++) {
+        const unsigned char c = (unsigned char)p[i];
+        if (!t->at_start) {
+            sl->trig_at = (uint8_t)tw_tool_trigger_step(t->text, sl->trig_at, c);
+        } else if (sl->trig_at == 0 && (c == ' ' || c == '\n' || c == '\t' || c == '\r')) {
+            continue;
+        } else if ((unsigned char)t->text[sl->trig_at] == c) {
+            sl->trig_at++;
+        } else {
+            sl->trig_off = true;
+        }
+        if (sl->trig_at < tl)
+            continue;
+        sl->trig_off = t->at_start;
+        if (sched_json_open(sl, p + i + 1, n - i - 1) && tw_json_state_closed(sl->json))
+            json_closed(sl);
+        return;
+    }
+}
+
+bool sched_json_open(slot *sl, const char *after, size_t n)
+{
+    const tw_tool_trigger *t = &sl->r->trigger;
+    sl->trig_at = 0;
+    tw_json_state_init(sl->json, sl->r->json);
+    sl->json_on = tw_json_state_feed(sl->json, t->text + strlen(t->text) - t->keep, t->keep) &&
+                  tw_json_state_feed(sl->json, after, n);
+    return sl->json_on;
 }
 
 /* Whether the slot's next token is sampled under its JSON grammar: not
@@ -94,8 +149,8 @@ static void json_advance(slot *sl, uint32_t token)
  * forced. */
 static bool json_masked(const slot *sl)
 {
-    return sl->json && !(sl->think && tw_thinking_inside(sl->think)) && !sl->close_pending &&
-           sl->forced_pos >= sl->n_forced;
+    return sl->json && sl->json_on && !(sl->think && tw_thinking_inside(sl->think)) &&
+           !sl->close_pending && sl->forced_pos >= sl->n_forced;
 }
 
 /* Bans the tokens of row that cannot continue the JSON answer (a model
@@ -204,8 +259,12 @@ static void commit(tw_engine *e, slot *sl, uint32_t token, const tw_sample_resul
         else
             push_text(sl, role == TW_ROLE_REASONING, p, n);
     }
-    if (sl->json && role == TW_ROLE_CONTENT && sl->finish == TW_FINISH_NONE)
-        json_advance(sl, token);
+    if (sl->json && role == TW_ROLE_CONTENT && sl->finish == TW_FINISH_NONE) {
+        if (sl->json_on)
+            json_advance(sl, token);
+        else
+            watch_trigger(sl, token);
+    }
     if (sl->finish != TW_FINISH_NONE)
         return;
 
@@ -215,7 +274,7 @@ static void commit(tw_engine *e, slot *sl, uint32_t token, const tw_sample_resul
         sl->close_pending = true;
         sl->forced = sl->m->transition[sl->transition];
         /* a transition is prose, which a JSON answer has no room for */
-        sl->n_forced = sl->json ? 0 : sl->m->n_transition[sl->transition];
+        sl->n_forced = sl->json && sl->json_on ? 0 : sl->m->n_transition[sl->transition];
         sl->forced_pos = 0;
     }
     if ((role == TW_ROLE_CONTENT && r->stop.max_tokens && sl->n_answer >= r->stop.max_tokens) ||
@@ -262,7 +321,7 @@ static void next_token(tw_engine *e, slot *sl, float *row)
     }
     /* a whole JSON answer may end however short it is */
     if (tw_stop_suppress_eos(sl->stop, sl->n_answer) &&
-        !(sl->json && tw_json_state_complete(sl->json)))
+        !(sl->json && sl->json_on && tw_json_state_complete(sl->json)))
         for (size_t i = 0; i < sl->m->n_eos; i++)
             row[sl->m->eos[i]] = -INFINITY;
     if (!json_mask(sl, row))
@@ -456,6 +515,8 @@ static void spec_next_token(tw_engine *e, slot *sl, size_t i, float *row)
     if (tw_stop_suppress_eos(sl->stop, sl->n_answer))
         for (size_t j = 0; j < sl->m->n_eos; j++)
             row[sl->m->eos[j]] = -INFINITY;
+    if (!json_mask(sl, row))
+        return;
     bool accepted;
     tw_sample_result res = {0};
     res.token = tw_spec_choose(sl->spec, sl->sampler, i, row, &accepted);

@@ -176,6 +176,13 @@ static tw_status slot_setup(tw_engine *e, slot *sl, request *r, uint32_t index, 
                       : tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory for a JSON answer");
         if (st == TW_OK)
             tw_json_state_init(sl->json, r->json);
+        sl->json_on = !r->lazy;
+        sl->trig_off = false;
+        sl->trig_at = r->trig_start;
+        /* the prompt opened a call (a whole one stays behind it) */
+        if (st == TW_OK && r->lazy && r->trig_start == strlen(r->trigger.text) &&
+            sched_json_open(sl, r->trig_after, r->n_trig_after) && tw_json_state_closed(sl->json))
+            sl->json_on = false;
     }
     return st;
 }

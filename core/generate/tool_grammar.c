@@ -1,5 +1,7 @@
-/* The JSON grammar of a forced tool call: what the model writes after the
- * opening the prompt ends with, so that the answer is a whole call. */
+/* The JSON grammar of a tool call: for a forced one, what the model writes
+ * after the opening the prompt ends with, so that the answer is a whole
+ * call; for one the model opens itself (tool_choice "auto"), what follows
+ * the opening it wrote. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +21,7 @@ static json_t *parameters_of(const tw_tool *t)
  * told apart by the name, each with its own arguments; otherwise a name
  * among the tools' (any string past the grammar's enum limit) and any
  * object of arguments. */
-static char *call_schema(const tw_chat_input *chat, const char *key, bool per_tool)
+static char *call_schema(const tw_chat_input *chat, const char *key, bool per_tool, bool list)
 {
     json_t *alts = json_array(), *names = json_array();
     for (size_t i = 0; alts && names && i < chat->n_tools; i++) {
@@ -43,6 +45,8 @@ static char *call_schema(const tw_chat_input *chat, const char *key, bool per_to
                            "properties", "name", name, key, "type", "object", "required", "name",
                            key, "additionalProperties", 0);
     }
+    if (schema && list)
+        schema = json_pack("{s:s, s:o, s:i}", "type", "array", "items", schema, "minItems", 1);
     char *text = schema ? json_dumps(schema, JSON_COMPACT) : NULL;
     json_decref(schema);
     json_decref(alts);
@@ -55,6 +59,35 @@ static tw_status compile_text(char *text, tw_json_grammar **out, tw_err *err)
     tw_status st = text ? tw_json_grammar_compile(text, strlen(text), out, err)
                         : tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory");
     free(text);
+    return st;
+}
+
+/* Sets the bytes that close the call; frees the grammar when it cannot. */
+static tw_status with_tail(tw_json_grammar **out, const char *tail, tw_err *err)
+{
+    tw_status st = tw_json_grammar_set_tail(*out, tail, strlen(tail), err);
+    if (st != TW_OK) {
+        tw_json_grammar_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+/* The grammar of a call's object (list: of a list of calls), one
+ * alternative per tool; with a tool whose schema it cannot compile, any
+ * object of arguments for every tool, which the log names. */
+static tw_status calls_grammar(const tw_chat_input *chat, const char *key, bool list,
+                               tw_json_grammar **out, tw_err *err)
+{
+    tw_err why;
+    tw_status st = compile_text(call_schema(chat, key, true, list), out, &why);
+    if (st == TW_INVALID_ARGUMENT) {
+        tw_info("tool calls: arguments held to any JSON object, not to each tool's schema (%s)",
+                why.msg);
+        return compile_text(call_schema(chat, key, false, list), out, err);
+    }
+    if (st != TW_OK)
+        *err = why;
     return st;
 }
 
@@ -82,23 +115,20 @@ tw_status tool_call_grammar(const model_entry *m, const tw_chat_input *chat, con
             *err = why;
         }
     } else {
-        st = compile_text(call_schema(chat, key, true), out, &why);
-        if (st == TW_INVALID_ARGUMENT) {
-            tw_info("tool_choice required: arguments held to any JSON object, not to each "
-                    "tool's schema (%s)",
-                    why.msg);
-            st = compile_text(call_schema(chat, key, false), out, err);
-        } else if (st != TW_OK) {
-            *err = why;
-        }
+        st = calls_grammar(chat, key, false, out, err);
     }
     if (st != TW_OK)
         return st;
-    const char *tail = tw_tool_call_tail(m->tool_format, name != NULL);
-    st = tw_json_grammar_set_tail(*out, tail, strlen(tail), err);
-    if (st != TW_OK) {
-        tw_json_grammar_free(*out);
-        *out = NULL;
-    }
-    return st;
+    return with_tail(out, tw_tool_call_tail(m->tool_format, name != NULL), err);
+}
+
+/* A call the model opens by itself: its object, or Mistral's list of
+ * calls, from the trigger on. */
+tw_status tool_call_grammar_auto(const model_entry *m, const tw_chat_input *chat,
+                                 const tw_tool_trigger *trig, tw_json_grammar **out, tw_err *err)
+{
+    tw_status st = calls_grammar(chat, tw_tool_call_args_key(m->tool_format), trig->list, out, err);
+    if (st != TW_OK)
+        return st;
+    return with_tail(out, trig->list ? "" : tw_tool_call_tail(m->tool_format, false), err);
 }

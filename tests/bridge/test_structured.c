@@ -276,6 +276,66 @@ static void test_forced_tool_call(void **state)
     twb_stop(&s);
 }
 
+/* tool_choice "auto" on Llama 3.1's template, whose calls are answers that
+ * start with "{": the bias below makes every answer start so, and the
+ * call that follows is held to the tools' grammar, so each seed gives a
+ * whole call (finish_reason tool_calls) whose arguments fit its tool. */
+static void test_auto_tool_call(void **state)
+{
+    (void)state;
+    TW_REQUIRE_SHARED(dir);
+    char tmpl[4096];
+    tw_test_shared_path(tmpl, sizeof tmpl, "chat/meta-llama-Llama-3.1-8B-Instruct.jinja");
+    twb_service s;
+    twb_init(&s);
+    const char *const extra[] = {"--chat-template", tmpl, NULL};
+    twb_start_engine(&s, model_path, extra);
+    twb_start_bridge(&s, NULL, NULL);
+    twb_wait_ready(&s);
+    twb_result t = twb_http(&s, "POST", "/tokenize",
+                            "{\"prompt\":\"{\",\"add_special_tokens\":false}", SIZE_MAX);
+    json_t *tj = twb_ok_json(&t, "tokenize");
+    json_t *ids = json_object_get(tj, "tokens");
+    assert_int_equal(json_array_size(ids), 1);
+    const json_int_t brace = json_integer_value(json_array_get(ids, 0));
+    json_decref(tj);
+    for (unsigned seed = 1; seed <= 3; seed++) {
+        char body[2048];
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Oslo?\"}],"
+                 "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+                 "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":"
+                 "\"string\",\"maxLength\":12},\"days\":{\"type\":\"integer\",\"minimum\":1,"
+                 "\"maximum\":7}},\"required\":[\"city\",\"days\"],"
+                 "\"additionalProperties\":false}}}],\"tool_choice\":\"auto\","
+                 "\"logit_bias\":{\"%lld\":100},\"temperature\":1,\"max_tokens\":300,"
+                 "\"seed\":%u}",
+                 (long long)brace, seed);
+        twb_result r = twb_http(&s, "POST", "/v1/chat/completions", body, SIZE_MAX);
+        json_t *j = twb_ok_json(&r, "auto call");
+        json_t *ch = json_array_get(json_object_get(j, "choices"), 0);
+        json_t *call =
+            json_array_get(json_object_get(json_object_get(ch, "message"), "tool_calls"), 0);
+        json_t *fn = json_object_get(call, "function");
+        const char *finish = json_string_value(json_object_get(ch, "finish_reason"));
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        const char *args = json_string_value(json_object_get(fn, "arguments"));
+        if (!finish || strcmp(finish, "tool_calls") != 0 || !name ||
+            strcmp(name, "get_weather") != 0 || !args)
+            fail_msg("seed %u: not a whole get_weather call: %s", seed,
+                     json_dumps(j, JSON_COMPACT));
+        json_t *a = json_loads(args, 0, NULL);
+        const json_t *days = json_object_get(a, "days");
+        if (!json_is_string(json_object_get(a, "city")) || !json_is_integer(days) ||
+            json_integer_value(days) < 1 || json_integer_value(days) > 7 ||
+            json_object_size(a) != 2)
+            fail_msg("seed %u: the arguments do not fit the parameters: %s", seed, args);
+        json_decref(a);
+        json_decref(j);
+    }
+    twb_stop(&s);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -290,6 +350,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_structured_outputs, twb_teardown),
         cmocka_unit_test_teardown(test_forced_tool_call, twb_teardown),
+        cmocka_unit_test_teardown(test_auto_tool_call, twb_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();

@@ -44,4 +44,25 @@ const char *tw_tool_call_args_key(tw_tool_format f);
  * "required" (after the call's object) "\n</tool_call>", "" or "]". */
 const char *tw_tool_call_tail(tw_tool_format f, bool named);
 
+/* How an answer opens a tool call by itself (tool_choice "auto"), so that
+ * the call can be held to the tools' grammar from there on. */
+typedef struct tw_tool_trigger {
+    const char *text; /* the bytes that open a call: "<tool_call>", "{", "[TOOL_CALLS]" */
+    size_t keep;      /* how many of its last bytes are already the call's JSON */
+    bool at_start;    /* it counts only as the answer's first bytes but whitespace */
+    bool ends_answer; /* the call (Mistral: the list of calls) is the whole answer */
+    bool list;        /* the JSON is a list of calls, not one call's object */
+} tw_tool_trigger;
+
+/* The trigger of format f: Hermes "<tool_call>" anywhere in the answer
+ * (each call closes with "\n</tool_call>", and more may follow), Llama 3.1
+ * an answer that starts with "{", Mistral "[TOOL_CALLS]" and a list. False
+ * for TW_TOOL_FORMAT_NONE. */
+bool tw_tool_call_trigger(tw_tool_format f, tw_tool_trigger *out);
+
+/* How much of trigger the text ends with once byte c follows text that
+ * ended with its first at bytes: the longest start of trigger that is a
+ * suffix (at <= strlen(trigger) - 1 stays below 256). */
+size_t tw_tool_trigger_step(const char *trigger, size_t at, unsigned char c);
+
 #endif

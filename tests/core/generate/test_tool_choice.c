@@ -353,6 +353,111 @@ static void test_forced_call_grammar(void **state)
     free(a);
 }
 
+/* The id of a one-token text. */
+static uint32_t token_of(tw_engine *e, const char *text)
+{
+    uint32_t *ids;
+    size_t n;
+    tw_err err;
+    assert_int_equal(tw_engine_tokenize(e, NULL, text, strlen(text), false, true, &ids, &n, &err),
+                     TW_OK);
+    assert_int_equal(n, 1);
+    uint32_t id = ids[0];
+    free(ids);
+    return id;
+}
+
+/* A chat under tool_choice choice whose sampling favours the token of
+ * text far above all others, so the model writes it wherever it may. */
+static void run_favouring(tw_engine *e, const char *choice, const char *text, float temperature,
+                          tw_spec_mode spec, answer *a)
+{
+    tw_gen_request r;
+    chat_request(&r, choice);
+    r.chat.tools = g_bounded_tools;
+    tw_logit_bias bias = {.token_id = token_of(e, text), .bias = 100.0f};
+    r.sampling.logit_bias = &bias;
+    r.sampling.n_logit_bias = 1;
+    r.sampling.temperature = temperature;
+    r.sampling.has_seed = true;
+    r.sampling.seed = 11;
+    r.speculative.mode = spec;
+    r.stop.max_tokens = 500;
+    run_request(e, &r, a);
+}
+
+/* tool_choice "auto": a call the model opens by itself is held to the
+ * tools' grammar from its opening to its end. With Llama 3.1's template an
+ * answer that starts with "{" is a call, which then ends the answer; with
+ * a Hermes template the grammar applies between "<tool_call>" (here begun
+ * by the prompt, finished by the model) and "</tool_call>", and the answer
+ * goes on freely after it. The same favoured token with "none" gives no
+ * call at all, and greedy answers are the same with and without
+ * speculation. */
+static void test_auto_calls(void **state)
+{
+    (void)state;
+    TW_REQUIRE_SHARED(dir);
+    char path[4096];
+    char *llama = tw_test_read_file(
+        tw_test_shared_path(path, sizeof path, "chat/meta-llama-Llama-3.1-8B-Instruct.jinja"),
+        NULL);
+    assert_non_null(llama);
+    tw_err err;
+    tw_engine *e = engine_with(llama, TW_OK, &err);
+    answer *a = malloc(sizeof *a);
+    answer *b = malloc(sizeof *b);
+    assert_non_null(a);
+    assert_non_null(b);
+    run_favouring(e, "auto", "{", 1.0f, TW_SPEC_OFF, a);
+    for (int i = 0; i < 2; i++) {
+        if (a->finish[i] != TW_FINISH_STOP)
+            fail_msg("auto, choice %d ended with %d: %s", i, a->finish[i], a->text[i]);
+        whole_call(a->text[i], "", "", "parameters", NULL, true);
+    }
+    run_favouring(e, "none", "{", 1.0f, TW_SPEC_OFF, a);
+    for (int i = 0; i < 2; i++) {
+        json_t *v = json_loads(a->text[i], 0, NULL);
+        if (json_is_object(v))
+            fail_msg("without the grammar the answer still parsed: %s", a->text[i]);
+        json_decref(v);
+    }
+    run_favouring(e, "auto", "{", 0.0f, TW_SPEC_OFF, a);
+    run_favouring(e, "auto", "{", 0.0f, TW_SPEC_LOOKUP, b);
+    assert_string_equal(a->text[0], b->text[0]);
+    whole_call(b->text[0], "", "", "parameters", NULL, true);
+    tw_engine_destroy(e);
+
+    const char *hermes = "{#- calls go in <tool_call> blocks #}{%- for m in messages %}"
+                         "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endfor %}"
+                         "<|im_start|>assistant\n<tool_call";
+    e = engine_with(hermes, TW_OK, &err);
+    const char *close = "\n</tool_call>";
+    for (int round = 0; round < 2; round++) {
+        run_favouring(e, round ? "none" : "auto", ">", 1.0f, TW_SPEC_OFF, a);
+        for (int i = 0; i < 2; i++) {
+            char *end = strstr(a->text[i], close);
+            if (round == 1) {
+                if (end)
+                    fail_msg("without the grammar a call was written: %s", a->text[i]);
+                continue;
+            }
+            if (!end || a->finish[i] != TW_FINISH_LENGTH || !end[strlen(close)])
+                fail_msg("choice %d (%d) is not a call and free text after it: %s", i, a->finish[i],
+                         a->text[i]);
+            char call[sizeof a->text[0]];
+            size_t n = (size_t)(end - a->text[i]) + strlen(close);
+            memcpy(call, a->text[i], n);
+            call[n] = '\0';
+            whole_call(call, ">", close, "arguments", NULL, true);
+        }
+    }
+    tw_engine_destroy(e);
+    free(a);
+    free(b);
+    free(llama);
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -433,10 +538,9 @@ int main(int argc, char **argv)
     }
     g_model = argv[1];
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_openers),
-        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_forced_calls),
-        cmocka_unit_test(test_forced_call_grammar),
+        cmocka_unit_test(test_openers),      cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_forced_calls), cmocka_unit_test(test_forced_call_grammar),
+        cmocka_unit_test(test_auto_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
