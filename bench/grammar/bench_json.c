@@ -161,20 +161,28 @@ static void on_chunk(void *user, const tw_gen_chunk *ch)
     }
 }
 
+/* a text prompt: the real-shape bench models have no chat template */
+static const char g_ask[] = "A user record for Ada Lovelace, as JSON:\n";
+/* records to copy from, as extraction answers do, where prompt lookup
+ * drafts well */
+static const char g_echo[] =
+    "{\"name\": \"Ada Lovelace\", \"age\": 36, \"email\": \"ada@example.org\", \"tags\": "
+    "[\"math\", \"engines\"], \"active\": true}\n{\"name\": \"Ada Lovelace\", \"age\": 36, "
+    "\"email\": \"ada@example.org\", \"tags\": [\"math\", \"engines\"], \"active\": true}\n";
+
 /* Decode tokens per second of one greedy answer (after the first token). */
-static double decode_rate(tw_engine *e, bool json, uint32_t *tokens)
+static double decode_rate(tw_engine *e, const char *prompt, bool json, tw_spec_mode spec,
+                          uint32_t *tokens)
 {
-    /* a text prompt: the real-shape bench models have no chat template */
-    static const char prompt[] = "A user record for Ada Lovelace, as JSON:\n";
     tw_gen_request r;
     tw_gen_request_init(&r);
     r.prompt_kind = TW_PROMPT_TEXT;
     r.prompt_text = prompt;
-    r.prompt_text_len = sizeof prompt - 1;
+    r.prompt_text_len = strlen(prompt);
     r.sampling.temperature = 0.0f;
     r.stop.max_tokens = 256;
     r.thinking.enable_thinking = TW_THINK_OFF;
-    r.speculative.mode = TW_SPEC_OFF;
+    r.speculative.mode = spec;
     r.cache.mode = TW_CACHE_BYPASS;
     if (json) {
         r.format.kind = TW_OUTPUT_JSON;
@@ -210,17 +218,23 @@ static int bench_decode(const char *model, uint32_t threads, unsigned reps)
         fprintf(stderr, "tw-bench-json: %s: %s\n", model, err.msg);
         return 1;
     }
-    double best_free = 0, best_json = 0;
-    uint32_t n_free = 0, n_json = 0;
+    double best_free = 0, best_json = 0, best_off = 0, best_look = 0;
+    uint32_t n_free = 0, n_json = 0, n_off = 0, n_look = 0;
     for (unsigned r = 0; r < reps; r++) {
-        double f = decode_rate(e, false, &n_free), j = decode_rate(e, true, &n_json);
-        if (f < 0 || j < 0) {
-            fprintf(stderr, "tw-bench-json: a generation failed\n");
+        double f = decode_rate(e, g_ask, false, TW_SPEC_OFF, &n_free),
+               j = decode_rate(e, g_ask, true, TW_SPEC_OFF, &n_json),
+               off = decode_rate(e, g_echo, true, TW_SPEC_OFF, &n_off),
+               look = decode_rate(e, g_echo, true, TW_SPEC_LOOKUP, &n_look);
+        if (f < 0 || j < 0 || off < 0 || look < 0 || n_off != n_look) {
+            fprintf(stderr, "tw-bench-json: a generation failed (or speculation changed a greedy "
+                            "answer)\n");
             tw_engine_destroy(e);
             return 1;
         }
         best_free = f > best_free ? f : best_free;
         best_json = j > best_json ? j : best_json;
+        best_off = off > best_off ? off : best_off;
+        best_look = look > best_look ? look : best_look;
         bench_progress("decode: round %u of %u", r + 1, reps);
     }
     printf("model: %s, %u threads, greedy, best of %u alternated rounds\n", model, threads,
@@ -229,6 +243,11 @@ static int bench_decode(const char *model, uint32_t threads, unsigned reps)
     printf("JSON schema: %7.1f tok/s (%u tokens), %.2fx free text\n", best_json, n_json,
            best_json / best_free);
     bench_row("json", "decode_tok_s", model, best_json, "tok/s", best_free, "free_text", NULL);
+    printf("JSON copying from the prompt: %7.1f tok/s with prompt lookup, %7.1f without "
+           "(%u tokens), %.2fx\n",
+           best_look, best_off, n_look, best_look / best_off);
+    bench_row("json", "lookup_decode_tok_s", model, best_look, "tok/s", best_off, "no_speculation",
+              NULL);
     tw_engine_destroy(e);
     return 0;
 }

@@ -45,12 +45,11 @@ tw_status engine_spec_for_slot(const request *r, size_t max_tokens, uint64_t see
     *out = NULL;
     const tw_spec_opts *so = &r->speculative;
     model_entry *m = r->m;
-    /* a JSON answer's mask is one position's; drafts would need one per
-     * drafted token. Tool calls under "auto" are a short part of an
-     * answer: verification masks each row it walks, so rounds stay exact
-     * (more drafts are refused while a call is written). */
-    if (so->mode == TW_SPEC_OFF || r->logprobs.enabled || r->logprobs.top_logprobs ||
-        (r->json && !r->lazy))
+    /* JSON answers and tool calls speculate too: verification masks each
+     * row it walks after the tokens before it, so a round keeps to the
+     * grammar and stays exact (a drafted token the grammar bans is just
+     * refused) */
+    if (so->mode == TW_SPEC_OFF || r->logprobs.enabled || r->logprobs.top_logprobs)
         return TW_OK;
     /* Auto keeps seeded sampling reproducible: its on/off decisions depend
      * on timing, so it only speculates where that cannot change the

@@ -3,7 +3,7 @@
  * parser reads and that fits the schema, which the same request without
  * the format does not give; "any JSON object" gives objects; schemas the
  * grammar does not understand, unknown formats and a JSON answer with a
- * forced tool call are refused at submit; such answers do not speculate.
+ * forced tool call are refused at submit; speculation keeps to the grammar.
  *
  *   test_json_answer MODEL.gguf */
 #include <setjmp.h>
@@ -180,23 +180,40 @@ static void test_any_object(void **state)
     assert_true(whole > 0);
     free(a);
 
-    /* a text prompt, greedy, asked to speculate: no drafts for JSON */
-    tw_gen_request_init(&r);
-    r.prompt_kind = TW_PROMPT_TEXT;
-    r.prompt_text = "{\"a\": 1, \"a\": 1, \"a\": 1, \"a\": 1, \"a\": 1";
-    r.prompt_text_len = strlen(r.prompt_text);
-    r.sampling.temperature = 0.0f;
-    r.speculative.mode = TW_SPEC_LOOKUP;
-    r.stop.max_tokens = 64;
-    r.format.kind = TW_OUTPUT_JSON;
-    a = run(&r);
-    assert_int_equal(a->usage.drafted_tokens, 0);
-    if (a->finish[0] == TW_FINISH_STOP) {
-        json_t *v = json_loads(a->text[0], 0, NULL);
-        assert_true(json_is_object(v));
-        json_decref(v);
+    /* speculation keeps to the grammar: a text prompt that repeats itself,
+     * so prompt lookup drafts; greedy answers are the same with and
+     * without it, and sampled ones are still documents */
+    const char *echo = "{\"name\": \"ab\", \"size\": 3, \"ok\": true}\n{\"name\": \"ab\", "
+                       "\"size\": 3, \"ok\": true}\n{\"name\": \"ab\", \"size\": 3, \"ok\": "
+                       "true}\n";
+    answer *plain = NULL;
+    for (int spec = 0; spec < 3; spec++) {
+        tw_gen_request_init(&r);
+        r.prompt_kind = TW_PROMPT_TEXT;
+        r.prompt_text = echo;
+        r.prompt_text_len = strlen(echo);
+        r.sampling.temperature = spec == 2 ? 1.0f : 0.0f;
+        r.sampling.has_seed = true;
+        r.sampling.seed = 3;
+        r.speculative.mode = spec ? TW_SPEC_LOOKUP : TW_SPEC_OFF;
+        r.stop.max_tokens = 96;
+        r.format.kind = TW_OUTPUT_JSON;
+        r.format.json_schema = g_schema;
+        r.format.json_schema_len = strlen(g_schema);
+        a = run(&r);
+        if (a->finish[0] == TW_FINISH_STOP && !fits(a->text[0]))
+            fail_msg("speculating %d: the answer does not fit: %s", spec, a->text[0]);
+        if (spec == 0) {
+            plain = a;
+            assert_int_equal(a->usage.drafted_tokens, 0);
+            continue;
+        }
+        assert_true(a->usage.drafted_tokens > 0);
+        if (spec == 1)
+            assert_string_equal(a->text[0], plain->text[0]);
+        free(a);
     }
-    free(a);
+    free(plain);
 }
 
 /* Reasoning is free text; the answer after the block is the document.
