@@ -88,6 +88,8 @@ tw_status tw_bridge_parse_body(const tw_bridge_http_req *rq, json_t **out,
 /* The endpoint handlers (endpoint_*.c). */
 void tw_bridge_ep_generate(tw_bridge *b, tw_bridge_api_kind kind, const tw_bridge_http_req *rq,
                            const tw_bridge_sink *sink, tw_bridge_http_resp *resp);
+void tw_bridge_ep_responses(tw_bridge *b, const tw_bridge_http_req *rq, const tw_bridge_sink *sink,
+                            tw_bridge_http_resp *resp);
 void tw_bridge_ep_models(tw_bridge *b, const char *model_id, tw_bridge_http_resp *resp);
 void tw_bridge_ep_pull(tw_bridge *b, const tw_bridge_http_req *rq, tw_bridge_http_resp *resp);
 void tw_bridge_ep_health(tw_bridge *b, tw_bridge_http_resp *resp);

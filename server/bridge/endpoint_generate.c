@@ -1,4 +1,5 @@
-/* POST /v1/chat/completions and /v1/completions. */
+/* POST /v1/chat/completions, /v1/completions and /v1/responses (the last
+ * as a chat completion, rewritten both ways by responses_map.c). */
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 #include <pthread.h>
@@ -11,10 +12,13 @@
 #include "bridge.h"
 #include "hangup.h"
 #include "response_json.h"
+#include "responses_map.h"
+#include "responses_stream.h"
 #include "stream_shape.h"
 
-/* "chatcmpl-" / "cmpl-" followed by 24 random characters, like OpenAI's. */
-static void make_response_id(char *buf, size_t cap, tw_bridge_api_kind kind)
+/* prefix ("chatcmpl-", "cmpl-", "resp_") followed by 24 random characters,
+ * like OpenAI's. */
+static void make_response_id(char *buf, size_t cap, const char *prefix)
 {
     static const char alphabet[] =
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
@@ -30,7 +34,7 @@ static void make_response_id(char *buf, size_t cap, tw_bridge_api_kind kind)
     for (size_t i = 0; i < sizeof rnd; i++)
         tail[i] = alphabet[rnd[i] % (sizeof alphabet - 1)];
     tail[sizeof rnd] = '\0';
-    snprintf(buf, cap, "%s%s", kind == TW_BRIDGE_API_CHAT ? "chatcmpl-" : "cmpl-", tail);
+    snprintf(buf, cap, "%s%s", prefix, tail);
 }
 
 /* "fp_" + 10 hex digits of the engine's version: it changes when the engine
@@ -171,8 +175,10 @@ static void generate_batch(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_han
     free(w.st);
 }
 
+/* echo: a /v1/responses request, whose answer is the response object. */
 static void generate_once(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_resp_meta *meta,
-                          const tw_bridge_sink *sink, tw_bridge_http_resp *resp)
+                          const tw_bridge_resp_echo *echo, const tw_bridge_sink *sink,
+                          tw_bridge_http_resp *resp)
 {
     tw_bridge_hangup h;
     tw_bridge_hangup_begin(&h, b, sink);
@@ -181,7 +187,15 @@ static void generate_once(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_resp
     } else {
         json_t *out;
         tw_bridge_apierr ae;
-        if (reply_json(b, g, &g->gen, &h, *meta, &out, &ae) == TW_OK)
+        tw_status st = reply_json(b, g, &g->gen, &h, *meta, &out, &ae);
+        if (st == TW_OK && echo) {
+            json_t *r = tw_bridge_response_of_chat(echo, out);
+            json_decref(out);
+            out = r;
+            if (!r)
+                st = tw_bridge_fail_no_memory(&ae);
+        }
+        if (st == TW_OK)
             tw_bridge_resp_json(resp, 200, out);
         else
             tw_bridge_resp_error(resp, &ae);
@@ -222,28 +236,40 @@ static int sse_write(stream_ctx *sc, const char *data, size_t len)
     return 0;
 }
 
-static int on_event(void *user, const json_t *event)
+/* One event: "event: type" (when type is given) and its "data:" line. */
+static int write_event(stream_ctx *sc, const char *type, const json_t *event)
 {
-    stream_ctx *sc = user;
     char *text = json_dumps(event, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
     if (!text)
         return 1;
-    size_t n = strlen(text);
+    size_t n = strlen(text), head = type ? strlen(type) + 8 : 0;
     /* One write per event keeps events whole on the wire. */
-    char *line = malloc(n + 9);
+    char *line = malloc(head + n + 9);
     if (!line) {
         free(text);
         return 1;
     }
-    memcpy(line, "data: ", 6);
-    memcpy(line + 6, text, n);
-    memcpy(line + 6 + n, "\n\n", 3);
+    if (type)
+        snprintf(line, head + 1, "event: %s\n", type);
+    memcpy(line + head, "data: ", 6);
+    memcpy(line + head + 6, text, n);
+    memcpy(line + head + 6 + n, "\n\n", 3);
     free(text);
-    int rc = sse_write(user, line, n + 8);
+    int rc = sse_write(sc, line, head + n + 8);
     free(line);
     if (!rc)
         atomic_fetch_add(&sc->b->metrics.stream_events, 1);
     return rc;
+}
+
+static int on_event(void *user, const json_t *event)
+{
+    return write_event(user, NULL, event);
+}
+
+static int on_response_event(void *user, const char *type, const json_t *event)
+{
+    return write_event(user, type, event);
 }
 
 static int on_chunk(void *user, const Tokenwire__V1__StreamChunk *chunk)
@@ -325,8 +351,11 @@ static tw_status stream_prompts(tw_bridge *b, const tw_bridge_gen_request *g, st
     return st;
 }
 
+/* echo: a /v1/responses request, whose chat chunks are rewritten into
+ * the Responses events (and which ends without [DONE]). */
 static void generate_stream(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_resp_meta *meta,
-                            const tw_bridge_sink *sink, tw_bridge_http_resp *resp)
+                            const tw_bridge_resp_echo *echo, const tw_bridge_sink *sink,
+                            tw_bridge_http_resp *resp)
 {
     char model[TW_BRIDGE_MAX_MODEL_NAME + 1];
     if (!meta->model || !meta->model[0]) {
@@ -338,12 +367,19 @@ static void generate_stream(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_re
     sc.usage = zero;
     pthread_mutex_init(&sc.mu, NULL);
     tw_bridge_apierr ae;
-    if (tw_bridge_shaper_init(&sc.shaper, meta, g, on_event, &sc) != TW_OK) {
+    tw_bridge_resp_stream rs = {0};
+    if ((echo && tw_bridge_resp_stream_init(&rs, echo, on_response_event, &sc) != TW_OK) ||
+        tw_bridge_shaper_init(&sc.shaper, meta, g, echo ? tw_bridge_resp_stream_chunk : on_event,
+                              echo ? (void *)&rs : (void *)&sc) != TW_OK) {
+        tw_bridge_resp_stream_fini(&rs);
         pthread_mutex_destroy(&sc.mu);
         tw_bridge_fail(&ae, TW_RESOURCE_EXHAUSTED, NULL, NULL, "Out of memory.");
         tw_bridge_resp_error(resp, &ae);
         return;
     }
+    /* the Responses events name the model from the first one on */
+    if (echo && meta->model)
+        rs.model = strdup(meta->model);
     g->gen.has_stream = 1;
     g->gen.stream = 1;
     tw_status st = g->n_prompts > 1
@@ -356,15 +392,19 @@ static void generate_stream(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_re
          * does for a stream request it refuses. */
         tw_bridge_resp_error(resp, &ae);
         tw_bridge_shaper_fini(&sc.shaper);
+        tw_bridge_resp_stream_fini(&rs);
         pthread_mutex_destroy(&sc.mu);
         return;
     }
     if (st != TW_OK && st != TW_CANCELLED && !sc.shaper.stopped)
-        tw_bridge_shaper_error(&sc.shaper, &ae);
+        echo ? tw_bridge_resp_stream_error(&rs, &ae) : tw_bridge_shaper_error(&sc.shaper, &ae);
     else if (st == TW_OK)
         tw_bridge_shaper_end(&sc.shaper);
-    if (!sc.gone)
+    if (echo && !sc.gone && st != TW_CANCELLED)
+        tw_bridge_resp_stream_end(&rs);
+    if (!sc.gone && !echo)
         sse_write(&sc, "data: [DONE]\n\n", 14);
+    tw_bridge_resp_stream_fini(&rs);
     if (sc.gone)
         atomic_fetch_add(&b->metrics.streams_aborted, 1);
     if (sc.begun)
@@ -373,6 +413,24 @@ static void generate_stream(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_re
     pthread_mutex_destroy(&sc.mu);
     resp->status = 200;
     resp->streamed = true;
+}
+
+/* Answers a mapped request, whole or streamed; echo (a Responses request)
+ * takes the id made here. */
+static void run(tw_bridge *b, tw_bridge_gen_request *g, const char *id_prefix,
+                tw_bridge_resp_echo *echo, const tw_bridge_sink *sink, tw_bridge_http_resp *resp)
+{
+    char id[48], fp[16];
+    make_response_id(id, sizeof id, id_prefix);
+    make_fingerprint(b, fp, sizeof fp);
+    if (echo)
+        echo->id = id;
+    tw_bridge_resp_meta meta = {
+        .id = id, .created = (long long)time(NULL), .model = g->gen.model, .fingerprint = fp};
+    if (g->stream && sink)
+        generate_stream(b, g, &meta, echo, sink, resp);
+    else
+        generate_once(b, g, &meta, echo, sink, resp);
 }
 
 void tw_bridge_ep_generate(tw_bridge *b, tw_bridge_api_kind kind, const tw_bridge_http_req *rq,
@@ -385,22 +443,38 @@ void tw_bridge_ep_generate(tw_bridge *b, tw_bridge_api_kind kind, const tw_bridg
         return;
     }
     tw_bridge_gen_request g;
-    tw_status st = kind == TW_BRIDGE_API_CHAT ? tw_bridge_map_chat_request(root, &g, &ae)
-                                              : tw_bridge_map_completion_request(root, &g, &ae);
+    tw_status st = kind == TW_BRIDGE_API_COMPLETION
+                       ? tw_bridge_map_completion_request(root, &g, &ae)
+                       : tw_bridge_map_chat_request(root, &g, &ae);
     json_decref(root);
     if (st != TW_OK) {
         tw_bridge_resp_error(resp, &ae);
         tw_bridge_gen_request_fini(&g);
         return;
     }
-    char id[48], fp[16];
-    make_response_id(id, sizeof id, kind);
-    make_fingerprint(b, fp, sizeof fp);
-    tw_bridge_resp_meta meta = {
-        .id = id, .created = (long long)time(NULL), .model = g.gen.model, .fingerprint = fp};
-    if (g.stream && sink)
-        generate_stream(b, &g, &meta, sink, resp);
-    else
-        generate_once(b, &g, &meta, sink, resp);
+    run(b, &g, kind == TW_BRIDGE_API_CHAT ? "chatcmpl-" : "cmpl-", NULL, sink, resp);
     tw_bridge_gen_request_fini(&g);
+}
+
+void tw_bridge_ep_responses(tw_bridge *b, const tw_bridge_http_req *rq, const tw_bridge_sink *sink,
+                            tw_bridge_http_resp *resp)
+{
+    json_t *root = NULL, *chat = NULL;
+    tw_bridge_apierr ae;
+    tw_bridge_gen_request g;
+    memset(&g, 0, sizeof g);
+    tw_status st = tw_bridge_parse_body(rq, &root, &ae);
+    if (st == TW_OK)
+        st = tw_bridge_responses_to_chat(root, &chat, &ae);
+    if (st == TW_OK)
+        st = tw_bridge_map_chat_request(chat, &g, &ae);
+    json_decref(chat);
+    if (st == TW_OK) {
+        tw_bridge_resp_echo echo = {.request = root, .created_at = (long long)time(NULL)};
+        run(b, &g, "resp_", &echo, sink, resp);
+    } else {
+        tw_bridge_resp_error(resp, &ae);
+    }
+    tw_bridge_gen_request_fini(&g);
+    json_decref(root);
 }

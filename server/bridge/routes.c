@@ -135,6 +135,7 @@ static bool find_route(const char *path, const char *method, route_match *m)
     } table[] = {
         {"/v1/chat/completions", TW_BRIDGE_ROUTE_CHAT, M_POST, true},
         {"/v1/completions", TW_BRIDGE_ROUTE_COMPLETIONS, M_POST, true},
+        {"/v1/responses", TW_BRIDGE_ROUTE_RESPONSES, M_POST, true},
         {"/v1/models", TW_BRIDGE_ROUTE_MODELS, M_GET, true},
         {"/health", TW_BRIDGE_ROUTE_HEALTH, M_GET, false},
         {"/metrics", TW_BRIDGE_ROUTE_METRICS, M_GET, true},
@@ -237,6 +238,9 @@ void tw_bridge_handle(tw_bridge *b, const tw_bridge_http_req *rq, const tw_bridg
         break;
     case TW_BRIDGE_ROUTE_COMPLETIONS:
         tw_bridge_ep_generate(b, TW_BRIDGE_API_COMPLETION, rq, sink, resp);
+        break;
+    case TW_BRIDGE_ROUTE_RESPONSES:
+        tw_bridge_ep_responses(b, rq, sink, resp);
         break;
     case TW_BRIDGE_ROUTE_MODELS:
         tw_bridge_ep_models(b, NULL, resp);

@@ -226,6 +226,63 @@ static void test_structured_outputs(void **state)
     twb_stop(&s);
 }
 
+/* The function_call item of a response object; fails when there is none. */
+static const json_t *call_item(const json_t *response)
+{
+    const json_t *out = json_object_get(response, "output");
+    for (size_t i = 0; i < json_array_size(out); i++) {
+        const json_t *it = json_array_get(out, i);
+        if (!strcmp(json_string_value(json_object_get(it, "type")), "function_call"))
+            return it;
+    }
+    fail_msg("no function_call item in %s", json_dumps(response, JSON_COMPACT));
+    return NULL;
+}
+
+static void keep_final(json_t *ev, void *user)
+{
+    const char *type = json_string_value(json_object_get(ev, "type"));
+    if (type && !strcmp(type, "response.completed"))
+        *(json_t **)user = json_incref(json_object_get(ev, "response"));
+}
+
+/* The same forced call through /v1/responses, whole and streamed with the
+ * same seed: a function_call item whose arguments fit, the same in both. */
+static void responses_forced_call(twb_service *s)
+{
+    static const char body[] =
+        "{\"input\":\"Weather in Oslo?\",\"tools\":[{\"type\":\"function\",\"name\":"
+        "\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{"
+        "\"type\":\"string\",\"maxLength\":12},\"days\":{\"type\":\"integer\",\"minimum\":1,"
+        "\"maximum\":5}},\"required\":[\"city\",\"days\"],\"additionalProperties\":false}}],"
+        "\"tool_choice\":{\"type\":\"function\",\"name\":\"get_weather\"},\"temperature\":1,"
+        "\"seed\":2,\"max_output_tokens\":300%s}";
+    char text[2048];
+    snprintf(text, sizeof text, body, "");
+    twb_result r = twb_http(s, "POST", "/v1/responses", text, SIZE_MAX);
+    json_t *whole = twb_ok_json(&r, "responses call");
+    const json_t *call = call_item(whole);
+    json_t *a = json_loads(json_string_value(json_object_get(call, "arguments")), 0, NULL);
+    const json_t *days = json_object_get(a, "days");
+    if (strcmp(json_string_value(json_object_get(call, "name")), "get_weather") != 0 ||
+        !json_is_string(json_object_get(a, "city")) || json_integer_value(days) < 1 ||
+        json_integer_value(days) > 5)
+        fail_msg("not a fitting get_weather call: %s", json_dumps(whole, JSON_COMPACT));
+    json_decref(a);
+    snprintf(text, sizeof text, body, ",\"stream\":true");
+    twb_result st = twb_http(s, "POST", "/v1/responses", text, SIZE_MAX);
+    assert_int_equal(st.status, 200);
+    json_t *final = NULL;
+    /* a Responses stream ends with response.completed, not [DONE] */
+    assert_false(twb_sse_each(st.body, keep_final, &final));
+    free(st.body);
+    assert_non_null(final);
+    assert_string_equal(json_string_value(json_object_get(call_item(final), "arguments")),
+                        json_string_value(json_object_get(call, "arguments")));
+    json_decref(final);
+    json_decref(whole);
+}
+
 /* A named tool_choice on a template that writes Hermes calls: the call's
  * arguments are held to the function's parameters, so every seed gives a
  * whole call (finish_reason tool_calls) whose arguments fit; streamed, the
@@ -273,6 +330,7 @@ static void test_forced_tool_call(void **state)
         json_decref(a);
         json_decref(j);
     }
+    responses_forced_call(&s);
     twb_stop(&s);
 }
 

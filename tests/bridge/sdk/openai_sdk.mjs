@@ -209,6 +209,78 @@ check('tools: a tool round trip in the history', async () => {
   assert.ok(n > 0);
 });
 
+check('responses: the same answer as the chat completion it means', async () => {
+  const r = await client.responses.create({
+    model, instructions: 'You write Python.', input: 'Write a function that adds two numbers.',
+    max_output_tokens: 16, temperature: 0,
+  });
+  assert.equal(r.object, 'response');
+  assert.ok(r.id.startsWith('resp_'));
+  assert.ok(['completed', 'incomplete'].includes(r.status));
+  assert.ok(r.usage.input_tokens > 0 && r.usage.output_tokens > 0);
+  assert.equal(r.usage.total_tokens, r.usage.input_tokens + r.usage.output_tokens);
+  const c = await client.chat.completions.create({
+    model, max_completion_tokens: 16, temperature: 0,
+    messages: [{ role: 'system', content: 'You write Python.' },
+               { role: 'user', content: 'Write a function that adds two numbers.' }],
+  });
+  assert.equal(r.output_text, c.choices[0].message.content ?? '');
+  assert.equal(r.usage.output_tokens_details.reasoning_tokens,
+               c.usage.completion_tokens_details?.reasoning_tokens ?? 0);
+});
+
+check('responses: streamed events build the same response', async () => {
+  const req = { model, input: [{ role: 'user', content: [{ type: 'input_text', text: 'def fib(n):' }] }],
+                max_output_tokens: 24, temperature: 0, reasoning: { effort: 'minimal' } };
+  const whole = await client.responses.create(req);
+  const events = [];
+  for await (const ev of await client.responses.create({ ...req, stream: true })) events.push(ev);
+  assert.equal(events[0].type, 'response.created');
+  events.forEach((ev, i) => assert.equal(ev.sequence_number, i));
+  const last = events[events.length - 1];
+  assert.ok(['response.completed', 'response.incomplete'].includes(last.type), last.type);
+  const text = events.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta).join('');
+  assert.equal(text, whole.output_text);
+  assert.equal(last.response.output_text ?? text, whole.output_text);
+  // the SDK's own accumulator checks the order of the events
+  const stream = client.responses.stream(req);
+  const final = await stream.finalResponse();
+  const said = final.output.filter((o) => o.type === 'message')
+    .flatMap((o) => o.content).map((c) => c.text).join('');
+  assert.equal(said, whole.output_text);
+  assert.deepEqual(final.output.map((o) => o.type), whole.output.map((o) => o.type));
+});
+
+check('responses: text.format json_schema gives a fitting document', async () => {
+  const r = await client.responses.create({
+    model, input: 'A user record as JSON.', max_output_tokens: 200, temperature: 0.8,
+    reasoning: { effort: 'minimal' },
+    text: { format: { type: 'json_schema', name: 'user', strict: true, schema: {
+      type: 'object', additionalProperties: false, required: ['name', 'age'],
+      properties: { name: { type: 'string', maxLength: 12 }, age: { type: 'integer', minimum: 0, maximum: 120 } } } } },
+  });
+  assert.equal(r.status, 'completed');
+  const v = JSON.parse(r.output_text);
+  assert.equal(typeof v.name, 'string');
+  assert.ok(Number.isInteger(v.age) && v.age >= 0 && v.age <= 120, r.output_text);
+});
+
+check('responses: function call items in the input reach the prompt', async () => {
+  const input = [
+    { role: 'user', content: 'What is the weather in Paris?' },
+    { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{"city":"Paris"}' },
+    { type: 'function_call_output', call_id: 'call_1', output: '{"temperature_c": 21}' },
+  ];
+  const rtools = [{ type: 'function', ...tools[0].function }];
+  const r = await client.responses.create({ model, tools: rtools, input, max_output_tokens: 8, temperature: 0 });
+  assert.ok(r.usage.input_tokens > 20, 'the call and its output reached the prompt');
+  assert.equal(r.tools[0].name, 'get_weather');
+  await assert.rejects(client.responses.create({ model, input: 'x', previous_response_id: 'resp_1' }),
+    (e) => e instanceof sdk.BadRequestError && e.status === 400 && e.param === 'previous_response_id');
+  await assert.rejects(client.responses.create({ model, input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://x/y.png' }] }] }),
+    (e) => e instanceof sdk.BadRequestError && e.param === 'input[0].content[0].type');
+});
+
 let failed = 0;
 for (const [name, fn] of checks) {
   try {
