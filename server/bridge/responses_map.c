@@ -39,6 +39,8 @@ static tw_status content_text(const json_t *content, const char *path, json_t **
                               tw_bridge_apierr *ae)
 {
     *out = NULL;
+    if (!content || json_is_null(content))
+        return tw_bridge_fail_missing(ae, path);
     if (json_is_string(content)) {
         *out = json_copy((json_t *)content);
         return *out ? TW_OK : no_memory(ae);

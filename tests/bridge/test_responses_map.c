@@ -108,6 +108,9 @@ static void test_requests(void **state)
             "input[0].content[0].type");
     refused("{\"input\":[{\"role\":\"user\",\"content\":{}}]}", "input[0].content");
     refused("{\"input\":[{\"content\":\"x\"}]}", "input[0].role");
+    refused("{\"input\":[{\"role\":\"user\"}]}", "input[0].content");
+    refused("{\"input\":[{\"type\":\"function_call_output\",\"call_id\":\"c\"}]}",
+            "input[0].output");
     refused("{\"input\":[\"x\"]}", "input[0]");
     refused("{\"input\":[{\"type\":\"item_reference\",\"id\":\"i\"}]}", "input[0].type");
     refused("{\"input\":[{\"type\":\"function_call\",\"call_id\":\"c\",\"name\":\"f\"}]}",

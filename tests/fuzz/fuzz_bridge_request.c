@@ -1,12 +1,15 @@
 /* Maps hostile JSON request bodies to GenerateRequests, as the bridge does
- * for /v1/chat/completions and /v1/completions (the first byte picks the
- * endpoint), and packs the result as the engine would receive it. */
+ * for /v1/chat/completions, /v1/completions and /v1/responses (the first
+ * byte picks the endpoint: odd completions, 2 mod 4 responses, which are
+ * rewritten as chat first), and packs the result as the engine would
+ * receive it. */
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "request_map.h"
+#include "responses_map.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -20,8 +23,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     tw_bridge_gen_request r = {0};
     tw_bridge_apierr ae = {0};
-    tw_status st = (data[0] & 1) ? tw_bridge_map_completion_request(root, &r, &ae)
-                                 : tw_bridge_map_chat_request(root, &r, &ae);
+    tw_status st;
+    if (data[0] & 1) {
+        st = tw_bridge_map_completion_request(root, &r, &ae);
+    } else if (data[0] & 2) {
+        json_t *chat = NULL;
+        st = tw_bridge_responses_to_chat(root, &chat, &ae);
+        if (st == TW_OK)
+            st = tw_bridge_map_chat_request(chat, &r, &ae);
+        json_decref(chat);
+    } else {
+        st = tw_bridge_map_chat_request(root, &r, &ae);
+    }
     if (st == TW_OK) {
         size_t n = tokenwire__v1__generate_request__get_packed_size(&r.gen);
         uint8_t *buf = malloc(n ? n : 1);

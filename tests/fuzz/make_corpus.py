@@ -218,6 +218,16 @@ def main():
         "response_format": {"type": "json_schema", "json_schema": {
             "name": "p", "strict": True, "schema": {"type": "object"}}}}).encode())
     put(br, "completion_ids", b"\x01" + json.dumps({"model": "m", "prompt": [[1, 2, 3]]}).encode())
+    put(br, "responses", b"\x02" + json.dumps({
+        "model": "m", "instructions": "be brief", "max_output_tokens": 32, "stream": True,
+        "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+                  {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+                  {"type": "function_call_output", "call_id": "c", "output": "ok"},
+                  {"type": "reasoning", "summary": []}],
+        "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}],
+        "tool_choice": {"type": "function", "name": "f"}, "reasoning": {"effort": "low"},
+        "text": {"format": {"type": "json_schema", "name": "n",
+                            "schema": {"type": "object"}}}}).encode())
 
     bridge_reply_seeds(out)
 
