@@ -226,6 +226,32 @@ static void test_structured_outputs(void **state)
     twb_stop(&s);
 }
 
+/* Posts a chat body whose answer must be one whole get_weather call
+ * (finish_reason tool_calls) whose arguments fit: a city and a number of
+ * days, from 1 to max_days when max_days > 0. */
+static void expect_weather_call(twb_service *s, const char *body, unsigned seed, long long max_days)
+{
+    twb_result r = twb_http(s, "POST", "/v1/chat/completions", body, SIZE_MAX);
+    json_t *j = twb_ok_json(&r, "weather call");
+    json_t *ch = json_array_get(json_object_get(j, "choices"), 0);
+    json_t *call = json_array_get(json_object_get(json_object_get(ch, "message"), "tool_calls"), 0);
+    json_t *fn = json_object_get(call, "function");
+    const char *finish = json_string_value(json_object_get(ch, "finish_reason"));
+    const char *name = json_string_value(json_object_get(fn, "name"));
+    const char *args = json_string_value(json_object_get(fn, "arguments"));
+    if (!finish || strcmp(finish, "tool_calls") != 0 || !name || strcmp(name, "get_weather") != 0 ||
+        !args)
+        fail_msg("seed %u: not a whole get_weather call: %s", seed, json_dumps(j, JSON_COMPACT));
+    json_t *a = json_loads(args, 0, NULL);
+    const json_t *days = json_object_get(a, "days");
+    if (!json_is_string(json_object_get(a, "city")) || !json_is_integer(days) ||
+        (max_days > 0 && (json_integer_value(days) < 1 || json_integer_value(days) > max_days)) ||
+        json_object_size(a) != 2)
+        fail_msg("seed %u: the arguments do not fit the parameters: %s", seed, args);
+    json_decref(a);
+    json_decref(j);
+}
+
 /* The function_call item of a response object; fails when there is none. */
 static const json_t *call_item(const json_t *response)
 {
@@ -310,25 +336,7 @@ static void test_forced_tool_call(void **state)
                  "\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}},"
                  "\"temperature\":1,\"max_tokens\":300,\"seed\":%u}",
                  seed);
-        twb_result r = twb_http(&s, "POST", "/v1/chat/completions", body, SIZE_MAX);
-        json_t *j = twb_ok_json(&r, "forced call");
-        json_t *ch = json_array_get(json_object_get(j, "choices"), 0);
-        json_t *call =
-            json_array_get(json_object_get(json_object_get(ch, "message"), "tool_calls"), 0);
-        json_t *fn = json_object_get(call, "function");
-        const char *finish = json_string_value(json_object_get(ch, "finish_reason"));
-        const char *name = json_string_value(json_object_get(fn, "name"));
-        const char *args = json_string_value(json_object_get(fn, "arguments"));
-        if (!finish || strcmp(finish, "tool_calls") != 0 || !name ||
-            strcmp(name, "get_weather") != 0 || !args)
-            fail_msg("seed %u: not a whole get_weather call: %s", seed,
-                     json_dumps(j, JSON_COMPACT));
-        json_t *a = json_loads(args, 0, NULL);
-        if (!json_is_string(json_object_get(a, "city")) ||
-            !json_is_integer(json_object_get(a, "days")) || json_object_size(a) != 2)
-            fail_msg("seed %u: the arguments do not fit the parameters: %s", seed, args);
-        json_decref(a);
-        json_decref(j);
+        expect_weather_call(&s, body, seed, 0);
     }
     responses_forced_call(&s);
     twb_stop(&s);
@@ -369,27 +377,7 @@ static void test_auto_tool_call(void **state)
                  "\"logit_bias\":{\"%lld\":100},\"temperature\":1,\"max_tokens\":300,"
                  "\"seed\":%u}",
                  (long long)brace, seed);
-        twb_result r = twb_http(&s, "POST", "/v1/chat/completions", body, SIZE_MAX);
-        json_t *j = twb_ok_json(&r, "auto call");
-        json_t *ch = json_array_get(json_object_get(j, "choices"), 0);
-        json_t *call =
-            json_array_get(json_object_get(json_object_get(ch, "message"), "tool_calls"), 0);
-        json_t *fn = json_object_get(call, "function");
-        const char *finish = json_string_value(json_object_get(ch, "finish_reason"));
-        const char *name = json_string_value(json_object_get(fn, "name"));
-        const char *args = json_string_value(json_object_get(fn, "arguments"));
-        if (!finish || strcmp(finish, "tool_calls") != 0 || !name ||
-            strcmp(name, "get_weather") != 0 || !args)
-            fail_msg("seed %u: not a whole get_weather call: %s", seed,
-                     json_dumps(j, JSON_COMPACT));
-        json_t *a = json_loads(args, 0, NULL);
-        const json_t *days = json_object_get(a, "days");
-        if (!json_is_string(json_object_get(a, "city")) || !json_is_integer(days) ||
-            json_integer_value(days) < 1 || json_integer_value(days) > 7 ||
-            json_object_size(a) != 2)
-            fail_msg("seed %u: the arguments do not fit the parameters: %s", seed, args);
-        json_decref(a);
-        json_decref(j);
+        expect_weather_call(&s, body, seed, 7);
     }
     twb_stop(&s);
 }
