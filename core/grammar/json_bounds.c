@@ -1,4 +1,5 @@
-/* Numeric bounds (minimum, maximum, exclusiveMinimum, exclusiveMaximum).
+/* Numeric bounds (minimum, maximum, exclusiveMinimum, exclusiveMaximum)
+ * and multipleOf.
  *
  * A schema's bounds become two ranges of magnitudes in units of 1e-9: one
  * for numbers written without a minus, one for those written with it. A
@@ -98,7 +99,7 @@ static __int128 ceil_to(__int128 v, __int128 step)
 static bool is_bound_keyword(const char *k)
 {
     return !strcmp(k, "minimum") || !strcmp(k, "maximum") || !strcmp(k, "exclusiveMinimum") ||
-           !strcmp(k, "exclusiveMaximum");
+           !strcmp(k, "exclusiveMaximum") || !strcmp(k, "multipleOf");
 }
 
 const char *jc_bound_keyword(const json_t *s)
@@ -157,6 +158,42 @@ static bool apply_bound(compiler *c, const json_t *s, const char *key, bool lowe
     return true;
 }
 
+static jmag gcd(jmag a, jmag b)
+{
+    while (b) {
+        jmag t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* The grid every value is a multiple of, in units: one unit, a whole
+ * number for integers, and multipleOf (a positive decimal of at most 9
+ * fraction digits) besides. 0 after a failure. */
+static __int128 grid_of(compiler *c, const json_t *s, bool integer)
+{
+    jmag grid = integer ? UNIT : 1;
+    const json_t *v = json_object_get(s, "multipleOf");
+    if (!v)
+        return (__int128)grid;
+    bool exact = false;
+    const __int128 m = json_is_number(v) && (!json_is_real(v) || isfinite(json_real_value(v)))
+                           ? bound_units(v, &exact)
+                           : 0;
+    if (m <= 0 || m >= FAR || !exact) {
+        jc_fail(c, TW_INVALID_ARGUMENT,
+                "json_schema: \"multipleOf\" must be a positive number with at most 9 fraction "
+                "digits%s (at %s)",
+                NULL);
+        return 0;
+    }
+    /* the least common multiple, which stays below 1e28 units or past
+     * every bounded number (then only 0 is left) */
+    const jmag g = gcd(grid, (jmag)m), l = grid / g * (jmag)m;
+    return l > (jmag)FAR ? FAR : (__int128)l;
+}
+
 uint32_t jc_number_bounds(compiler *c, const json_t *s, bool integer)
 {
     if (!jc_bound_keyword(s))
@@ -167,12 +204,14 @@ uint32_t jc_number_bounds(compiler *c, const json_t *s, bool integer)
         !apply_bound(c, s, "maximum", false, &lo, &hi) ||
         !apply_bound(c, s, "exclusiveMaximum", false, &lo, &hi))
         return JN_NONE;
-    const __int128 step = integer ? UNIT : 1;
+    const __int128 step = grid_of(c, s, integer);
+    if (step == 0)
+        return JN_NONE;
     lo = ceil_to(lo, step);
     hi = floor_to(hi, step);
     const __int128 top = integer ? ((__int128)ten_to(INT_DIGITS) - 1) * UNIT
                                  : (__int128)ten_to(INT_DIGITS) * UNIT - 1;
-    jbounds b = {0};
+    jbounds b = {.grid = (jmag)step};
     /* a minus needs a magnitude of at least one step, so "-0" is never a
      * bounded number */
     const __int128 side_lo[2] = {lo > 0 ? lo : 0, -hi > step ? -hi : step};
@@ -184,7 +223,8 @@ uint32_t jc_number_bounds(compiler *c, const json_t *s, bool integer)
     }
     if (!b.open[0] && !b.open[1])
         return jc_fail(c, TW_INVALID_ARGUMENT,
-                       "json_schema: no %s fits the bounds (at most 18 integer digits) (at %s)",
+                       "json_schema: no %s fits the bounds (at most 18 integer digits, 9 "
+                       "fraction digits) (at %s)",
                        integer ? "integer" : "number");
     tw_json_grammar *g = c->g;
     if (!jc_grow((void **)&g->bounds, &g->cap_bounds, g->n_bounds + 1, sizeof *g->bounds))
@@ -213,7 +253,16 @@ bool json_bounded_accepting(const jbounds *b, const tw_json_frame *f)
         return false;
     const unsigned side = NEG_OF(f->prop);
     const jmag v = value_of(f);
-    return b->open[side] && v >= b->lo[side] && v <= b->hi[side];
+    return b->open[side] && v >= b->lo[side] && v <= b->hi[side] && v % b->grid == 0;
+}
+
+/* Whether [first, last] holds a value of side's range on the grid (whose
+ * ends are on it). */
+static bool meets(const jbounds *b, unsigned side, jmag first, jmag last)
+{
+    const jmag a = first > b->lo[side] ? first : b->lo[side];
+    const jmag z = last < b->hi[side] ? last : b->hi[side];
+    return a <= z && (a + b->grid - 1) / b->grid * b->grid <= z;
 }
 
 /* Whether a number that starts as f does (in phase) can still fall in its
@@ -224,23 +273,21 @@ static bool reachable(const jbounds *b, const tw_json_frame *f)
     const unsigned side = NEG_OF(f->prop);
     if (!b->open[side])
         return false;
-    const jmag lo = b->lo[side], hi = b->hi[side];
     if (f->phase == NP_DOT || f->phase == NP_FRAC) {
         const jmag span = ten_to(FRAC_DIGITS - FD_OF(f->prop));
-        const jmag first = value_of(f), last = first + span - 1;
-        return first <= hi && last >= lo;
+        const jmag first = value_of(f);
+        return meets(b, side, first, first + span - 1);
     }
     const unsigned grow = f->phase == NP_INT ? INT_DIGITS - K_OF(f->prop) : 0;
     jmag scale = 1;
     for (unsigned l = 0; l <= grow; l++, scale *= 10) {
         /* integer parts [v * 10^l, (v + 1) * 10^l - 1] and any fraction
-         * after them (an integer node's ends are whole, so the same test
+         * after them (an integer node's grid is whole, so the same test
          * holds for it) */
         const jmag first = (jmag)f->bits * scale * UNIT;
-        if (first > hi)
+        if (first > b->hi[side])
             return false;
-        const jmag last = ((jmag)f->bits + 1) * scale * UNIT - 1;
-        if (last >= lo)
+        if (meets(b, side, first, ((jmag)f->bits + 1) * scale * UNIT - 1))
             return true;
     }
     return false;

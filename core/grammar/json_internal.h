@@ -60,11 +60,14 @@ bool json_format_final(jformat f, unsigned pos);
 
 /* Numeric bounds (json_bounds.c): for numbers written without a minus
  * (side 0) and with it (side 1), the magnitudes allowed, in units of 1e-9,
- * both ends included; open[side] false when that side has none. */
+ * both ends included (multiples of grid); open[side] false when that side
+ * has none. grid: what every value is a multiple of (1; a whole number for
+ * integers; multipleOf). */
 typedef unsigned __int128 jmag;
 
 typedef struct jbounds {
     jmag lo[2], hi[2];
+    jmag grid;
     bool open[2];
 } jbounds;
 

@@ -158,7 +158,8 @@ static bool is_understood(const char *k)
                                         "minimum",
                                         "maximum",
                                         "exclusiveMinimum",
-                                        "exclusiveMaximum"};
+                                        "exclusiveMaximum",
+                                        "multipleOf"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(k, names[i]) == 0)
             return true;

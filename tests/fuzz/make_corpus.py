@@ -276,8 +276,10 @@ def main():
         "age": {"type": "integer", "minimum": 0, "exclusiveMaximum": 150},
         "p": {"type": "number", "minimum": 0.1, "maximum": 0.9},
         "t": {"type": ["number", "null"], "exclusiveMinimum": -2.5, "maximum": -0.75},
-        "big": {"type": "integer", "minimum": 999999999999999990}}}).encode()
-        + b'\0{"age": 149, "p": 0.123456789, "t": -1.5, "big": 999999999999999999}')
+        "big": {"type": "integer", "minimum": 999999999999999990},
+        "cents": {"type": "number", "multipleOf": 0.01, "maximum": 100}}}).encode()
+        + b'\0{"age": 149, "p": 0.123456789, "t": -1.5, "big": 999999999999999999, '
+        b'"cents": 99.95}')
     put(jg, "leap", json.dumps({"type": "string", "format": "date"}).encode()
         + b'\0"2000-02-29"')
 

@@ -17,7 +17,7 @@
  *   #/definitions/..., format (date, time, date-time and uuid strings;
  *   int64, float and double numbers), minimum, maximum, exclusiveMinimum
  *   and exclusiveMaximum (as numbers, or draft 4's booleans beside
- *   minimum and maximum), and the annotations title,
+ *   minimum and maximum), multipleOf, and the annotations title,
  *   description, default, examples, $schema, $id, $comment, $defs,
  *   definitions, strict, discriminator.
  * What is generated is a subset of what the schema allows, chosen so that
@@ -32,9 +32,10 @@
  *     TW_JSON_MAX_NUMBER bytes, exponents at most two digits and integer
  *     parts of more than 18 digits only before a fraction or an exponent,
  *     so every number is a finite double or a 64-bit integer; a bounded
- *     number has no exponent, at most 18 integer and 9 fraction digits
- *     (bounds finer than 1e-9 are rounded inward), never reads "-0", and
- *     is compared with its bounds exactly, as decimals;
+ *     number (or one with multipleOf) has no exponent, at most 18 integer
+ *     and 9 fraction digits (bounds finer than 1e-9 are rounded inward,
+ *     multipleOf must be a multiple of 1e-9), never reads "-0", and is
+ *     compared with its bounds exactly, as decimals;
  *   - whitespace between tokens is at most TW_JSON_MAX_WS bytes per gap, so
  *     a model cannot loop on blank space;
  *   - dates are real calendar days (Gregorian leap years); times and

@@ -98,7 +98,20 @@ typedef struct bounds_case {
     bool integer;
     const char *lo, *hi; /* decimal text; NULL: none */
     bool lo_excl, hi_excl;
+    const char *multiple; /* decimal text; NULL: none */
 } bounds_case;
+
+/* A decimal of at most 18 integer and 9 fraction digits in billionths. */
+static __int128 billionths(const dec *d)
+{
+    __int128 v = 0;
+    for (const char *p = d->in; *p; p++)
+        v = v * 10 + (*p - '0');
+    size_t nf = strlen(d->fr);
+    for (size_t i = 0; i < 9; i++)
+        v = v * 10 + (i < nf ? d->fr[i] - '0' : 0);
+    return d->neg ? -v : v;
+}
 
 /* What the grammar promises: a number of at most 18 integer and 9
  * fraction digits (an integer: no fraction), in the bounds. */
@@ -122,6 +135,11 @@ static bool fits(const bounds_case *k, const char *p, size_t n)
         assert_true(dec_read(k->hi, strlen(k->hi), &b));
         int c = dec_cmp(&v, &b);
         if (c > 0 || (c == 0 && k->hi_excl))
+            return false;
+    }
+    if (k->multiple) {
+        assert_true(dec_read(k->multiple, strlen(k->multiple), &b));
+        if (billionths(&v) % billionths(&b) != 0)
             return false;
     }
     return true;
@@ -154,6 +172,16 @@ static const bounds_case cases[] = {
      "0.000000001", "0.000000003", true, false},
     {"{\"type\":\"number\",\"minimum\":-0.0000000005,\"exclusiveMaximum\":0.0000000005}", false,
      "-0.0000000005", "0.0000000005", false, true},
+    {"{\"type\":\"integer\",\"multipleOf\":5,\"minimum\":-20,\"maximum\":40}", true, "-20", "40",
+     false, false, "5"},
+    {"{\"type\":\"integer\",\"multipleOf\":7}", true, NULL, NULL, false, false, "7"},
+    {"{\"type\":\"integer\",\"multipleOf\":2.5,\"maximum\":-3}", true, NULL, "-3", false, false,
+     "5"},
+    {"{\"type\":\"number\",\"multipleOf\":0.25,\"exclusiveMinimum\":-1,\"maximum\":2}", false, "-1",
+     "2", true, false, "0.25"},
+    {"{\"type\":\"number\",\"multipleOf\":0.01}", false, NULL, NULL, false, false, "0.01"},
+    {"{\"type\":\"number\",\"multipleOf\":0.3,\"minimum\":1000.1}", false, "1000.1", NULL, false,
+     false, "0.3"},
 };
 
 /* Every text of at most 5 bytes over the number alphabet: accepted as a
@@ -296,14 +324,20 @@ static void test_refusals(void **state)
         {"{\"type\":\"number\",\"minimum\":1,\"exclusiveMaximum\":1}", "no number fits"},
         {"{\"type\":\"number\",\"minimum\":1e30}", "no number fits"},
         {"{\"properties\":{\"n\":{\"type\":\"integer\",\"maximum\":-1e19}}}",
-         "no integer fits the bounds (at most 18 integer digits) (at /properties/n)"},
+         "no integer fits the bounds (at most 18 integer digits, 9 fraction digits) (at "
+         "/properties/n)"},
         {"{\"type\":\"number\",\"exclusiveMinimum\":true}",
          "\"exclusiveMinimum\" as a boolean needs the bound beside it"},
         {"{\"type\":\"number\",\"minimum\":\"3\"}", "\"minimum\" must be a number"},
         {"{\"type\":\"number\",\"maximum\":null}", "\"maximum\" must be a number"},
         {"{\"enum\":[1,2],\"minimum\":0}", "\"minimum\" beside $ref, anyOf, oneOf, enum or const"},
         {"{\"anyOf\":[{\"type\":\"integer\"}],\"maximum\":3}", "\"maximum\" beside"},
-        {"{\"type\":\"integer\",\"multipleOf\":3}", "unsupported keyword \"multipleOf\""},
+        {"{\"type\":\"integer\",\"multipleOf\":0}", "\"multipleOf\" must be a positive"},
+        {"{\"type\":\"number\",\"multipleOf\":-2}", "\"multipleOf\" must be a positive"},
+        {"{\"type\":\"number\",\"multipleOf\":1e-10}", "at most 9 fraction digits"},
+        {"{\"type\":\"number\",\"multipleOf\":\"2\"}", "\"multipleOf\" must be a positive"},
+        {"{\"type\":\"integer\",\"multipleOf\":4,\"minimum\":1,\"maximum\":3}",
+         "no integer fits the bounds"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         tw_json_grammar *g = NULL;
