@@ -105,9 +105,9 @@ typedef struct request {
      * which ends the prompt and starts each choice's answer text */
     char *answer_prefix;
     tw_json_grammar *json;   /* the answer's JSON grammar; NULL: free text */
-    /* tool_choice "auto": json holds the tools' calls, and applies only
-     * from where the answer opens a call (trigger) to the call's end */
-    bool lazy;
+    /* tool_choice "auto": the tools' calls, held to calls from where the
+     * answer opens one (trigger) to its end; NULL: no tools or no format */
+    tw_json_grammar *calls;
     tw_tool_trigger trigger;
     /* how much of the trigger the prompt ends with; when all of it, the
      * bytes after it (the call's start) */

@@ -29,6 +29,7 @@ void request_free(request *r)
     free(r->prompt);
     free(r->answer_prefix);
     tw_json_grammar_free(r->json);
+    tw_json_grammar_free(r->calls);
     free(r->prompt_lps);
     free(r->bias);
     free(r->stop_ids);
@@ -245,24 +246,24 @@ static tw_status force_tool_call(const model_entry *m, const tw_chat_input *chat
 }
 
 /* Tools under tool_choice "auto" (or none given): the calls the model
- * opens by itself are held to the tools' grammar, as forced ones are. Not
- * beside a JSON answer, which holds the whole answer already. */
+ * opens by itself are held to the tools' grammar, as forced ones are.
+ * Beside a JSON answer only where a call's opening cannot start a JSON
+ * document (not Llama 3.1's "{"): the answer is then a document or calls. */
 static tw_status lazy_tool_grammar(const model_entry *m, const tw_gen_request *req, request *r,
                                    const char *text, size_t len, tw_err *err)
 {
     const tw_chat_input *chat = &req->chat;
     const char *choice = chat->tool_choice;
-    if (req->format.kind != TW_OUTPUT_TEXT || chat->n_tools == 0 || !m->json_vocab ||
-        (choice && strcmp(choice, "auto") != 0) ||
-        !tw_tool_call_trigger(m->tool_format, &r->trigger))
+    if (chat->n_tools == 0 || !m->json_vocab || (choice && strcmp(choice, "auto") != 0) ||
+        !tw_tool_call_trigger(m->tool_format, &r->trigger) ||
+        (req->format.kind != TW_OUTPUT_TEXT && r->trigger.at_start))
         return TW_OK;
-    tw_status st = tool_call_grammar_auto(m, chat, &r->trigger, &r->json, err);
-    r->lazy = st == TW_OK;
+    tw_status st = tool_call_grammar_auto(m, chat, &r->trigger, &r->calls, err);
     /* a prompt that ends inside an opening (a template or a caller that
      * starts the call) has the call go on in the answer */
     const size_t tl = strlen(r->trigger.text), after = sizeof r->trig_after;
     for (size_t i = len > tl + after ? len - tl - after : 0;
-         r->lazy && !r->trigger.at_start && i < len; i++) {
+         r->calls && !r->trigger.at_start && i < len; i++) {
         r->trig_start =
             (uint8_t)tw_tool_trigger_step(r->trigger.text, r->trig_start, (unsigned char)text[i]);
         if (r->trig_start == tl && len - i - 1 <= after) {

@@ -19,6 +19,9 @@ typedef struct text_buf {
     size_t len, cap;
 } text_buf;
 
+/* Most tokens kept as going on with a tool call's opening in one step. */
+#define TW_SCHED_MAX_CONT 32
+
 typedef struct slot {
     slot_state state;
     request *r;
@@ -33,11 +36,18 @@ typedef struct slot {
     tw_spec *spec;      /* NULL: no speculative decoding */
     tw_json_state *json; /* where a JSON answer stands; NULL: free text */
     tw_json_masker *jmask;
-    /* json applies now (always, but for a lazy request: from a call's
-     * opening to its end); trig_at: bytes of the trigger matched so far;
-     * trig_off: an at_start trigger that can no longer come */
-    bool json_on, trig_off;
+    /* json applies now (to the JSON answer, or to a call from its opening
+     * to its end); in_call: it is a call's; decided: the answer's first
+     * byte went to its JSON, or a call ended (until then, beside a JSON
+     * answer, a call may open instead); trig_at: bytes of the trigger
+     * matched so far, trig_seen: by the answer (not the prompt); trig_off:
+     * an at_start trigger that can no longer come */
+    bool json_on, in_call, decided, trig_seen, trig_off;
     uint8_t trig_at;
+    /* the tokens that go on with the trigger while the answer is a JSON
+     * document or a call, kept through the JSON mask (a step's scratch) */
+    uint32_t cont_ids[TW_SCHED_MAX_CONT];
+    float cont_logits[TW_SCHED_MAX_CONT];
     /* this step's row was masked ahead (by the decode step, for several
      * slots at once): how many tokens it kept */
     bool mask_ready;
@@ -104,10 +114,31 @@ void sched_prefill_step(tw_engine *e, sched *s);
 /* One decode step per model over all its decoding slots. */
 void sched_decode_step(tw_engine *e, sched *s);
 
-/* A lazy request's trigger is complete: the tools' grammar applies from
- * here, starting with the trigger's kept bytes and then after[0..n) (what
- * the trigger's token wrote past it). False, and left off, when those
- * break it; the caller sees to a call they already close. */
+/* Tool calls under tool_choice "auto" (sched_calls.c). */
+
+/* A call's opening is whole: the tools' grammar applies from here,
+ * starting with the trigger's kept bytes and then after[0..n) (what the
+ * opening's token wrote past it). False, and left off, when those break
+ * it; the caller sees to a call they already close. */
 bool sched_json_open(slot *sl, const char *after, size_t n);
+
+/* The slot's document is whole: the answer ends, but for a Hermes call,
+ * after which the answer goes on freely. */
+void sched_json_closed(slot *sl);
+
+/* Beside a JSON answer, its first tokens may still open a call instead. */
+bool sched_calls_choosing(const slot *sl);
+
+/* A committed answer token, when it is the tools' business (it goes on
+ * with or completes a call's opening, or the answer is free text watched
+ * for one): true when taken here, false when it belongs to the slot's
+ * JSON (the answer's or a call's). */
+bool sched_calls_take(slot *sl, uint32_t token);
+
+/* While choosing: keeps the logits of the tokens that go on with a call's
+ * opening (at most TW_SCHED_MAX_CONT) before the JSON mask, and puts them
+ * back after it; restore returns how many it brought back. */
+size_t sched_calls_save(slot *sl, const float *row);
+size_t sched_calls_restore(const slot *sl, float *row, size_t n);
 
 #endif

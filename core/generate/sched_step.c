@@ -76,20 +76,6 @@ static void token_text(const model_entry *m, uint32_t token, const char **text, 
         *len = 0;
 }
 
-/* The document's last byte ends the answer, as an end-of-turn token
- * would; but a Hermes tool call under "auto" ends only the call, and the
- * answer goes on as free text (another call may follow). */
-static void json_closed(slot *sl)
-{
-    const request *r = sl->r;
-    if (!r->lazy || r->trigger.ends_answer) {
-        sched_slot_finish(sl, TW_FINISH_STOP);
-        return;
-    }
-    sl->json_on = false;
-    sl->trig_at = 0;
-}
-
 /* A JSON answer takes the token's bytes. */
 static void json_advance(slot *sl, uint32_t token)
 {
@@ -99,49 +85,7 @@ static void json_advance(slot *sl, uint32_t token)
     if (!tw_json_state_feed(sl->json, p, n))
         sched_slot_fail(sl, TW_INTERNAL, "a token that breaks the JSON answer was committed");
     else if (tw_json_state_closed(sl->json))
-        json_closed(sl);
-}
-
-/* tool_choice "auto": watches the answer's bytes for the opening of a
- * call, from which the call is held to the tools' grammar (starting with
- * the trigger's last keep bytes and whatever the same token wrote after
- * it). A call whose first bytes, written in the opening's token, already
- * break the grammar is left as the model wrote it. */
-static void watch_trigger(slot *sl, uint32_t token)
-{
-    const tw_tool_trigger *t = &sl->r->trigger;
-    const size_t tl = strlen(t->text);
-    const char *p;
-    size_t n;
-    token_text(sl->m, token, &p, &n);
-    for (size_t i = 0; i < n && !sl->trig_off; i++) {
-        const unsigned char c = (unsigned char)p[i];
-        if (!t->at_start) {
-            sl->trig_at = (uint8_t)tw_tool_trigger_step(t->text, sl->trig_at, c);
-        } else if (sl->trig_at == 0 && (c == ' ' || c == '\n' || c == '\t' || c == '\r')) {
-            continue;
-        } else if ((unsigned char)t->text[sl->trig_at] == c) {
-            sl->trig_at++;
-        } else {
-            sl->trig_off = true;
-        }
-        if (sl->trig_at < tl)
-            continue;
-        sl->trig_off = t->at_start;
-        if (sched_json_open(sl, p + i + 1, n - i - 1) && tw_json_state_closed(sl->json))
-            json_closed(sl);
-        return;
-    }
-}
-
-bool sched_json_open(slot *sl, const char *after, size_t n)
-{
-    const tw_tool_trigger *t = &sl->r->trigger;
-    sl->trig_at = 0;
-    tw_json_state_init(sl->json, sl->r->json);
-    sl->json_on = tw_json_state_feed(sl->json, t->text + strlen(t->text) - t->keep, t->keep) &&
-                  tw_json_state_feed(sl->json, after, n);
-    return sl->json_on;
+        sched_json_closed(sl);
 }
 
 /* Whether the slot's next token is sampled under its JSON grammar: not
@@ -149,8 +93,9 @@ bool sched_json_open(slot *sl, const char *after, size_t n)
  * forced. */
 static bool json_masked(const slot *sl)
 {
-    return sl->json && sl->json_on && !(sl->think && tw_thinking_inside(sl->think)) &&
-           !sl->close_pending && sl->forced_pos >= sl->n_forced;
+    return sl->json && (sl->json_on || sched_calls_choosing(sl)) &&
+           !(sl->think && tw_thinking_inside(sl->think)) && !sl->close_pending &&
+           sl->forced_pos >= sl->n_forced;
 }
 
 /* Bans the tokens of row that cannot continue the JSON answer (a model
@@ -162,10 +107,19 @@ static size_t json_mask_row(slot *sl, float *row)
     const bool may_think = sl->think && sl->n_answer == 0 && sl->n_reasoning == 0 &&
                            sl->r->thinking.enable_thinking != TW_THINK_OFF && !sl->r->answer_prefix;
     const float open = may_think ? row[m->think_open] : -INFINITY;
-    size_t kept = tw_json_mask_logits(sl->jmask, sl->json, m->eos, m->n_eos, row, m->vocab);
+    /* beside a JSON answer a call may open instead, and once it began
+     * only its opening may go on */
+    const bool choosing = sched_calls_choosing(sl);
+    const size_t n_cont = choosing ? sched_calls_save(sl, row) : 0;
+    size_t kept = 0;
+    if (choosing && sl->trig_seen)
+        for (uint32_t t = 0; t < m->vocab; t++)
+            row[t] = -INFINITY;
+    else
+        kept = tw_json_mask_logits(sl->jmask, sl->json, m->eos, m->n_eos, row, m->vocab);
     if (may_think)
         row[m->think_open] = open;
-    return kept;
+    return kept + sched_calls_restore(sl, row, n_cont);
 }
 
 typedef struct mask_run {
@@ -259,11 +213,10 @@ static void commit(tw_engine *e, slot *sl, uint32_t token, const tw_sample_resul
         else
             push_text(sl, role == TW_ROLE_REASONING, p, n);
     }
-    if (sl->json && role == TW_ROLE_CONTENT && sl->finish == TW_FINISH_NONE) {
-        if (sl->json_on)
-            json_advance(sl, token);
-        else
-            watch_trigger(sl, token);
+    if (sl->json && role == TW_ROLE_CONTENT && sl->finish == TW_FINISH_NONE &&
+        !sched_calls_take(sl, token) && sl->json_on) {
+        sl->decided |= !sl->in_call;
+        json_advance(sl, token);
     }
     if (sl->finish != TW_FINISH_NONE)
         return;

@@ -170,19 +170,19 @@ static tw_status slot_setup(tw_engine *e, slot *sl, request *r, uint32_t index, 
         tw_sampler_accept(sl->sampler, r->prompt, r->n_prompt, false);
     if (st == TW_OK)
         st = engine_spec_for_slot(r, tw_seq_capacity(sl->seq), r->seed + index, &sl->spec, err);
-    if (st == TW_OK && r->json) {
+    if (st == TW_OK && (r->json || r->calls)) {
         sl->json = malloc(sizeof *sl->json);
         st = sl->json ? tw_json_masker_create(m->json_vocab, &sl->jmask, err)
                       : tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory for a JSON answer");
-        if (st == TW_OK)
+        if (st == TW_OK && r->json)
             tw_json_state_init(sl->json, r->json);
-        sl->json_on = !r->lazy;
-        sl->trig_off = false;
+        sl->json_on = r->json != NULL;
+        sl->in_call = sl->decided = sl->trig_seen = sl->trig_off = false;
         sl->trig_at = r->trig_start;
         /* the prompt opened a call (a whole one stays behind it) */
-        if (st == TW_OK && r->lazy && r->trig_start == strlen(r->trigger.text) &&
+        if (st == TW_OK && r->calls && r->trig_start == strlen(r->trigger.text) &&
             sched_json_open(sl, r->trig_after, r->n_trig_after) && tw_json_state_closed(sl->json))
-            sl->json_on = false;
+            sl->json_on = sl->in_call = false;
     }
     return st;
 }

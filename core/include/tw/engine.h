@@ -277,8 +277,10 @@ typedef struct tw_logprob_opts {
  * valid document are banned before sampling, and the end-of-turn tokens are
  * allowed only once the document is whole (tw/json_grammar.h says which
  * schemas are understood). Reasoning inside a thinking block is not
- * constrained; the answer after it is. Speculative decoding is off for such
- * requests. */
+ * constrained; the answer after it is. Speculation keeps to the grammar
+ * (each verified row is masked). With tools under tool_choice "auto" and a
+ * template whose calls open with a tag (Hermes <tool_call>, Mistral
+ * [TOOL_CALLS]), the answer may open a call instead of the document. */
 typedef enum tw_output_format {
     TW_OUTPUT_TEXT = 0,   /* no constraint (default) */
     TW_OUTPUT_JSON = 1,   /* a JSON document: any object, or one that fits json_schema */

@@ -369,11 +369,13 @@ static uint32_t token_of(tw_engine *e, const char *text)
 
 /* A chat under tool_choice choice whose sampling favours the token of
  * text far above all others, so the model writes it wherever it may. */
-static void run_favouring(tw_engine *e, const char *choice, const char *text, float temperature,
-                          tw_spec_mode spec, answer *a)
+/* As run_favouring, the answer asked for in the given format. */
+static void run_favouring_as(tw_engine *e, const char *choice, const char *text, float temperature,
+                             tw_spec_mode spec, tw_output_format format, answer *a)
 {
     tw_gen_request r;
     chat_request(&r, choice);
+    r.format.kind = format;
     r.chat.tools = g_bounded_tools;
     tw_logit_bias bias = {.token_id = token_of(e, text), .bias = 100.0f};
     r.sampling.logit_bias = &bias;
@@ -384,6 +386,12 @@ static void run_favouring(tw_engine *e, const char *choice, const char *text, fl
     r.speculative.mode = spec;
     r.stop.max_tokens = 500;
     run_request(e, &r, a);
+}
+
+static void run_favouring(tw_engine *e, const char *choice, const char *text, float temperature,
+                          tw_spec_mode spec, answer *a)
+{
+    run_favouring_as(e, choice, text, temperature, spec, TW_OUTPUT_TEXT, a);
 }
 
 /* tool_choice "auto": a call the model opens by itself is held to the
@@ -444,6 +452,31 @@ static void test_auto_calls(void **state)
             }
             if (!end || a->finish[i] != TW_FINISH_LENGTH || !end[strlen(close)])
                 fail_msg("choice %d (%d) is not a call and free text after it: %s", i, a->finish[i],
+                         a->text[i]);
+            char call[sizeof a->text[0]];
+            size_t n = (size_t)(end - a->text[i]) + strlen(close);
+            memcpy(call, a->text[i], n);
+            call[n] = '\0';
+            whole_call(call, ">", close, "arguments", NULL, true);
+        }
+    }
+    /* beside a JSON answer: the answer opens the call instead of the
+     * document (the same call, the same free text after it), and with
+     * "none" it is the document, which ">" cannot start */
+    for (int round = 0; round < 2; round++) {
+        run_favouring_as(e, round ? "none" : "auto", ">", 1.0f, TW_SPEC_OFF, TW_OUTPUT_JSON, a);
+        for (int i = 0; i < 2; i++) {
+            char *end = strstr(a->text[i], close);
+            if (round == 1) {
+                json_t *v = json_loads(a->text[i], 0, NULL);
+                if (end || a->text[i][0] == '>' ||
+                    (a->finish[i] == TW_FINISH_STOP && !json_is_object(v)))
+                    fail_msg("with \"none\" not a JSON answer: %s", a->text[i]);
+                json_decref(v);
+                continue;
+            }
+            if (!end || a->finish[i] != TW_FINISH_LENGTH)
+                fail_msg("JSON beside auto, choice %d (%d) is not a call: %s", i, a->finish[i],
                          a->text[i]);
             char call[sizeof a->text[0]];
             size_t n = (size_t)(end - a->text[i]) + strlen(close);
