@@ -226,6 +226,19 @@ static void test_structured_outputs(void **state)
     twb_stop(&s);
 }
 
+/* Both daemons, the engine with a template of ../shared (rel) in place of
+ * the model's own. */
+static void start_with_template(twb_service *s, const char *rel)
+{
+    char tmpl[4096];
+    tw_test_shared_path(tmpl, sizeof tmpl, rel);
+    twb_init(s);
+    const char *const extra[] = {"--chat-template", tmpl, NULL};
+    twb_start_engine(s, model_path, extra);
+    twb_start_bridge(s, NULL, NULL);
+    twb_wait_ready(s);
+}
+
 /* Posts a chat body whose answer must be one whole get_weather call
  * (finish_reason tool_calls) whose arguments fit: a city and a number of
  * days, from 1 to max_days when max_days > 0. */
@@ -317,14 +330,8 @@ static void test_forced_tool_call(void **state)
 {
     (void)state;
     TW_REQUIRE_SHARED(dir);
-    char tmpl[4096];
-    tw_test_shared_path(tmpl, sizeof tmpl, "chat/Qwen-Qwen2.5-7B-Instruct.jinja");
     twb_service s;
-    twb_init(&s);
-    const char *const extra[] = {"--chat-template", tmpl, NULL};
-    twb_start_engine(&s, model_path, extra);
-    twb_start_bridge(&s, NULL, NULL);
-    twb_wait_ready(&s);
+    start_with_template(&s, "chat/Qwen-Qwen2.5-7B-Instruct.jinja");
     for (unsigned seed = 1; seed <= 3; seed++) {
         char body[2048];
         snprintf(body, sizeof body,
@@ -350,14 +357,8 @@ static void test_auto_tool_call(void **state)
 {
     (void)state;
     TW_REQUIRE_SHARED(dir);
-    char tmpl[4096];
-    tw_test_shared_path(tmpl, sizeof tmpl, "chat/meta-llama-Llama-3.1-8B-Instruct.jinja");
     twb_service s;
-    twb_init(&s);
-    const char *const extra[] = {"--chat-template", tmpl, NULL};
-    twb_start_engine(&s, model_path, extra);
-    twb_start_bridge(&s, NULL, NULL);
-    twb_wait_ready(&s);
+    start_with_template(&s, "chat/meta-llama-Llama-3.1-8B-Instruct.jinja");
     twb_result t = twb_http(&s, "POST", "/tokenize",
                             "{\"prompt\":\"{\",\"add_special_tokens\":false}", SIZE_MAX);
     json_t *tj = twb_ok_json(&t, "tokenize");

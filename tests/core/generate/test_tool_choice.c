@@ -394,6 +394,23 @@ static void run_favouring(tw_engine *e, const char *choice, const char *text, fl
     run_favouring_as(e, choice, text, temperature, spec, TW_OUTPUT_TEXT, a);
 }
 
+/* Choice i of a Hermes answer whose call the prompt's "<tool_call" and the
+ * model's ">" opened: a whole call that fits, then free text, which the
+ * length limit ends. */
+static void call_then_text(const answer *a, int i, const char *what)
+{
+    const char *close = "\n</tool_call>";
+    const char *end = strstr(a->text[i], close);
+    if (!end || a->finish[i] != TW_FINISH_LENGTH || !end[strlen(close)])
+        fail_msg("%s, choice %d (%d) is not a call and free text after it: %s", what, i,
+                 a->finish[i], a->text[i]);
+    char call[sizeof a->text[0]];
+    size_t n = (size_t)(end - a->text[i]) + strlen(close);
+    memcpy(call, a->text[i], n);
+    call[n] = '\0';
+    whole_call(call, ">", close, "arguments", NULL, true);
+}
+
 /* tool_choice "auto": a call the model opens by itself is held to the
  * tools' grammar from its opening to its end. With Llama 3.1's template an
  * answer that starts with "{" is a call, which then ends the answer; with
@@ -450,14 +467,7 @@ static void test_auto_calls(void **state)
                     fail_msg("without the grammar a call was written: %s", a->text[i]);
                 continue;
             }
-            if (!end || a->finish[i] != TW_FINISH_LENGTH || !end[strlen(close)])
-                fail_msg("choice %d (%d) is not a call and free text after it: %s", i, a->finish[i],
-                         a->text[i]);
-            char call[sizeof a->text[0]];
-            size_t n = (size_t)(end - a->text[i]) + strlen(close);
-            memcpy(call, a->text[i], n);
-            call[n] = '\0';
-            whole_call(call, ">", close, "arguments", NULL, true);
+            call_then_text(a, i, "auto");
         }
     }
     /* beside a JSON answer: the answer opens the call instead of the
@@ -475,14 +485,7 @@ static void test_auto_calls(void **state)
                 json_decref(v);
                 continue;
             }
-            if (!end || a->finish[i] != TW_FINISH_LENGTH)
-                fail_msg("JSON beside auto, choice %d (%d) is not a call: %s", i, a->finish[i],
-                         a->text[i]);
-            char call[sizeof a->text[0]];
-            size_t n = (size_t)(end - a->text[i]) + strlen(close);
-            memcpy(call, a->text[i], n);
-            call[n] = '\0';
-            whole_call(call, ">", close, "arguments", NULL, true);
+            call_then_text(a, i, "JSON beside auto");
         }
     }
     tw_engine_destroy(e);
