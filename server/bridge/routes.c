@@ -192,9 +192,17 @@ void tw_bridge_handle(tw_bridge *b, const tw_bridge_http_req *rq, const tw_bridg
     route_match m;
     if (!find_route(rq->path, rq->method, &m)) {
         tw_bridge_apierr ae;
-        tw_bridge_fail_http(&ae, TW_NOT_FOUND, 404, "invalid_request_error", NULL,
-                            "unknown_url", "Unknown request URL: %s %.200s.", rq->method,
-                            rq->path);
+        static const char stored[] = "/v1/responses/";
+        if (!strncmp(rq->path, stored, sizeof stored - 1))
+            /* retrieve, delete, cancel, input_items: nothing is kept */
+            tw_bridge_fail_http(&ae, TW_NOT_FOUND, 404, "invalid_request_error", NULL, "not_found",
+                                "No response is stored at %.200s: this server keeps no "
+                                "responses; send the whole conversation as 'input'.",
+                                rq->path);
+        else
+            tw_bridge_fail_http(&ae, TW_NOT_FOUND, 404, "invalid_request_error", NULL,
+                                "unknown_url", "Unknown request URL: %s %.200s.", rq->method,
+                                rq->path);
         tw_bridge_resp_error(resp, &ae);
         return;
     }

@@ -165,6 +165,11 @@ static void test_errors_auth_and_engine_restart(void **state)
     /* Routing errors. */
     r = get(p.http, "/v2/nothing", "sk-test");
     expect_error(&r, 404, "unknown_url");
+    /* /v1/responses keeps nothing to retrieve */
+    r = get(p.http, "/v1/responses/resp_abc", "sk-test");
+    expect_error(&r, 404, "not_found");
+    r = get(p.http, "/v1/responses", "sk-test");
+    expect_error(&r, 405, "method_not_allowed");
     r = tw_test_http("DELETE", p.http, "/v1/models", NULL, 0, "sk-test");
     expect_error(&r, 405, "method_not_allowed");
     r = get(p.http, "/v1/chat/completions", "sk-test");

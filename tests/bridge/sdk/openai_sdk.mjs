@@ -275,6 +275,8 @@ check('responses: function call items in the input reach the prompt', async () =
   const r = await client.responses.create({ model, tools: rtools, input, max_output_tokens: 8, temperature: 0 });
   assert.ok(r.usage.input_tokens > 20, 'the call and its output reached the prompt');
   assert.equal(r.tools[0].name, 'get_weather');
+  await assert.rejects(client.responses.retrieve('resp_1'),
+    (e) => e instanceof sdk.NotFoundError && /keeps no responses/.test(e.message));
   await assert.rejects(client.responses.create({ model, input: 'x', previous_response_id: 'resp_1' }),
     (e) => e instanceof sdk.BadRequestError && e.status === 400 && e.param === 'previous_response_id');
   await assert.rejects(client.responses.create({ model, input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://x/y.png' }] }] }),
