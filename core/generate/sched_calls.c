@@ -109,7 +109,6 @@ bool sched_calls_take(slot *sl, uint32_t token)
         return false;
     /* the answer is a call now, not a document */
     const size_t tl = strlen(sl->r->trigger.text), left = tl - sl->trig_at;
-    sl->trig_seen = true;
     sl->json_on = false;
     if (n < left) {
         sl->trig_at = (uint8_t)(sl->trig_at + n);

@@ -40,9 +40,10 @@ typedef struct slot {
      * to its end); in_call: it is a call's; decided: the answer's first
      * byte went to its JSON, or a call ended (until then, beside a JSON
      * answer, a call may open instead); trig_at: bytes of the trigger
-     * matched so far, trig_seen: by the answer (not the prompt); trig_off:
-     * an at_start trigger that can no longer come */
-    bool json_on, in_call, decided, trig_seen, trig_off;
+     * matched so far (while choosing, json_on off means the answer took
+     * the opening's first tokens); trig_off: an at_start trigger that can
+     * no longer come */
+    bool json_on, in_call, decided, trig_off;
     uint8_t trig_at;
     /* the tokens that go on with the trigger while the answer is a JSON
      * document or a call, kept through the JSON mask (a step's scratch) */

@@ -112,7 +112,7 @@ static size_t json_mask_row(slot *sl, float *row)
     const bool choosing = sched_calls_choosing(sl);
     const size_t n_cont = choosing ? sched_calls_save(sl, row) : 0;
     size_t kept = 0;
-    if (choosing && sl->trig_seen)
+    if (choosing && !sl->json_on)
         for (uint32_t t = 0; t < m->vocab; t++)
             row[t] = -INFINITY;
     else

@@ -177,7 +177,7 @@ static tw_status slot_setup(tw_engine *e, slot *sl, request *r, uint32_t index, 
         if (st == TW_OK && r->json)
             tw_json_state_init(sl->json, r->json);
         sl->json_on = r->json != NULL;
-        sl->in_call = sl->decided = sl->trig_seen = sl->trig_off = false;
+        sl->in_call = sl->decided = sl->trig_off = false;
         sl->trig_at = r->trig_start;
         /* the prompt opened a call (a whole one stays behind it) */
         if (st == TW_OK && r->calls && r->trig_start == strlen(r->trigger.text) &&
