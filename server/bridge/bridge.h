@@ -20,16 +20,19 @@
 #include "engine.h"
 #include "metrics.h"
 #include "request_map.h"
+#include "responses_store.h"
 
 typedef struct tw_bridge {
     const tw_bridge_config *cfg;
     tw_bridge_engine *engine;
     tw_bridge_metrics metrics;
+    tw_bridge_resp_store *store; /* kept /v1/responses answers; NULL: none */
 } tw_bridge;
 
 typedef struct tw_bridge_http_req {
     const char *method;
     const char *path;          /* without the query string */
+    const char *query;         /* what follows '?', "" when nothing */
     const char *authorization; /* the header, or NULL */
     const char *body;          /* NULL when there is none */
     size_t body_len;
@@ -64,7 +67,11 @@ typedef struct tw_bridge_http_resp {
 } tw_bridge_http_resp;
 
 /* Prepares b around a configuration and an engine (both borrowed). */
-void tw_bridge_init(tw_bridge *b, const tw_bridge_config *cfg, tw_bridge_engine *engine);
+tw_status tw_bridge_init(tw_bridge *b, const tw_bridge_config *cfg, tw_bridge_engine *engine,
+                         tw_err *err);
+
+/* Frees what init made (the kept responses). */
+void tw_bridge_fini(tw_bridge *b);
 
 /* Answers one request; see the file comment. resp is fully written. */
 void tw_bridge_handle(tw_bridge *b, const tw_bridge_http_req *rq, const tw_bridge_sink *sink,
@@ -77,6 +84,10 @@ void tw_bridge_http_resp_fini(tw_bridge_http_resp *resp);
 /* Sets resp to ae's error JSON with ae's status. */
 void tw_bridge_resp_error(tw_bridge_http_resp *resp, const tw_bridge_apierr *ae);
 
+/* A 405 naming the methods path allows. */
+void tw_bridge_resp_bad_method(tw_bridge_http_resp *resp, const tw_bridge_http_req *rq,
+                               const char *allow);
+
 /* Sets resp to status with body j (stolen) as JSON. */
 void tw_bridge_resp_json(tw_bridge_http_resp *resp, int status, json_t *j);
 
@@ -85,11 +96,24 @@ void tw_bridge_resp_json(tw_bridge_http_resp *resp, int status, json_t *j);
 tw_status tw_bridge_parse_body(const tw_bridge_http_req *rq, json_t **out,
                                tw_bridge_apierr *ae);
 
+/* A new id: prefix ("chatcmpl-", "cmpl-", "resp_") and 24 random
+ * characters. */
+void tw_bridge_new_id(char *buf, size_t cap, const char *prefix);
+
+/* Answers a /v1/responses request mapped to the chat request g, whole or
+ * streamed, as echo (id included) says. */
+struct tw_bridge_resp_echo;
+void tw_bridge_answer_response(tw_bridge *b, tw_bridge_gen_request *g,
+                               const struct tw_bridge_resp_echo *echo, const tw_bridge_sink *sink,
+                               tw_bridge_http_resp *resp);
+
 /* The endpoint handlers (endpoint_*.c). */
 void tw_bridge_ep_generate(tw_bridge *b, tw_bridge_api_kind kind, const tw_bridge_http_req *rq,
                            const tw_bridge_sink *sink, tw_bridge_http_resp *resp);
 void tw_bridge_ep_responses(tw_bridge *b, const tw_bridge_http_req *rq, const tw_bridge_sink *sink,
                             tw_bridge_http_resp *resp);
+void tw_bridge_ep_stored_response(tw_bridge *b, const tw_bridge_http_req *rq,
+                                  tw_bridge_http_resp *resp);
 void tw_bridge_ep_models(tw_bridge *b, const char *model_id, tw_bridge_http_resp *resp);
 void tw_bridge_ep_pull(tw_bridge *b, const tw_bridge_http_req *rq, tw_bridge_http_resp *resp);
 void tw_bridge_ep_health(tw_bridge *b, tw_bridge_http_resp *resp);

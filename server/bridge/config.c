@@ -22,6 +22,7 @@ void tw_bridge_config_defaults(tw_bridge_config *c)
     c->probe_timeout_ms = 1000;
     c->workers = 64;
     c->queue = 256;
+    c->responses_store_bytes = (size_t)64 << 20;
 }
 
 tw_status tw_bridge_config_add_key(tw_bridge_config *c, const char *key, tw_err *err)
@@ -144,6 +145,11 @@ static tw_status apply(tw_bridge_config *c, const char *name, const char *v, tw_
             c->queue = (unsigned)x;
         return st;
     }
+    if (!strcmp(name, "responses_store_mb")) {
+        if ((st = parse_u64(name, v, 0, 65536, &x, err)) == TW_OK)
+            c->responses_store_bytes = (size_t)x << 20;
+        return st;
+    }
     if (!strcmp(name, "quiet")) {
         if (!strcasecmp(v, "true") || !strcmp(v, "1") || !strcasecmp(v, "yes"))
             c->quiet = true;
@@ -204,6 +210,8 @@ const char *tw_bridge_config_usage(void)
            "  --probe-timeout-ms N     engine health call timeout (default 1000)\n"
            "  --workers N              requests handled at once (default 64)\n"
            "  --queue N                requests waiting for a worker (default 256)\n"
+           "  --responses-store-mb N   keep /v1/responses answers in N MiB, the least\n"
+           "                           recently used dropped first; 0 keeps none (64)\n"
            "  --quiet                  no access log\n";
 }
 
@@ -265,18 +273,35 @@ tw_status tw_bridge_config_parse_args(tw_bridge_config *c, int argc, char **argv
     return TW_OK;
 }
 
+/* The key of a Bearer header, past the scheme and its spaces; NULL when
+ * the header is not one. */
+static const char *bearer_key(const char *authorization)
+{
+    /* "Bearer" is case-insensitive in RFC 6750; allow spaces after it. */
+    if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0)
+        return NULL;
+    const char *key = authorization + 7;
+    while (*key == ' ')
+        key++;
+    return key;
+}
+
+void tw_bridge_config_owner(const tw_bridge_config *c, const char *authorization,
+                            unsigned char owner[32])
+{
+    memset(owner, 0, 32);
+    const char *key = bearer_key(authorization);
+    if (c->n_keys && key)
+        SHA256((const unsigned char *)key, strlen(key), owner);
+}
+
 bool tw_bridge_config_check_auth(const tw_bridge_config *c, const char *authorization)
 {
     if (c->n_keys == 0)
         return true;
-    if (!authorization)
+    const char *key = bearer_key(authorization);
+    if (!key)
         return false;
-    /* "Bearer" is case-insensitive in RFC 6750; allow spaces after it. */
-    if (strncasecmp(authorization, "Bearer ", 7) != 0)
-        return false;
-    const char *key = authorization + 7;
-    while (*key == ' ')
-        key++;
     unsigned char d[32];
     SHA256((const unsigned char *)key, strlen(key), d);
     /* Compare against every key without stopping early. */

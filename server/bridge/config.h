@@ -31,12 +31,13 @@ typedef struct tw_bridge_config {
     uint32_t probe_timeout_ms;
     unsigned workers;                    /* requests handled at once */
     unsigned queue;                      /* requests waiting for a worker */
+    size_t responses_store_bytes;        /* kept /v1/responses answers; 0: none */
     bool quiet;                          /* no access log on stderr */
 } tw_bridge_config;
 
 /* Fills the defaults: listen http://127.0.0.1:8080, engine
  * tcp://127.0.0.1:7470 / :7471, 8 MiB bodies, 600 s timeout, 30 s to read a
- * body, 64 workers. */
+ * body, 64 workers, 64 MiB of kept responses. */
 void tw_bridge_config_defaults(tw_bridge_config *c);
 
 /* Adds an API key (stored as its digest). INVALID_ARGUMENT for an empty key
@@ -61,5 +62,10 @@ const char *tw_bridge_config_usage(void);
 /* True when the Authorization header value carries one of the keys (or no
  * key is configured). Takes the same time whichever key matches. */
 bool tw_bridge_config_check_auth(const tw_bridge_config *c, const char *authorization);
+
+/* Who a request speaks for, as what it keeps is filed: the digest of its
+ * Bearer key, or all zeros when the bridge takes no keys. */
+void tw_bridge_config_owner(const tw_bridge_config *c, const char *authorization,
+                            unsigned char owner[32]);
 
 #endif

@@ -1,5 +1,6 @@
-/* POST /v1/chat/completions, /v1/completions and /v1/responses (the last
- * as a chat completion, rewritten both ways by responses_map.c). */
+/* POST /v1/chat/completions and /v1/completions, and the answering of
+ * /v1/responses (as a chat completion, rewritten both ways by
+ * responses_map.c; endpoint_responses.c takes the request). */
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 #include <pthread.h>
@@ -194,6 +195,8 @@ static void generate_once(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_resp
             out = r;
             if (!r)
                 st = tw_bridge_fail_no_memory(&ae);
+            else if (echo->keep)
+                echo->keep(echo->keep_user, r);
         }
         if (st == TW_OK)
             tw_bridge_resp_json(resp, 200, out);
@@ -415,22 +418,31 @@ static void generate_stream(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_re
     resp->streamed = true;
 }
 
-/* Answers a mapped request, whole or streamed; echo (a Responses request)
- * takes the id made here. */
-static void run(tw_bridge *b, tw_bridge_gen_request *g, const char *id_prefix,
-                tw_bridge_resp_echo *echo, const tw_bridge_sink *sink, tw_bridge_http_resp *resp)
+/* Answers a mapped request, whole or streamed, under id. */
+static void run(tw_bridge *b, tw_bridge_gen_request *g, const char *id,
+                const tw_bridge_resp_echo *echo, const tw_bridge_sink *sink,
+                tw_bridge_http_resp *resp)
 {
-    char id[48], fp[16];
-    make_response_id(id, sizeof id, id_prefix);
+    char fp[16];
     make_fingerprint(b, fp, sizeof fp);
-    if (echo)
-        echo->id = id;
     tw_bridge_resp_meta meta = {
         .id = id, .created = (long long)time(NULL), .model = g->gen.model, .fingerprint = fp};
     if (g->stream && sink)
         generate_stream(b, g, &meta, echo, sink, resp);
     else
         generate_once(b, g, &meta, echo, sink, resp);
+}
+
+void tw_bridge_new_id(char *buf, size_t cap, const char *prefix)
+{
+    make_response_id(buf, cap, prefix);
+}
+
+void tw_bridge_answer_response(tw_bridge *b, tw_bridge_gen_request *g,
+                               const tw_bridge_resp_echo *echo, const tw_bridge_sink *sink,
+                               tw_bridge_http_resp *resp)
+{
+    run(b, g, echo->id, echo, sink, resp);
 }
 
 void tw_bridge_ep_generate(tw_bridge *b, tw_bridge_api_kind kind, const tw_bridge_http_req *rq,
@@ -452,29 +464,8 @@ void tw_bridge_ep_generate(tw_bridge *b, tw_bridge_api_kind kind, const tw_bridg
         tw_bridge_gen_request_fini(&g);
         return;
     }
-    run(b, &g, kind == TW_BRIDGE_API_CHAT ? "chatcmpl-" : "cmpl-", NULL, sink, resp);
+    char id[48];
+    make_response_id(id, sizeof id, kind == TW_BRIDGE_API_CHAT ? "chatcmpl-" : "cmpl-");
+    run(b, &g, id, NULL, sink, resp);
     tw_bridge_gen_request_fini(&g);
-}
-
-void tw_bridge_ep_responses(tw_bridge *b, const tw_bridge_http_req *rq, const tw_bridge_sink *sink,
-                            tw_bridge_http_resp *resp)
-{
-    json_t *root = NULL, *chat = NULL;
-    tw_bridge_apierr ae;
-    tw_bridge_gen_request g;
-    memset(&g, 0, sizeof g);
-    tw_status st = tw_bridge_parse_body(rq, &root, &ae);
-    if (st == TW_OK)
-        st = tw_bridge_responses_to_chat(root, &chat, &ae);
-    if (st == TW_OK)
-        st = tw_bridge_map_chat_request(chat, &g, &ae);
-    json_decref(chat);
-    if (st == TW_OK) {
-        tw_bridge_resp_echo echo = {.request = root, .created_at = (long long)time(NULL)};
-        run(b, &g, "resp_", &echo, sink, resp);
-    } else {
-        tw_bridge_resp_error(resp, &ae);
-    }
-    tw_bridge_gen_request_fini(&g);
-    json_decref(root);
 }

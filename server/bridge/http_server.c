@@ -274,14 +274,21 @@ static int read_body(http_job *job, size_t max, char **body, size_t *len, int *b
     return 0;
 }
 
-/* The path of the request URI without its query string, in buf. */
-static const char *request_path(nng_http_req *req, char *buf, size_t cap)
+/* Part of the request URI into buf: its path (what comes before '?' or
+ * '#'), or its query (what comes between '?' and '#'). NULL when it does
+ * not fit. */
+static const char *request_part(nng_http_req *req, bool query, char *buf, size_t cap)
 {
     const char *uri = nng_http_req_get_uri(req);
-    size_t n = strcspn(uri ? uri : "/", "?#");
+    uri = uri ? uri : "/";
+    size_t n = strcspn(uri, "?#");
+    if (query) {
+        uri = uri[n] == '?' ? uri + n + 1 : "";
+        n = strcspn(uri, "#");
+    }
     if (n >= cap)
-        n = cap - 1;
-    memcpy(buf, uri ? uri : "/", n);
+        return NULL;
+    memcpy(buf, uri, n);
     buf[n] = '\0';
     return buf;
 }
@@ -295,11 +302,12 @@ static void run_job(tw_bridge_http *h, http_job *job)
 
     /* Method and path are copied: once the answer is handed back, the
      * server reuses the request object for the connection's next request. */
-    char path[2048], method[32];
+    char path[2048], query[1024], method[32];
     snprintf(method, sizeof method, "%s", nng_http_req_get_method(job->req));
     tw_bridge_http_req rq = {
         .method = method,
-        .path = request_path(job->req, path, sizeof path),
+        .path = request_part(job->req, false, path, sizeof path),
+        .query = request_part(job->req, true, query, sizeof query),
         .authorization = nng_http_req_get_header(job->req, "Authorization"),
     };
     char *body = NULL;
@@ -322,6 +330,16 @@ static void run_job(tw_bridge_http *h, http_job *job)
                                 : "The Content-Length header is not a number.");
         tw_bridge_resp_error(&resp, &ae);
         complete_with(job, resp.status, resp.content_type, resp.body, resp.body_len, &resp);
+    } else if (!rq.path || !rq.query) {
+        tw_bridge_apierr ae;
+        tw_bridge_fail_http(&ae, TW_INVALID_ARGUMENT, 414, NULL, NULL, "uri_too_long",
+                            "The request URI's %s is longer than the %zu bytes this server "
+                            "reads.",
+                            rq.path ? "query" : "path", (rq.path ? sizeof query : sizeof path) - 1);
+        tw_bridge_resp_error(&resp, &ae);
+        resp.route = TW_BRIDGE_ROUTE_OTHER;
+        complete_with(job, resp.status, resp.content_type, resp.body, resp.body_len, &resp);
+        rq.path = rq.path ? rq.path : "(too long)";
     } else {
         rq.body = body;
         rq.body_too_large = r == 1;

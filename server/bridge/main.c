@@ -44,10 +44,15 @@ int main(int argc, char **argv)
         return 1;
     }
     tw_bridge bridge;
-    tw_bridge_init(&bridge, &cfg, &engine);
+    if (tw_bridge_init(&bridge, &cfg, &engine, &err) != TW_OK) {
+        fprintf(stderr, "tokenwire-bridge: %s\n", err.msg);
+        tw_bridge_engine_close(&engine);
+        return 1;
+    }
     tw_bridge_http *http = NULL;
     if (tw_bridge_http_start(&bridge, &http, &err) != TW_OK) {
         fprintf(stderr, "tokenwire-bridge: %s\n", err.msg);
+        tw_bridge_fini(&bridge);
         tw_bridge_engine_close(&engine);
         return 1;
     }
@@ -59,6 +64,7 @@ int main(int argc, char **argv)
     sigwait(&stop_signals, &sig);
     fprintf(stderr, "tokenwire-bridge: %s, stopping\n", strsignal(sig));
     tw_bridge_http_stop(http);
+    tw_bridge_fini(&bridge);
     tw_bridge_engine_close(&engine);
     return 0;
 }

@@ -81,12 +81,18 @@ static tw_status content_text(const json_t *content, const char *path, json_t **
 }
 
 /* The assistant message that collects function calls: the last message when
- * it is one, else a new one. */
+ * it is the assistant's (the text a response gave before its calls is the
+ * same turn), else a new one. */
 static json_t *calls_message(json_t *msgs)
 {
     json_t *last = json_array_get(msgs, json_array_size(msgs) - 1);
-    if (last && json_is_array(json_object_get(last, "tool_calls")))
+    const char *role = json_string_value(json_object_get(last, "role"));
+    if (role && !strcmp(role, "assistant")) {
+        if (!json_is_array(json_object_get(last, "tool_calls")) &&
+            json_object_set_new(last, "tool_calls", json_array()))
+            return NULL;
         return last;
+    }
     json_t *m = json_pack("{s:s, s:n, s:[]}", "role", "assistant", "content", "tool_calls");
     if (!m || json_array_append_new(msgs, m))
         return NULL;
@@ -159,7 +165,8 @@ static tw_status add_item(json_t *msgs, const json_t *item, size_t i, tw_bridge_
                           type);
 }
 
-static tw_status map_input(const json_t *in, json_t *chat, tw_bridge_apierr *ae)
+static tw_status map_input(const json_t *in, const json_t *prior, json_t *chat,
+                           tw_bridge_apierr *ae)
 {
     json_t *msgs = json_array();
     if (!msgs || json_object_set_new(chat, "messages", msgs))
@@ -170,6 +177,11 @@ static tw_status map_input(const json_t *in, json_t *chat, tw_bridge_apierr *ae)
     if (instructions && json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system",
                                                               "content", instructions)))
         return no_memory(ae);
+    for (size_t i = 0; i < json_array_size(prior); i++) {
+        tw_status st = add_item(msgs, json_array_get(prior, i), i, ae);
+        if (st != TW_OK)
+            return st;
+    }
     const json_t *input = json_object_get(in, "input");
     if (!input || json_is_null(input))
         return tw_bridge_fail_missing(ae, "input");
@@ -271,21 +283,41 @@ static tw_status map_text_and_reasoning(const json_t *in, json_t *chat, tw_bridg
     return TW_OK;
 }
 
-tw_status tw_bridge_responses_to_chat(const json_t *in, json_t **out, tw_bridge_apierr *ae)
+int tw_bridge_responses_previous(const json_t *in, const char **id, tw_bridge_apierr *ae)
+{
+    size_t n = 0;
+    int r = tw_bridge_get_string(in, "previous_response_id", NULL, 64, id, &n, ae);
+    if (r == 1 && n == 0) {
+        tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "previous_response_id", "invalid_value",
+                       "'previous_response_id' must not be empty.");
+        return -1;
+    }
+    return r;
+}
+
+tw_status tw_bridge_responses_to_chat(const json_t *in, const json_t *prior, json_t **out,
+                                      tw_bridge_apierr *ae)
 {
     *out = NULL;
     if (!json_is_object(in))
         return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, NULL, "invalid_type",
                               "The request body must be a JSON object.");
-    static const char *const stored[] = {"previous_response_id", "conversation", "prompt"};
+    static const char *const stored[] = {"conversation", "prompt"};
     for (size_t i = 0; i < sizeof stored / sizeof stored[0]; i++) {
         const json_t *v = json_object_get(in, stored[i]);
         if (v && !json_is_null(v))
             return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, stored[i], "unsupported_parameter",
-                                  "'%s' is not supported: this server keeps no responses; "
-                                  "send the whole conversation as 'input'.",
+                                  "'%s' is not supported: this server keeps responses only; "
+                                  "go on from one with 'previous_response_id', or send the "
+                                  "whole conversation as 'input'.",
                                   stored[i]);
     }
+    const json_t *store = json_object_get(in, "store");
+    if (store && !json_is_null(store) && !json_is_boolean(store))
+        return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "store", "invalid_type",
+                              "Invalid type for 'store': expected a boolean, but got %s "
+                              "instead.",
+                              tw_bridge_json_type_name(store));
     if (json_is_true(json_object_get(in, "background")))
         return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "background", "unsupported_parameter",
                               "'background' responses are not supported.");
@@ -297,7 +329,7 @@ tw_status tw_bridge_responses_to_chat(const json_t *in, json_t **out, tw_bridge_
     json_t *chat = json_object();
     if (!chat)
         return no_memory(ae);
-    tw_status st = map_input(in, chat, ae);
+    tw_status st = map_input(in, prior, chat, ae);
     if (st == TW_OK)
         st = map_tools(in, chat, ae);
     if (st == TW_OK)
@@ -320,6 +352,84 @@ tw_status tw_bridge_responses_to_chat(const json_t *in, json_t **out, tw_bridge_
     }
     *out = chat;
     return TW_OK;
+}
+
+/* One input item as it is kept: id and type first, a message's content as
+ * parts and its status, then the rest as given. A new reference, or NULL. */
+static json_t *kept_item(const json_t *item, const char *suffix, size_t i)
+{
+    const char *type = json_string_value(json_object_get(item, "type"));
+    type = type ? type : "message";
+    const json_t *given_id = json_object_get(item, "id");
+    char id[128];
+    if (json_is_string(given_id)) {
+        snprintf(id, sizeof id, "%s", json_string_value(given_id));
+    } else {
+        const char *kind = !strcmp(type, "message")                ? "msg"
+                           : !strcmp(type, "function_call")        ? "fc"
+                           : !strcmp(type, "function_call_output") ? "fco"
+                                                                   : "rs";
+        snprintf(id, sizeof id, "%s_%s_%zu", kind, suffix, i);
+    }
+    json_t *o = json_pack("{s:s, s:s}", "id", id, "type", type);
+    int bad = !o;
+    if (!bad && !strcmp(type, "message")) {
+        const char *role = json_string_value(json_object_get(item, "role"));
+        const json_t *content = json_object_get(item, "content");
+        const char *part = role && !strcmp(role, "assistant") ? "output_text" : "input_text";
+        bad |= json_object_set(o, "role", json_object_get(item, "role"));
+        bad |= json_object_set_new(o, "content",
+                                   json_is_string(content)
+                                       ? json_pack("[{s:s, s:O}]", "type", part, "text", content)
+                                       : json_deep_copy(content));
+        bad |= json_object_set_new(o, "status", json_string("completed"));
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)item, key, v)
+    {
+        if (!bad && !json_object_get(o, key))
+            bad |= json_object_set_new(o, key, json_deep_copy(v));
+    }
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+json_t *tw_bridge_responses_context(const json_t *prior, const json_t *in, const char *resp_id)
+{
+    const char *suffix = strncmp(resp_id, "resp_", 5) ? resp_id : resp_id + 5;
+    json_t *items = prior ? json_deep_copy(prior) : json_array();
+    const json_t *input = json_object_get(in, "input");
+    int bad = !items;
+    if (json_is_string(input)) {
+        json_t *m = json_pack("{s:s, s:O}", "role", "user", "content", input);
+        bad |= !m || json_array_append_new(items, kept_item(m, suffix, 0));
+        json_decref(m);
+    }
+    for (size_t i = 0; !bad && i < json_array_size(input); i++)
+        bad |= json_array_append_new(items, kept_item(json_array_get(input, i), suffix, i));
+    if (bad) {
+        json_decref(items);
+        return NULL;
+    }
+    return items;
+}
+
+json_t *tw_bridge_responses_conversation(const json_t *items, const json_t *response)
+{
+    json_t *all = json_deep_copy(items);
+    const json_t *output = json_object_get(response, "output");
+    int bad = !json_is_array(all);
+    for (size_t i = 0; !bad && i < json_array_size(output); i++)
+        bad |= json_array_append_new(all, json_deep_copy(json_array_get(output, i)));
+    if (bad) {
+        json_decref(all);
+        return NULL;
+    }
+    return all;
 }
 
 /* ------------------------------------------------------------ answers */
@@ -456,9 +566,9 @@ json_t *tw_bridge_response_object(const tw_bridge_resp_echo *echo, const tw_brid
         {"text", echo_field(rq, "text", json_pack("{s:{s:s}}", "format", "type", "text"))},
         {"reasoning", echo_field(rq, "reasoning", json_pack("{s:n, s:n}", "effort", "summary"))},
         {"metadata", echo_field(rq, "metadata", json_object())},
-        {"store", json_false()},
+        {"store", json_boolean(echo->store)},
         {"truncation", json_string("disabled")},
-        {"previous_response_id", json_null()},
+        {"previous_response_id", echo_field(rq, "previous_response_id", json_null())},
         {"usage", whole ? usage_of(p->usage) : json_null()},
     };
     json_t *o = json_object();

@@ -293,6 +293,8 @@ int tw_bridge_resp_stream_end(tw_bridge_resp_stream *rs)
         json_decref(r);
         return 1;
     }
+    if (!rs->failed && rs->echo.keep)
+        rs->echo.keep(rs->echo.keep_user, r);
     const char *status = json_string_value(json_object_get(r, "status"));
     char type[40];
     snprintf(type, sizeof type, "response.%s", status);

@@ -8,11 +8,22 @@
  * higher and would let a body of brackets cost deep recursion later. */
 #define BODY_MAX_DEPTH 64
 
-void tw_bridge_init(tw_bridge *b, const tw_bridge_config *cfg, tw_bridge_engine *engine)
+tw_status tw_bridge_init(tw_bridge *b, const tw_bridge_config *cfg, tw_bridge_engine *engine,
+                         tw_err *err)
 {
     b->cfg = cfg;
     b->engine = engine;
+    b->store = NULL;
     tw_bridge_metrics_init(&b->metrics);
+    if (cfg->responses_store_bytes)
+        return tw_bridge_resp_store_open(cfg->responses_store_bytes, &b->store, err);
+    return TW_OK;
+}
+
+void tw_bridge_fini(tw_bridge *b)
+{
+    tw_bridge_resp_store_close(b->store);
+    b->store = NULL;
 }
 
 void tw_bridge_http_resp_fini(tw_bridge_http_resp *resp)
@@ -115,7 +126,8 @@ tw_status tw_bridge_parse_body(const tw_bridge_http_req *rq, json_t **out,
     return TW_OK;
 }
 
-typedef enum { M_GET, M_POST } route_method;
+/* M_ANY: the handler checks the method itself. */
+typedef enum { M_GET, M_POST, M_ANY } route_method;
 
 typedef struct route_match {
     tw_bridge_route route;
@@ -155,6 +167,15 @@ static bool find_route(const char *path, const char *method, route_match *m)
             return true;
         }
     }
+    static const char kept_prefix[] = "/v1/responses/";
+    if (plen > sizeof kept_prefix - 1 && !strncmp(path, kept_prefix, sizeof kept_prefix - 1)) {
+        /* retrieve, delete, input_items, cancel */
+        m->route = TW_BRIDGE_ROUTE_RESPONSES_KEPT;
+        m->method = M_ANY;
+        m->auth = true;
+        m->model_id = NULL;
+        return true;
+    }
     static const char models_prefix[] = "/v1/models/";
     size_t mp = sizeof models_prefix - 1;
     if (plen > mp && strncmp(path, models_prefix, mp) == 0) {
@@ -176,6 +197,17 @@ static bool find_route(const char *path, const char *method, route_match *m)
     return false;
 }
 
+void tw_bridge_resp_bad_method(tw_bridge_http_resp *resp, const tw_bridge_http_req *rq,
+                               const char *allow)
+{
+    tw_bridge_apierr ae;
+    tw_bridge_fail_http(&ae, TW_INVALID_ARGUMENT, 405, "invalid_request_error", NULL,
+                        "method_not_allowed", "Method %s is not allowed for %.200s; use %s.",
+                        rq->method, rq->path, allow);
+    tw_bridge_resp_error(resp, &ae);
+    resp->allow = allow;
+}
+
 static void fail_resp(tw_bridge_http_resp *resp, tw_status st, int http, const char *type,
                       const char *code, const char *msg)
 {
@@ -192,17 +224,8 @@ void tw_bridge_handle(tw_bridge *b, const tw_bridge_http_req *rq, const tw_bridg
     route_match m;
     if (!find_route(rq->path, rq->method, &m)) {
         tw_bridge_apierr ae;
-        static const char stored[] = "/v1/responses/";
-        if (!strncmp(rq->path, stored, sizeof stored - 1))
-            /* retrieve, delete, cancel, input_items: nothing is kept */
-            tw_bridge_fail_http(&ae, TW_NOT_FOUND, 404, "invalid_request_error", NULL, "not_found",
-                                "No response is stored at %.200s: this server keeps no "
-                                "responses; send the whole conversation as 'input'.",
-                                rq->path);
-        else
-            tw_bridge_fail_http(&ae, TW_NOT_FOUND, 404, "invalid_request_error", NULL,
-                                "unknown_url", "Unknown request URL: %s %.200s.", rq->method,
-                                rq->path);
+        tw_bridge_fail_http(&ae, TW_NOT_FOUND, 404, "invalid_request_error", NULL, "unknown_url",
+                            "Unknown request URL: %s %.200s.", rq->method, rq->path);
         tw_bridge_resp_error(resp, &ae);
         return;
     }
@@ -210,13 +233,7 @@ void tw_bridge_handle(tw_bridge *b, const tw_bridge_http_req *rq, const tw_bridg
     bool is_get = !strcmp(rq->method, "GET") || !strcmp(rq->method, "HEAD");
     bool is_post = !strcmp(rq->method, "POST");
     if ((m.method == M_GET && !is_get) || (m.method == M_POST && !is_post)) {
-        tw_bridge_apierr ae;
-        tw_bridge_fail_http(&ae, TW_INVALID_ARGUMENT, 405, "invalid_request_error", NULL,
-                            "method_not_allowed",
-                            "Method %s is not allowed for %.200s; use %s.", rq->method,
-                            rq->path, m.method == M_GET ? "GET" : "POST");
-        tw_bridge_resp_error(resp, &ae);
-        resp->allow = m.method == M_GET ? "GET, HEAD" : "POST";
+        tw_bridge_resp_bad_method(resp, rq, m.method == M_GET ? "GET, HEAD" : "POST");
         return;
     }
     if (m.auth && !tw_bridge_config_check_auth(b->cfg, rq->authorization)) {
@@ -249,6 +266,9 @@ void tw_bridge_handle(tw_bridge *b, const tw_bridge_http_req *rq, const tw_bridg
         break;
     case TW_BRIDGE_ROUTE_RESPONSES:
         tw_bridge_ep_responses(b, rq, sink, resp);
+        break;
+    case TW_BRIDGE_ROUTE_RESPONSES_KEPT:
+        tw_bridge_ep_stored_response(b, rq, resp);
         break;
     case TW_BRIDGE_ROUTE_MODELS:
         tw_bridge_ep_models(b, NULL, resp);

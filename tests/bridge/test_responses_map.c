@@ -28,7 +28,7 @@ static void rewrites(const char *in, const char *want)
 {
     json_t *req = parse(in), *w = parse(want), *chat = NULL;
     tw_bridge_apierr ae;
-    if (tw_bridge_responses_to_chat(req, &chat, &ae) != TW_OK)
+    if (tw_bridge_responses_to_chat(req, NULL, &chat, &ae) != TW_OK)
         fail_msg("%s refused: %s", in, ae.err.msg);
     if (!json_equal(chat, w)) {
         char *got = json_dumps(chat, JSON_SORT_KEYS | JSON_COMPACT);
@@ -43,7 +43,7 @@ static void refused(const char *in, const char *param)
 {
     json_t *req = parse(in), *chat = NULL;
     tw_bridge_apierr ae;
-    tw_status st = tw_bridge_responses_to_chat(req, &chat, &ae);
+    tw_status st = tw_bridge_responses_to_chat(req, NULL, &chat, &ae);
     if (st != TW_INVALID_ARGUMENT || ae.http_status != 400 || strcmp(ae.param, param) != 0)
         fail_msg("%s: status %d, param \"%s\" (%s); wanted 400 naming %s", in, st, ae.param,
                  ae.err.msg, param);
@@ -99,7 +99,8 @@ static void test_requests(void **state)
     refused("{\"model\":\"m\"}", "input");
     refused("{\"input\":[]}", "input");
     refused("{\"input\":7}", "input");
-    refused("{\"input\":\"x\",\"previous_response_id\":\"resp_1\"}", "previous_response_id");
+    refused("{\"input\":\"x\",\"store\":\"yes\"}", "store");
+    refused("{\"input\":\"x\",\"prompt\":{\"id\":\"p\"}}", "prompt");
     refused("{\"input\":\"x\",\"conversation\":\"c\"}", "conversation");
     refused("{\"input\":\"x\",\"background\":true}", "background");
     refused("{\"input\":\"x\",\"top_logprobs\":3}", "top_logprobs");
@@ -122,6 +123,108 @@ static void test_requests(void **state)
     refused("{\"input\":\"x\",\"tool_choice\":{\"type\":\"file_search\"}}", "tool_choice");
     refused("{\"input\":\"x\",\"text\":{\"format\":{}}}", "text.format.type");
     refused("{\"input\":\"x\",\"instructions\":5}", "instructions");
+}
+
+/* json_t of text, compared with want's; both freed. */
+static void same_json(json_t *got, const char *want)
+{
+    json_t *w = parse(want);
+    if (!got || !json_equal(got, w)) {
+        char *text = got ? json_dumps(got, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
+        fail_msg("gave %s\n want %s", text ? text : "NULL", want);
+    }
+    json_decref(w);
+    json_decref(got);
+}
+
+static void previous_refused(const char *in)
+{
+    json_t *req = parse(in);
+    const char *id = NULL;
+    tw_bridge_apierr ae;
+    assert_int_equal(tw_bridge_responses_previous(req, &id, &ae), -1);
+    assert_int_equal(ae.http_status, 400);
+    assert_string_equal(ae.param, "previous_response_id");
+    json_decref(req);
+}
+
+/* What is kept of a request and how a later one goes on from it. */
+static void test_kept_items(void **state)
+{
+    (void)state;
+    json_t *req = parse("{\"input\":\"x\",\"previous_response_id\":\"resp_1\"}");
+    const char *id = NULL;
+    tw_bridge_apierr ae;
+    assert_int_equal(tw_bridge_responses_previous(req, &id, &ae), 1);
+    assert_string_equal(id, "resp_1");
+    json_decref(req);
+    req = parse("{\"input\":\"x\",\"previous_response_id\":null}");
+    assert_int_equal(tw_bridge_responses_previous(req, &id, &ae), 0);
+    json_decref(req);
+    previous_refused("{\"previous_response_id\":\"\"}");
+    previous_refused("{\"previous_response_id\":5}");
+    previous_refused("{\"previous_response_id\":\"resp_0123456789012345678901234567890123456789"
+                     "01234567890123456789\"}");
+
+    /* text input: one user message with an input_text part and an id */
+    req = parse("{\"input\":\"hi\"}");
+    same_json(tw_bridge_responses_context(NULL, req, "resp_abc"),
+              "[{\"id\":\"msg_abc_0\",\"type\":\"message\",\"role\":\"user\",\"status\":"
+              "\"completed\",\"content\":[{\"type\":\"input_text\",\"text\":\"hi\"}]}]");
+    json_decref(req);
+    /* items: after the prior ones; given ids and parts kept, an assistant's
+     * text as output_text, calls and outputs with ids of their kind */
+    req = parse("{\"input\":[{\"role\":\"assistant\",\"content\":\"a\"},{\"type\":"
+                "\"function_call\",\"call_id\":\"c\",\"name\":\"f\",\"arguments\":\"{}\"},"
+                "{\"type\":\"function_call_output\",\"call_id\":\"c\",\"output\":\"o\"},"
+                "{\"id\":\"mine\",\"type\":\"message\",\"role\":\"user\",\"content\":[{"
+                "\"type\":\"input_text\",\"text\":\"q\"}]}]}");
+    json_t *prior = parse("[{\"id\":\"msg_old_0\",\"type\":\"message\",\"role\":\"user\","
+                          "\"status\":\"completed\",\"content\":[{\"type\":\"input_text\","
+                          "\"text\":\"p\"}]}]");
+    same_json(tw_bridge_responses_context(prior, req, "resp_k"),
+              "[{\"id\":\"msg_old_0\",\"type\":\"message\",\"role\":\"user\",\"status\":"
+              "\"completed\",\"content\":[{\"type\":\"input_text\",\"text\":\"p\"}]},"
+              "{\"id\":\"msg_k_0\",\"type\":\"message\",\"role\":\"assistant\",\"status\":"
+              "\"completed\",\"content\":[{\"type\":\"output_text\",\"text\":\"a\"}]},"
+              "{\"id\":\"fc_k_1\",\"type\":\"function_call\",\"call_id\":\"c\",\"name\":"
+              "\"f\",\"arguments\":\"{}\"},{\"id\":\"fco_k_2\",\"type\":"
+              "\"function_call_output\",\"call_id\":\"c\",\"output\":\"o\"},{\"id\":\"mine\","
+              "\"type\":\"message\",\"role\":\"user\",\"status\":\"completed\",\"content\":[{"
+              "\"type\":\"input_text\",\"text\":\"q\"}]}]");
+    json_decref(req);
+
+    /* a response's successor goes on from its input and its output: the
+     * text and the calls it gave are one assistant turn, its reasoning is
+     * left out, and the new instructions come first */
+    tw_bridge_resp_echo echo = {.request = prior, .id = "resp_r", .created_at = 1};
+    json_t *done = parse("{\"choices\":[{\"message\":{\"content\":\"t\",\"reasoning_content\":"
+                         "\"r\",\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\","
+                         "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},"
+                         "\"finish_reason\":\"tool_calls\"}]}");
+    json_t *response = tw_bridge_response_of_chat(&echo, done);
+    json_t *conv = tw_bridge_responses_conversation(prior, response);
+    assert_int_equal(json_array_size(conv), 4);
+    req = parse("{\"instructions\":\"I\",\"input\":[{\"type\":\"function_call_output\","
+                "\"call_id\":\"call_1\",\"output\":\"42\"}]}");
+    json_t *chat = NULL;
+    assert_int_equal(tw_bridge_responses_to_chat(req, conv, &chat, &ae), TW_OK);
+    same_json(chat, "{\"messages\":[{\"role\":\"system\",\"content\":\"I\"},{\"role\":"
+                    "\"user\",\"content\":\"p\"},{\"role\":\"assistant\",\"content\":\"t\","
+                    "\"tool_calls\":[{\"id\":\"call_1\",\"type\":\"function\",\"function\":{"
+                    "\"name\":\"f\",\"arguments\":\"{}\"}}]},{\"role\":\"tool\","
+                    "\"tool_call_id\":\"call_1\",\"content\":\"42\"}]}");
+    /* the context kept for it holds all of that but the instructions */
+    json_t *ctx = tw_bridge_responses_context(conv, req, "resp_s");
+    assert_int_equal(json_array_size(ctx), 5);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(ctx, 4), "id")),
+                        "fco_s_0");
+    json_decref(ctx);
+    json_decref(req);
+    json_decref(conv);
+    json_decref(response);
+    json_decref(done);
+    json_decref(prior);
 }
 
 static void test_whole_answer(void **state)
@@ -264,6 +367,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_requests),
+        cmocka_unit_test(test_kept_items),
         cmocka_unit_test(test_whole_answer),
         cmocka_unit_test(test_stream),
     };

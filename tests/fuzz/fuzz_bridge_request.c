@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         st = tw_bridge_map_completion_request(root, &r, &ae);
     } else if (data[0] & 2) {
         json_t *chat = NULL;
-        st = tw_bridge_responses_to_chat(root, &chat, &ae);
+        st = tw_bridge_responses_to_chat(root, NULL, &chat, &ae);
         if (st == TW_OK)
             st = tw_bridge_map_chat_request(chat, &r, &ae);
         json_decref(chat);

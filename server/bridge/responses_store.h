@@ -1,0 +1,51 @@
+/* The responses the bridge keeps for /v1/responses: each answer made with
+ * `store` on, with the input items that led to it, so that a later request
+ * can go on from it (previous_response_id) and a client can read it back,
+ * list its input items or delete it.
+ *
+ * The store lives in memory and holds at most max_bytes of JSON text; the
+ * response read or written longest ago goes first to make room. Each entry
+ * belongs to the API key that made it (owner: a digest of the key), and is
+ * invisible to every other key. Entries are kept as text, so what a reader
+ * gets is its own copy.
+ *
+ * Thread-safety: every call may run on any thread at once.
+ */
+#ifndef TW_BRIDGE_RESPONSES_STORE_H
+#define TW_BRIDGE_RESPONSES_STORE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "tw/status.h"
+
+/* The longest response id the store takes. */
+#define TW_BRIDGE_RESP_ID_MAX 64
+
+typedef struct tw_bridge_resp_store tw_bridge_resp_store;
+
+tw_status tw_bridge_resp_store_open(size_t max_bytes, tw_bridge_resp_store **out, tw_err *err);
+void tw_bridge_resp_store_close(tw_bridge_resp_store *s);
+
+/* Keeps a response (its "id" names it) and the items of its input. False
+ * when it cannot be kept: no id or a longer one than TW_BRIDGE_RESP_ID_MAX,
+ * larger than the whole store, or out of memory. Keeping an id again
+ * replaces what it held. */
+bool tw_bridge_resp_store_put(tw_bridge_resp_store *s, const unsigned char owner[32],
+                              const json_t *response, const json_t *items);
+
+/* The response id holds for owner, and its input items; each out pointer
+ * (NULL: not wanted) gets a new reference. False when nothing is kept
+ * under id for owner. */
+bool tw_bridge_resp_store_get(tw_bridge_resp_store *s, const unsigned char owner[32],
+                              const char *id, json_t **response, json_t **items);
+
+/* Forgets id. False when nothing was kept under it for owner. */
+bool tw_bridge_resp_store_delete(tw_bridge_resp_store *s, const unsigned char owner[32],
+                                 const char *id);
+
+/* What the store holds now: entries and bytes of text. */
+void tw_bridge_resp_store_usage(tw_bridge_resp_store *s, size_t *entries, size_t *bytes);
+
+#endif

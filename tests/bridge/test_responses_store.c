@@ -1,0 +1,208 @@
+/* The kept responses: what goes in comes out equal and as the reader's own
+ * copy, only for the key that made it; deletes; the least recently used
+ * goes first when the size runs out, and nothing larger than the store is
+ * kept; the byte count returns to zero; threads at once. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "responses_store.h"
+
+static const unsigned char alice[32] = {1}, bob[32] = {2};
+
+/* A response named id whose text runs to about pad bytes, and its items. */
+static json_t *response(const char *id, size_t pad)
+{
+    char *text = malloc(pad + 1);
+    memset(text, 'x', pad);
+    text[pad] = '\0';
+    json_t *r = json_pack("{s:s, s:s, s:[{s:s, s:s}], s:f}", "id", id, "object", "response",
+                          "output", "type", "message", "text", text, "temperature", 0.7);
+    free(text);
+    return r;
+}
+
+static json_t *items_of(const char *id)
+{
+    return json_pack("[{s:s, s:s, s:s}]", "id", "msg_1", "type", "message", "text", id);
+}
+
+static tw_bridge_resp_store *open_store(size_t bytes)
+{
+    tw_bridge_resp_store *s = NULL;
+    tw_err err = {{0}};
+    assert_int_equal(tw_bridge_resp_store_open(bytes, &s, &err), TW_OK);
+    return s;
+}
+
+static bool kept(tw_bridge_resp_store *s, const unsigned char *owner, const char *id)
+{
+    return tw_bridge_resp_store_get(s, owner, id, NULL, NULL);
+}
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    tw_bridge_resp_store *s = open_store(1 << 20);
+    json_t *r = response("resp_a", 10), *it = items_of("resp_a");
+    assert_true(tw_bridge_resp_store_put(s, alice, r, it));
+    json_t *r2 = NULL, *it2 = NULL;
+    assert_true(tw_bridge_resp_store_get(s, alice, "resp_a", &r2, &it2));
+    assert_true(json_equal(r, r2));
+    assert_true(json_equal(it, it2));
+    /* the reader's own copy: changing it changes nothing kept */
+    json_object_set_new(r2, "object", json_string("changed"));
+    json_decref(r2);
+    assert_true(tw_bridge_resp_store_get(s, alice, "resp_a", &r2, NULL));
+    assert_true(json_equal(r, r2));
+    json_decref(r2);
+    json_decref(it2);
+    /* another key sees nothing, and cannot delete it */
+    assert_false(kept(s, bob, "resp_a"));
+    assert_false(tw_bridge_resp_store_delete(s, bob, "resp_a"));
+    assert_false(kept(s, alice, "resp_b"));
+    assert_false(kept(s, alice, "resp_"));
+    /* keeping the id again replaces it */
+    json_t *r3 = response("resp_a", 20);
+    assert_true(tw_bridge_resp_store_put(s, alice, r3, it));
+    size_t n, bytes;
+    tw_bridge_resp_store_usage(s, &n, &bytes);
+    assert_int_equal(n, 1);
+    assert_true(tw_bridge_resp_store_get(s, alice, "resp_a", &r2, NULL));
+    assert_true(json_equal(r3, r2));
+    json_decref(r2);
+    assert_true(tw_bridge_resp_store_delete(s, alice, "resp_a"));
+    assert_false(kept(s, alice, "resp_a"));
+    assert_false(tw_bridge_resp_store_delete(s, alice, "resp_a"));
+    tw_bridge_resp_store_usage(s, &n, &bytes);
+    assert_int_equal(n, 0);
+    assert_int_equal(bytes, 0);
+    /* no id, or one longer than any the bridge makes */
+    json_t *anon = json_pack("{s:s}", "object", "response");
+    assert_false(tw_bridge_resp_store_put(s, alice, anon, it));
+    char long_id[TW_BRIDGE_RESP_ID_MAX + 2];
+    memset(long_id, 'a', sizeof long_id - 1);
+    long_id[sizeof long_id - 1] = '\0';
+    json_t *lr = response(long_id, 1);
+    assert_false(tw_bridge_resp_store_put(s, alice, lr, it));
+    assert_false(kept(s, alice, long_id));
+    json_decref(lr);
+    json_decref(anon);
+    json_decref(r3);
+    json_decref(r);
+    json_decref(it);
+    tw_bridge_resp_store_close(s);
+}
+
+static void test_least_recent_goes_first(void **state)
+{
+    (void)state;
+    /* room for three responses of ~1300 bytes, not four */
+    tw_bridge_resp_store *s = open_store(4200);
+    char id[16];
+    for (int i = 0; i < 3; i++) {
+        snprintf(id, sizeof id, "resp_%d", i);
+        json_t *r = response(id, 1000), *it = items_of(id);
+        assert_true(tw_bridge_resp_store_put(s, alice, r, it));
+        json_decref(r);
+        json_decref(it);
+    }
+    /* reading resp_0 makes resp_1 the least recently used */
+    assert_true(kept(s, alice, "resp_0"));
+    json_t *r = response("resp_3", 1000), *it = items_of("resp_3");
+    assert_true(tw_bridge_resp_store_put(s, alice, r, it));
+    assert_true(kept(s, alice, "resp_0"));
+    assert_false(kept(s, alice, "resp_1"));
+    assert_true(kept(s, alice, "resp_2"));
+    assert_true(kept(s, alice, "resp_3"));
+    size_t n, bytes;
+    tw_bridge_resp_store_usage(s, &n, &bytes);
+    assert_int_equal(n, 3);
+    assert_true(bytes <= 4200);
+    json_decref(r);
+    /* larger than the whole store: refused, and nothing is pushed out */
+    r = response("resp_big", 4500);
+    assert_false(tw_bridge_resp_store_put(s, alice, r, it));
+    tw_bridge_resp_store_usage(s, &n, &bytes);
+    assert_int_equal(n, 3);
+    assert_true(kept(s, alice, "resp_2"));
+    json_decref(r);
+    json_decref(it);
+    tw_bridge_resp_store_close(s);
+}
+
+typedef struct worker {
+    tw_bridge_resp_store *s;
+    int index;
+    int checked;
+} worker;
+
+/* Each thread keeps, reads back and deletes its own responses, under its
+ * own key, while the store pushes out others' to stay in its size. */
+static void *churn(void *arg)
+{
+    worker *w = arg;
+    unsigned char owner[32] = {(unsigned char)(10 + w->index)};
+    char id[32];
+    for (int i = 0; i < 400; i++) {
+        snprintf(id, sizeof id, "resp_%d_%d", w->index, i);
+        json_t *r = response(id, 200 + (size_t)(i % 7) * 50), *it = items_of(id);
+        if (tw_bridge_resp_store_put(w->s, owner, r, it)) {
+            json_t *back = NULL, *items = NULL;
+            /* it may already be gone to make room for another thread's */
+            if (tw_bridge_resp_store_get(w->s, owner, id, &back, &items)) {
+                if (!json_equal(back, r) || !json_equal(items, it))
+                    w->checked = -1000000;
+                w->checked++;
+            }
+            json_decref(back);
+            json_decref(items);
+            if (i % 3 == 0)
+                tw_bridge_resp_store_delete(w->s, owner, id);
+        }
+        json_decref(r);
+        json_decref(it);
+    }
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    (void)state;
+    tw_bridge_resp_store *s = open_store(40000);
+    pthread_t t[4];
+    worker w[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (worker){.s = s, .index = i};
+        assert_int_equal(pthread_create(&t[i], NULL, churn, &w[i]), 0);
+    }
+    int checked = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        assert_true(w[i].checked >= 0);
+        checked += w[i].checked;
+    }
+    /* most reads find what was just kept */
+    assert_true(checked > 800);
+    size_t n, bytes;
+    tw_bridge_resp_store_usage(s, &n, &bytes);
+    assert_true(bytes <= 40000);
+    assert_true(n > 0);
+    tw_bridge_resp_store_close(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_least_recent_goes_first),
+        cmocka_unit_test(test_threads),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
