@@ -178,6 +178,12 @@ void tw_bridge_ep_metrics(tw_bridge *b, tw_bridge_http_resp *resp)
     tw_bridge_apierr ae;
     /* The bridge's own counters are worth scraping even with no engine. */
     bool have = call_for(b, &req, true, TOKENWIRE__V1__REPLY__RESULT_STATS, &rep, &ae) == TW_OK;
+    if (b->store) {
+        size_t kept, bytes;
+        tw_bridge_resp_store_usage(b->store, &kept, &bytes);
+        atomic_store(&b->metrics.responses_kept, kept);
+        atomic_store(&b->metrics.responses_kept_bytes, bytes);
+    }
     char *text = tw_bridge_metrics_render(&b->metrics, tw_bridge_engine_up(b->engine),
                                           have ? rep->stats : NULL);
     tw_wire_free_reply(rep);

@@ -31,6 +31,8 @@ void tw_bridge_metrics_init(tw_bridge_metrics *m)
     atomic_init(&m->rejected_busy, 0);
     atomic_init(&m->inflight, 0);
     atomic_init(&m->streams_active, 0);
+    atomic_init(&m->responses_kept, 0);
+    atomic_init(&m->responses_kept_bytes, 0);
 }
 
 void tw_bridge_metrics_request(tw_bridge_metrics *m, tw_bridge_route route, int http_status,
@@ -191,6 +193,12 @@ char *tw_bridge_metrics_render(tw_bridge_metrics *m, bool engine_up,
                 "Requests refused because every worker was busy.");
     out(&b, "tokenwire_bridge_rejected_busy_total %llu\n",
         (unsigned long long)atomic_load(&m->rejected_busy));
+    metric_head(&b, "tokenwire_bridge_responses_kept", "gauge",
+                "Responses kept for previous_response_id and retrieval.");
+    out(&b, "tokenwire_bridge_responses_kept %zu\n", atomic_load(&m->responses_kept));
+    metric_head(&b, "tokenwire_bridge_responses_kept_bytes", "gauge",
+                "Bytes the kept responses take (limit: --responses-store-mb).");
+    out(&b, "tokenwire_bridge_responses_kept_bytes %zu\n", atomic_load(&m->responses_kept_bytes));
     metric_head(&b, "tokenwire_engine_up", "gauge", "1 when the engine answers.");
     out(&b, "tokenwire_engine_up %d\n", engine_up ? 1 : 0);
     if (stats)

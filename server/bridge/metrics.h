@@ -42,6 +42,8 @@ typedef struct tw_bridge_metrics {
     atomic_uint_fast64_t rejected_busy;   /* answered 429 for want of a worker */
     atomic_int inflight;
     atomic_int streams_active;
+    /* the kept /v1/responses answers, read from the store at each scrape */
+    atomic_size_t responses_kept, responses_kept_bytes;
 } tw_bridge_metrics;
 
 void tw_bridge_metrics_init(tw_bridge_metrics *m);

@@ -32,9 +32,12 @@ tw_test_http_result tw_test_http(const char *method, int port, const char *path,
     assert_non_null(r.body);
     CURL *c = curl_easy_init();
     assert_non_null(c);
-    char url[256];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
-    curl_easy_setopt(c, CURLOPT_URL, url);
+    size_t cap = strlen(path) + 32;
+    char *url = malloc(cap);
+    assert_non_null(url);
+    snprintf(url, cap, "http://127.0.0.1:%d%s", port, path);
+    curl_easy_setopt(c, CURLOPT_URL, url); /* curl keeps its own copy */
+    free(url);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
