@@ -2,7 +2,8 @@
  * for /v1/chat/completions, /v1/completions and /v1/responses (the first
  * byte picks the endpoint: odd completions, 2 mod 4 responses, which are
  * rewritten as chat first), and packs the result as the engine would
- * receive it. */
+ * receive it. A Responses request's input, as it is kept, must map again
+ * as the conversation a later request goes on from. */
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -12,6 +13,26 @@
 #include "responses_map.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* What is kept of an accepted request, with an answer, maps again. */
+static void goes_on_from(const json_t *request)
+{
+    json_t *items = tw_bridge_responses_context(NULL, request, "resp_fuzz");
+    json_t *answer = json_pack("{s:[{s:s, s:s, s:s, s:s, s:[{s:s, s:s}]}]}", "output", "id",
+                               "msg_fuzz", "type", "message", "status", "completed", "role",
+                               "assistant", "content", "type", "output_text", "text", "ok");
+    json_t *prior = tw_bridge_responses_conversation(items, answer);
+    json_t *next = json_pack("{s:s}", "input", "next");
+    json_t *chat = NULL;
+    tw_bridge_apierr ae;
+    if (!prior || !next || tw_bridge_responses_to_chat(next, prior, &chat, &ae) != TW_OK)
+        abort();
+    json_decref(chat);
+    json_decref(next);
+    json_decref(prior);
+    json_decref(answer);
+    json_decref(items);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -32,6 +53,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (st == TW_OK)
             st = tw_bridge_map_chat_request(chat, &r, &ae);
         json_decref(chat);
+        if (st == TW_OK)
+            goes_on_from(root);
     } else {
         st = tw_bridge_map_chat_request(root, &r, &ae);
     }

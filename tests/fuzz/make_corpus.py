@@ -229,6 +229,15 @@ def main():
         "text": {"format": {"type": "json_schema", "name": "n",
                             "schema": {"type": "object"}}}}).encode())
 
+    put(br, "responses_kept", b"\x02" + json.dumps({
+        "previous_response_id": "resp_1", "store": False, "input": [
+            {"id": "mine", "type": "message", "role": "assistant", "content": "earlier"},
+            {"role": "developer", "content": "rules", "status": "in_progress"},
+            {"type": "function_call", "id": 7, "call_id": "c", "name": "f", "arguments": "{}"},
+            {"type": "message", "role": "user",
+             "content": [{"type": "output_text", "text": "a"}, {"type": "text", "text": "b"}]}]
+    }).encode())
+
     bridge_reply_seeds(out)
 
     tc = os.path.join(out, "toolcall")
