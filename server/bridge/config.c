@@ -150,6 +150,8 @@ static tw_status apply(tw_bridge_config *c, const char *name, const char *v, tw_
             c->responses_store_bytes = (size_t)x << 20;
         return st;
     }
+    if (!strcmp(name, "responses_store_file"))
+        return set_string(c->responses_store_file, sizeof c->responses_store_file, name, v, err);
     if (!strcmp(name, "quiet")) {
         if (!strcasecmp(v, "true") || !strcmp(v, "1") || !strcasecmp(v, "yes"))
             c->quiet = true;
@@ -212,6 +214,8 @@ const char *tw_bridge_config_usage(void)
            "  --queue N                requests waiting for a worker (default 256)\n"
            "  --responses-store-mb N   keep /v1/responses answers in N MiB, the least\n"
            "                           recently used dropped first; 0 keeps none (64)\n"
+           "  --responses-store-file F read the kept responses from F at start and write\n"
+           "                           them there at stop (default: kept in memory only)\n"
            "  --quiet                  no access log\n";
 }
 

@@ -49,6 +49,28 @@ int main(int argc, char **argv)
         tw_bridge_engine_close(&engine);
         return 1;
     }
+    const char *store_file = cfg.responses_store_file[0] ? cfg.responses_store_file : NULL;
+    if (store_file && bridge.store) {
+        size_t loaded, skipped;
+        if (tw_bridge_resp_store_load(bridge.store, store_file, &loaded, &skipped, &err) != TW_OK) {
+            fprintf(stderr, "tokenwire-bridge: %s\n", err.msg);
+            tw_bridge_fini(&bridge);
+            tw_bridge_engine_close(&engine);
+            return 1;
+        }
+        fprintf(stderr, "tokenwire-bridge: %zu kept responses read from %s\n", loaded, store_file);
+        if (skipped)
+            fprintf(stderr, "tokenwire-bridge: %zu lines skipped, the first: %s\n", skipped,
+                    err.msg);
+        /* Written back at once, so that a file that cannot be written is
+         * found now rather than at stop, when the answers would be lost. */
+        if (tw_bridge_resp_store_save(bridge.store, store_file, &err) != TW_OK) {
+            fprintf(stderr, "tokenwire-bridge: %s\n", err.msg);
+            tw_bridge_fini(&bridge);
+            tw_bridge_engine_close(&engine);
+            return 1;
+        }
+    }
     tw_bridge_http *http = NULL;
     if (tw_bridge_http_start(&bridge, &http, &err) != TW_OK) {
         fprintf(stderr, "tokenwire-bridge: %s\n", err.msg);
@@ -64,7 +86,19 @@ int main(int argc, char **argv)
     sigwait(&stop_signals, &sig);
     fprintf(stderr, "tokenwire-bridge: %s, stopping\n", strsignal(sig));
     tw_bridge_http_stop(http);
+    int rc = 0;
+    if (store_file && bridge.store) {
+        size_t kept, bytes;
+        tw_bridge_resp_store_usage(bridge.store, &kept, &bytes);
+        if (tw_bridge_resp_store_save(bridge.store, store_file, &err) == TW_OK) {
+            fprintf(stderr, "tokenwire-bridge: %zu kept responses written to %s\n", kept,
+                    store_file);
+        } else {
+            fprintf(stderr, "tokenwire-bridge: %s\n", err.msg);
+            rc = 1;
+        }
+    }
     tw_bridge_fini(&bridge);
     tw_bridge_engine_close(&engine);
-    return 0;
+    return rc;
 }

@@ -1,11 +1,14 @@
 #include "responses_store.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <openssl/crypto.h>
 #include <pthread.h>
 #include <search.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct kept {
     struct kept *older, *newer; /* by last use */
@@ -199,6 +202,105 @@ bool tw_bridge_resp_store_delete(tw_bridge_resp_store *s, const unsigned char ow
         drop(s, e);
     pthread_mutex_unlock(&s->mu);
     return ok;
+}
+
+tw_status tw_bridge_resp_store_save(tw_bridge_resp_store *s, const char *path, tw_err *err)
+{
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "responses store file: path too long");
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        tw_status st =
+            tw_errorf(err, TW_UNAVAILABLE, "responses store file %s: %s", tmp, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return st;
+    }
+    bool ok = true;
+    pthread_mutex_lock(&s->mu);
+    for (const kept *e = s->oldest; e && ok; e = e->newer) {
+        char owner[65];
+        for (int i = 0; i < 32; i++)
+            snprintf(owner + 2 * i, 3, "%02x", e->owner[i]);
+        ok = fprintf(f, "{\"owner\":\"%s\",\"response\":%s,\"items\":%s}\n", owner, e->response,
+                     e->items) > 0;
+    }
+    pthread_mutex_unlock(&s->mu);
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int saved_errno = errno;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        tw_status st = tw_errorf(err, TW_UNAVAILABLE, "responses store file %s: %s",
+                                 ok ? path : tmp, strerror(ok ? errno : saved_errno));
+        unlink(tmp);
+        return st;
+    }
+    return TW_OK;
+}
+
+/* The owner digest written as 64 hex digits. */
+static bool parse_owner(const char *hex, unsigned char owner[32])
+{
+    if (!hex || strlen(hex) != 64)
+        return false;
+    for (int i = 0; i < 32; i++) {
+        unsigned v;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1 || !strchr("0123456789abcdef", hex[2 * i]) ||
+            !strchr("0123456789abcdef", hex[2 * i + 1]))
+            return false;
+        owner[i] = (unsigned char)v;
+    }
+    return true;
+}
+
+tw_status tw_bridge_resp_store_load(tw_bridge_resp_store *s, const char *path, size_t *loaded,
+                                    size_t *skipped, tw_err *err)
+{
+    *loaded = *skipped = 0;
+    FILE *f = fopen(path, "r");
+    if (!f && errno == ENOENT)
+        return TW_OK;
+    if (!f)
+        return tw_errorf(err, TW_UNAVAILABLE, "responses store file %s: %s", path, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    unsigned long lineno = 0;
+    while ((n = getline(&line, &cap, f)) > 0) {
+        lineno++;
+        json_error_t je;
+        /* no entry is longer than the store itself */
+        json_t *j = (size_t)n <= s->max_bytes + 256
+                        ? json_loadb(line, (size_t)n, JSON_REJECT_DUPLICATES, &je)
+                        : NULL;
+        if ((size_t)n > s->max_bytes + 256)
+            snprintf(je.text, sizeof je.text, "a line longer than the store");
+        unsigned char owner[32];
+        const json_t *response = json_object_get(j, "response");
+        const json_t *items = json_object_get(j, "items");
+        const char *problem = NULL;
+        if (!j)
+            problem = je.text;
+        else if (!parse_owner(json_string_value(json_object_get(j, "owner")), owner))
+            problem = "no owner of 64 hex digits";
+        else if (!json_is_object(response) || !json_is_array(items))
+            problem = "no response object and items array";
+        else if (!tw_bridge_resp_store_put(s, owner, response, items))
+            problem = "a response without an id of at most 64 bytes, or larger than the store";
+        if (problem && (*skipped)++ == 0)
+            tw_errorf(err, TW_INVALID_ARGUMENT, "%s:%lu: %s", path, lineno, problem);
+        if (!problem)
+            (*loaded)++;
+        json_decref(j);
+    }
+    bool failed = ferror(f) != 0;
+    free(line);
+    fclose(f);
+    if (failed)
+        return tw_errorf(err, TW_UNAVAILABLE, "responses store file %s: read error", path);
+    return TW_OK;
 }
 
 void tw_bridge_resp_store_usage(tw_bridge_resp_store *s, size_t *entries, size_t *bytes)

@@ -9,6 +9,9 @@
  * invisible to every other key. Entries are kept as text, so what a reader
  * gets is its own copy.
  *
+ * save and load carry the store across restarts: one JSON line per entry,
+ * least recently used first, so that loading gives back the same order.
+ *
  * Thread-safety: every call may run on any thread at once.
  */
 #ifndef TW_BRIDGE_RESPONSES_STORE_H
@@ -44,6 +47,19 @@ bool tw_bridge_resp_store_get(tw_bridge_resp_store *s, const unsigned char owner
 /* Forgets id. False when nothing was kept under it for owner. */
 bool tw_bridge_resp_store_delete(tw_bridge_resp_store *s, const unsigned char owner[32],
                                  const char *id);
+
+/* Writes every entry to path (mode 0600: conversations are private),
+ * through a temporary file renamed over it, so that path holds either the
+ * old whole file or the new one. */
+tw_status tw_bridge_resp_store_save(tw_bridge_resp_store *s, const char *path, tw_err *err);
+
+/* Keeps the entries of a file save wrote. A missing file is an empty one.
+ * A line that is not an entry (a hand-edited or damaged file) is skipped
+ * and counted in *skipped, with the first such line's problem in err's
+ * message; entries beyond the store's size push out the oldest, as puts
+ * do. Fails only when the file cannot be read. */
+tw_status tw_bridge_resp_store_load(tw_bridge_resp_store *s, const char *path, size_t *loaded,
+                                    size_t *skipped, tw_err *err);
 
 /* What the store holds now: entries and bytes of text. */
 void tw_bridge_resp_store_usage(tw_bridge_resp_store *s, size_t *entries, size_t *bytes);

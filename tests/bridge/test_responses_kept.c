@@ -2,8 +2,8 @@
  * the shipped model: a response read back as it was given (whole and
  * streamed); previous_response_id giving the same prompt and answer as the
  * chat completion of the whole conversation; input items listed page by
- * page; delete; each key seeing only its own; and a bridge that keeps
- * nothing saying so.
+ * page; delete; each key seeing only its own; a bridge that keeps
+ * nothing saying so; and the kept responses carried across a restart.
  *
  * Arguments: the model to serve. */
 #include <setjmp.h>
@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bridge_fixture.h"
 #include "test_support.h"
@@ -333,6 +334,42 @@ static void test_streamed_and_off(void **state)
     twb_stop(&s);
 }
 
+/* With --responses-store-file a stopped bridge writes what it keeps, and
+ * the next one reads it: the response comes back the same, and a request
+ * goes on from it. */
+static void test_restart(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/tw-kept-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char file[128];
+    snprintf(file, sizeof file, "%s/responses.jsonl", dir);
+    const char *const flags[] = {"--responses-store-file", file, NULL};
+    twb_service s;
+    start(&s, flags);
+    json_t *r = post_ok(&s, "/v1/responses", "{\"input\":\"" ASK_ADD "\"," SETTINGS "}",
+                        "response before the restart");
+    twb_stop(&s);
+    start(&s, flags);
+    char path[256], body[512];
+    snprintf(path, sizeof path, "/v1/responses/%s", str(r, "id"));
+    json_t *back = get_ok(&s, path, "response after the restart");
+    expect_same(back, r, "the response kept across the restart");
+    snprintf(body, sizeof body,
+             "{\"previous_response_id\":\"%s\",\"input\":\"" ASK_SUB "\"," SETTINGS "}",
+             str(r, "id"));
+    json_t *next = post_ok(&s, "/v1/responses", body, "going on after the restart");
+    assert_true(
+        json_integer_value(json_object_get(json_object_get(next, "usage"), "input_tokens")) >
+        json_integer_value(json_object_get(json_object_get(r, "usage"), "input_tokens")));
+    json_decref(next);
+    json_decref(back);
+    json_decref(r);
+    twb_stop(&s);
+    assert_int_equal(unlink(file), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -347,6 +384,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_conversation, twb_teardown),
         cmocka_unit_test_teardown(test_streamed_and_off, twb_teardown),
+        cmocka_unit_test_teardown(test_restart, twb_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "responses_store.h"
 
@@ -197,12 +199,101 @@ static void test_threads(void **state)
     tw_bridge_resp_store_close(s);
 }
 
+static void put_n(tw_bridge_resp_store *s, const unsigned char *owner, int from, int to)
+{
+    char id[16];
+    for (int i = from; i < to; i++) {
+        snprintf(id, sizeof id, "resp_%d", i);
+        json_t *r = response(id, 1000), *it = items_of(id);
+        assert_true(tw_bridge_resp_store_put(s, owner, r, it));
+        json_decref(r);
+        json_decref(it);
+    }
+}
+
+/* Saved and loaded: the same entries for the same keys in the same order
+ * of use; damaged lines skipped and counted; a missing file is empty. */
+static void test_save_and_load(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/tw-store-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/kept.jsonl", dir);
+    tw_bridge_resp_store *s = open_store(4200);
+    put_n(s, alice, 0, 2);
+    put_n(s, bob, 2, 3);
+    assert_true(kept(s, alice, "resp_0")); /* resp_1 is now the least recent */
+    tw_err err = {{0}};
+    assert_int_equal(tw_bridge_resp_store_save(s, path, &err), TW_OK);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+
+    tw_bridge_resp_store *t = open_store(4200);
+    size_t loaded, skipped;
+    assert_int_equal(tw_bridge_resp_store_load(t, path, &loaded, &skipped, &err), TW_OK);
+    assert_int_equal(loaded, 3);
+    assert_int_equal(skipped, 0);
+    const char *ids[] = {"resp_0", "resp_1", "resp_2"};
+    for (int i = 0; i < 3; i++) {
+        const unsigned char *owner = i == 2 ? bob : alice;
+        json_t *a, *ai, *b, *bi;
+        assert_true(tw_bridge_resp_store_get(s, owner, ids[i], &a, &ai));
+        assert_true(tw_bridge_resp_store_get(t, owner, ids[i], &b, &bi));
+        assert_true(json_equal(a, b));
+        assert_true(json_equal(ai, bi));
+        assert_false(kept(t, i == 2 ? alice : bob, ids[i]));
+        json_decref(a), json_decref(ai), json_decref(b), json_decref(bi);
+    }
+    size_t n1, b1, n2, b2;
+    tw_bridge_resp_store_usage(s, &n1, &b1);
+    tw_bridge_resp_store_usage(t, &n2, &b2);
+    assert_int_equal(n1, n2);
+    assert_int_equal(b1, b2);
+    tw_bridge_resp_store_close(t);
+
+    /* the order of use came back: a fourth pushes out resp_1 */
+    t = open_store(4200);
+    FILE *f = fopen(path, "a");
+    fputs("not json\n{\"owner\":\"zz\",\"response\":{\"id\":\"resp_x\"},\"items\":[]}\n"
+          "{\"owner\":\"",
+          f);
+    for (int i = 0; i < 64; i++)
+        fputc('0', f);
+    fputs("\",\"response\":{\"object\":\"response\"},\"items\":[]}\n", f);
+    fclose(f);
+    assert_int_equal(tw_bridge_resp_store_load(t, path, &loaded, &skipped, &err), TW_OK);
+    assert_int_equal(loaded, 3);
+    assert_int_equal(skipped, 3);
+    assert_non_null(strstr(err.msg, ":4:"));
+    put_n(t, alice, 3, 4);
+    assert_false(kept(t, alice, "resp_1"));
+    assert_true(kept(t, alice, "resp_0"));
+    assert_true(kept(t, bob, "resp_2"));
+    tw_bridge_resp_store_close(t);
+
+    /* a missing file is an empty store; a folder that is not there cannot
+     * be written */
+    t = open_store(4200);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(tw_bridge_resp_store_load(t, path, &loaded, &skipped, &err), TW_OK);
+    assert_int_equal(loaded, 0);
+    snprintf(path, sizeof path, "%s/no/such/dir/kept.jsonl", dir);
+    assert_int_not_equal(tw_bridge_resp_store_save(t, path, &err), TW_OK);
+    assert_non_null(strstr(err.msg, "kept.jsonl.tmp"));
+    tw_bridge_resp_store_close(t);
+    tw_bridge_resp_store_close(s);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_least_recent_goes_first),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_save_and_load),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
