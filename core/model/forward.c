@@ -9,9 +9,11 @@
 #include "model/model_internal.h"
 
 /* Runs the rows of `b` through the model and advances their sequences.
- * Logits are produced for rows [first_logit, b->n) into `logits`. */
+ * Logits are produced for rows [first_logit, b->n) into `logits`, or with
+ * `hidden` their final-normed hidden states (what the logits are made
+ * from). */
 static void step(tw_model *m, tw_pool *pool, const tw_batch *b, const uint32_t *tokens,
-                 size_t first_logit, float *logits)
+                 size_t first_logit, float *logits, bool hidden)
 {
     const tw_mconfig *c = &m->cfg;
     tw_scratch *s = &m->s;
@@ -59,6 +61,10 @@ static void step(tw_model *m, tw_pool *pool, const tw_batch *b, const uint32_t *
     if (first_logit >= n)
         return;
     size_t cnt = n - first_logit;
+    if (hidden) {
+        tw_rmsnorm_rows(pool, logits, s->x + first_logit * H, m->final_norm, cnt, H, c->norm_eps);
+        return;
+    }
     tw_rmsnorm_rows(pool, s->xn, s->x + first_logit * H, m->final_norm, cnt, H, c->norm_eps);
     tw_fetch_next(m, pool, n, NULL, TW_FETCH_NEXT_LAYER);
     tw_mat_mul(pool, &m->lm_head, s->xn, cnt, logits);
@@ -115,12 +121,12 @@ tw_status tw_model_forward(tw_model *model, tw_pool *pool, tw_seq *seq, const ui
 {
     if (!model || !seq || seq->model != model)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "forward: sequence does not belong to model");
-    if (mode != TW_LOGITS_NONE && mode != TW_LOGITS_LAST && mode != TW_LOGITS_ALL)
+    if (mode < TW_LOGITS_NONE || mode > TW_HIDDEN_ALL)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "forward: bad logits mode %d", (int)mode);
     if (mode != TW_LOGITS_NONE && !logits)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "forward: logits buffer is NULL");
     if (n == 0) {
-        if (mode == TW_LOGITS_LAST)
+        if (mode == TW_LOGITS_LAST || mode == TW_HIDDEN_LAST)
             return tw_errorf(err, TW_INVALID_ARGUMENT, "forward: no token to take logits of");
         return TW_OK;
     }
@@ -135,7 +141,10 @@ tw_status tw_model_forward(tw_model *model, tw_pool *pool, tw_seq *seq, const ui
                          n, seq->cap);
 
     tw_scratch *s = &model->s;
-    size_t V = model->cfg.vocab;
+    const bool hidden = mode == TW_HIDDEN_LAST || mode == TW_HIDDEN_ALL;
+    const bool all = mode == TW_LOGITS_ALL || mode == TW_HIDDEN_ALL;
+    const bool last = mode == TW_LOGITS_LAST || mode == TW_HIDDEN_LAST;
+    size_t V = hidden ? model->cfg.hidden : model->cfg.vocab;
     for (size_t done = 0; done < n;) {
         size_t cnt = prefill_step_rows(seq->len, n - done, model->max_chunk);
         for (size_t i = 0; i < cnt; i++) {
@@ -145,14 +154,14 @@ tw_status tw_model_forward(tw_model *model, tw_pool *pool, tw_seq *seq, const ui
         tw_batch b = {.n = cnt, .seq = s->row_seq, .pos = s->pos, .one_seq = true};
         size_t first = cnt;
         float *out = NULL;
-        if (mode == TW_LOGITS_ALL) {
+        if (all) {
             first = 0;
             out = logits + done * V;
-        } else if (mode == TW_LOGITS_LAST && done + cnt == n) {
+        } else if (last && done + cnt == n) {
             first = cnt - 1;
             out = logits;
         }
-        step(model, pool, &b, tokens + done, first, out);
+        step(model, pool, &b, tokens + done, first, out, hidden);
         done += cnt;
     }
     return TW_OK;
@@ -188,7 +197,7 @@ tw_status tw_model_decode_batch(tw_model *model, tw_pool *pool, tw_seq *const *s
         s->pos[i] = (uint32_t)seqs[i]->len;
     }
     tw_batch b = {.n = n_seqs, .seq = s->row_seq, .pos = s->pos, .one_seq = n_seqs == 1};
-    step(model, pool, &b, tokens, 0, logits);
+    step(model, pool, &b, tokens, 0, logits, false);
     return TW_OK;
 }
 
@@ -255,7 +264,7 @@ tw_status tw_model_verify_batch(tw_model *model, tw_pool *pool, size_t n_seqs,
     tw_batch b = {.n = total, .seq = s->row_seq, .pos = s->pos, .one_seq = false,
                   .row_trail = any_trail ? s->row_trail : NULL,
                   .row_base = s->row_base};
-    step(model, pool, &b, tokens, 0, logits);
+    step(model, pool, &b, tokens, 0, logits, false);
     for (size_t i = 0; i < n_seqs; i++) {
         if (!trails[i])
             continue;

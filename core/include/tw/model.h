@@ -191,6 +191,9 @@ typedef enum tw_logits_mode {
     TW_LOGITS_NONE = 0, /* only advance the state */
     TW_LOGITS_LAST = 1, /* logits of the last token: vocab_size floats */
     TW_LOGITS_ALL = 2,  /* logits of every token: n x vocab_size floats */
+    /* the final-normed hidden state the logits are made from (embeddings) */
+    TW_HIDDEN_LAST = 3, /* of the last token: hidden floats */
+    TW_HIDDEN_ALL = 4,  /* of every token: n x hidden floats */
 } tw_logits_mode;
 
 /* Appends n tokens to seq and runs them through the model (a prefill when

@@ -636,6 +636,61 @@ static void test_wide_batch_matches_single(void **state)
     tw_pool_destroy(pool);
 }
 
+/* The hidden states a forward pass gives for embeddings are what its
+ * logits are made from: each row times the output matrix is that row's
+ * logits (the last-token form is the all-token form's last row), and those
+ * logits are transformers' within the reference tolerance. */
+static void hidden_states(const char *name)
+{
+    fixture f;
+    if (!open_golden(name, &f))
+        return;
+    tw_err err = {{0}};
+    const size_t n = 40, H = f.m->cfg.hidden, V = f.V;
+    float *hidden = malloc(n * H * sizeof(float)), *last = malloc(H * sizeof(float));
+    float *logits = malloc(n * V * sizeof(float)), *row = malloc(H * sizeof(float));
+    float *made = malloc(V * sizeof(float));
+    tw_seq *seq;
+    assert_int_equal(tw_seq_create(f.m, 512, &seq, &err), TW_OK);
+    assert_int_equal(tw_model_forward(f.m, f.pool, seq, f.ids, n, hidden, TW_HIDDEN_ALL, &err),
+                     TW_OK);
+    assert_int_equal(tw_seq_len(seq), n);
+    tw_seq_reset(seq);
+    assert_int_equal(tw_model_forward(f.m, f.pool, seq, f.ids, n, last, TW_HIDDEN_LAST, &err),
+                     TW_OK);
+    assert_memory_equal(last, hidden + (n - 1) * H, H * sizeof(float));
+    tw_seq_reset(seq);
+    assert_int_equal(tw_model_forward(f.m, f.pool, seq, f.ids, n, logits, TW_LOGITS_ALL, &err),
+                     TW_OK);
+    for (size_t p = 0; p < n; p += 13) {
+        for (uint32_t v = 0; v < V; v++) {
+            tw_mat_row(&f.m->lm_head, v, row);
+            double dot = 0;
+            for (size_t d = 0; d < H; d++)
+                dot += (double)row[d] * hidden[p * H + d];
+            made[v] = (float)dot;
+        }
+        double diff = max_rel_diff(made, logits + p * V, V);
+        if (diff > 1e-4)
+            fail_msg("%s: position %zu: hidden state x output matrix is %.2g from the logits", name,
+                     p, diff);
+    }
+    tw_seq_free(seq);
+    free(hidden);
+    free(last);
+    free(logits);
+    free(row);
+    free(made);
+    close_golden(&f);
+}
+
+static void test_hidden_states(void **state)
+{
+    (void)state;
+    hidden_states("qwen3");
+    hidden_states("qwen3_5");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -652,6 +707,7 @@ int main(void)
         cmocka_unit_test(test_weights_placement),
         cmocka_unit_test(test_packed_weights),
         cmocka_unit_test(test_wide_batch_matches_single),
+        cmocka_unit_test(test_hidden_states),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
