@@ -137,6 +137,11 @@ size_t admission_seq_tokens(const request *r)
 {
     const model_entry *m = r->m;
     size_t ctx = m->max_context;
+    if (r->embed.pooling != TW_POOLING_NONE) {
+        /* an embedding only reads its prompt */
+        size_t c = size_class((uint64_t)r->n_prompt + 1);
+        return c < ctx ? c : ctx;
+    }
     if (!r->stop.max_tokens && !r->stop.max_total_tokens)
         return ctx;
     /* Answer tokens are bounded by max_tokens; a thinking block by its

@@ -572,10 +572,12 @@ tw_status tw_engine_submit(tw_engine *e, const tw_gen_request *req, const tw_gen
     /* The prompt's log-probabilities need every position's logits, which a
      * restored prefix does not have: such a prompt is read whole, and still
      * cached for others when the caller allows it. */
-    if (r->prompt_lps)
+    if (r->prompt_lps || r->embed.pooling == TW_POOLING_MEAN)
         r->cache_mode = r->cache_mode == TW_CACHE_USE || r->cache_mode == TW_CACHE_WRITE_ONLY
                             ? TW_CACHE_WRITE_ONLY
                             : TW_CACHE_BYPASS;
+    if (r->embed.pooling != TW_POOLING_NONE)
+        r->speculative.mode = TW_SPEC_OFF;
     st = admission_check(e, r, err);
     if (st != TW_OK) {
         request_free(r);

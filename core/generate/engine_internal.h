@@ -128,6 +128,7 @@ typedef struct request {
     tw_token_logprob *prompt_lps;
     bool prompt_lps_ready;
     tw_spec_opts speculative;
+    tw_embed_opts embed; /* pooling set: the prompt's vector is the answer */
     tw_cache_mode cache_mode;
     bool cache_persist;
     uint64_t seed;

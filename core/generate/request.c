@@ -423,6 +423,14 @@ static tw_status validate_options(const tw_engine *e, const model_entry *m,
     if ((unsigned)req->format.kind > TW_OUTPUT_CHOICE)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "output format %d unknown",
                          (int)req->format.kind);
+    if ((unsigned)req->embed.pooling > TW_POOLING_MEAN)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "pooling %d unknown", (int)req->embed.pooling);
+    if (req->embed.pooling != TW_POOLING_NONE &&
+        (req->n != 1 || req->format.kind != TW_OUTPUT_TEXT || req->logprobs.prompt_logprobs ||
+         req->prompt_kind == TW_PROMPT_CHAT))
+        return tw_errorf(err, TW_INVALID_ARGUMENT,
+                         "an embedding takes a text or token prompt and one choice, with no "
+                         "answer format or prompt log-probabilities");
     if (req->format.kind != TW_OUTPUT_TEXT && !m->json_vocab)
         return tw_errorf(err, TW_FAILED_PRECONDITION,
                          "JSON and choice answers need a tokenizer; model \"%s\" has none",
@@ -460,6 +468,7 @@ tw_status request_prepare(tw_engine *e, model_entry *m, const tw_gen_request *re
     r->n = req->n;
     r->deadline_unix_ms = req->deadline_unix_ms;
     r->logprobs = req->logprobs;
+    r->embed = req->embed;
     r->thinking = req->thinking;
     r->thinking.enable_thinking = thinking_mode(e, req);
     r->sampling = req->sampling;

@@ -58,6 +58,10 @@ typedef struct slot {
 
     size_t prefilled;
     float *prompt_logits; /* prompt_logprobs (choice 0): a prefill group's rows of logits */
+    /* an embedding request: its vector (hidden floats); with mean pooling
+     * also the running sum and a prefill group's rows of hidden states */
+    float *embed, *embed_rows;
+    double *embed_sum;
     uint32_t next_token; /* committed, to be fed by the next decode step */
     bool close_pending;  /* a forced </think> comes next */
     const uint32_t *forced; /* then these transition tokens */

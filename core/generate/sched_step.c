@@ -347,8 +347,50 @@ static tw_status forward_with_prompt_logprobs(sched *s, slot *sl, size_t from, s
     return TW_OK;
 }
 
-/* The prompt chunk [sl->prefilled, end) through the model, then the
- * cache's bookkeeping, and the first token after the last chunk. */
+/* Prompt tokens [from, end) of a mean-pooled embedding, a prefill group
+ * at a time (cut where a whole read's steps are), their hidden states
+ * added to the sum. */
+static tw_status forward_summing(sched *s, slot *sl, size_t from, size_t end, tw_err *err)
+{
+    const request *r = sl->r;
+    const size_t H = tw_model_get_info(sl->m->model)->hidden, G = TW_PREFILL_GROUP;
+    for (size_t at = from; at < end;) {
+        const size_t stop = (at / G + 1) * G < end ? (at / G + 1) * G : end;
+        tw_status st = tw_model_forward(sl->m->model, s->pool, sl->seq, r->prompt + at, stop - at,
+                                        sl->embed_rows, TW_HIDDEN_ALL, err);
+        if (st != TW_OK)
+            return st;
+        for (size_t i = 0; i < (stop - at) * H; i++)
+            sl->embed_sum[i % H] += sl->embed_rows[i];
+        at = stop;
+    }
+    return TW_OK;
+}
+
+/* The embedding's vector once the whole prompt is read: the mean of the
+ * sum (the last token's state is already in place), scaled to unit length
+ * when asked. */
+static void finish_embedding(slot *sl)
+{
+    const request *r = sl->r;
+    const size_t H = tw_model_get_info(sl->m->model)->hidden;
+    if (r->embed.pooling == TW_POOLING_MEAN)
+        for (size_t d = 0; d < H; d++)
+            sl->embed[d] = (float)(sl->embed_sum[d] / (double)r->n_prompt);
+    if (r->embed.normalize) {
+        double norm = 0;
+        for (size_t d = 0; d < H; d++)
+            norm += (double)sl->embed[d] * sl->embed[d];
+        norm = sqrt(norm);
+        for (size_t d = 0; norm > 0 && d < H; d++)
+            sl->embed[d] = (float)(sl->embed[d] / norm);
+    }
+    sched_slot_finish(sl, TW_FINISH_STOP);
+}
+
+/* The prompt chunk [sl->prefilled, end) through the model (with its hidden
+ * states, for an embedding); then the cache's bookkeeping, and the first
+ * token (or the embedding) after the last chunk. */
 static void prefill_chunk(tw_engine *e, sched *s, slot *sl, size_t end)
 {
     request *r = sl->r;
@@ -356,11 +398,20 @@ static void prefill_chunk(tw_engine *e, sched *s, slot *sl, size_t end)
     const bool last = end == r->n_prompt;
     tw_err err;
     uint64_t t0 = tw_now_us();
-    tw_status st = sl->prompt_logits
-                       ? forward_with_prompt_logprobs(s, sl, sl->prefilled, end, &err)
-                       : tw_model_forward(sl->m->model, s->pool, sl->seq, r->prompt + sl->prefilled,
-                                          n, last ? sl->m->logits : NULL,
-                                          last ? TW_LOGITS_LAST : TW_LOGITS_NONE, &err);
+    const tw_pooling pool = r->embed.pooling;
+    tw_status st;
+    if (sl->prompt_logits)
+        st = forward_with_prompt_logprobs(s, sl, sl->prefilled, end, &err);
+    else if (pool == TW_POOLING_MEAN)
+        st = forward_summing(s, sl, sl->prefilled, end, &err);
+    else if (pool == TW_POOLING_LAST)
+        st =
+            tw_model_forward(sl->m->model, s->pool, sl->seq, r->prompt + sl->prefilled, n,
+                             last ? sl->embed : NULL, last ? TW_HIDDEN_LAST : TW_LOGITS_NONE, &err);
+    else
+        st = tw_model_forward(sl->m->model, s->pool, sl->seq, r->prompt + sl->prefilled, n,
+                              last ? sl->m->logits : NULL, last ? TW_LOGITS_LAST : TW_LOGITS_NONE,
+                              &err);
     sl->prefill_us += tw_now_us() - t0;
     count_rate(e, 0, n);
     if (st != TW_OK) {
@@ -369,7 +420,9 @@ static void prefill_chunk(tw_engine *e, sched *s, slot *sl, size_t end)
     }
     sl->prefilled = end;
     engine_cache_after_chunk(sl->m->cache, &sl->cache, sl->seq, r->prompt);
-    if (last && r->stop.prompt_only)
+    if (last && pool != TW_POOLING_NONE)
+        finish_embedding(sl);
+    else if (last && r->stop.prompt_only)
         sched_slot_finish(sl, TW_FINISH_LENGTH);
     else if (last)
         next_token(e, sl, sl->m->logits);

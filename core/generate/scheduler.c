@@ -112,6 +112,21 @@ bool sched_buf_append(text_buf *b, const char *p, size_t n)
     return true;
 }
 
+/* An embedding's vector, and with mean pooling what sums it. */
+static tw_status embed_buffers(slot *sl, tw_err *err)
+{
+    const size_t H = tw_model_get_info(sl->m->model)->hidden;
+    sl->embed = malloc(H * sizeof *sl->embed);
+    if (sl->embed && sl->r->embed.pooling == TW_POOLING_MEAN) {
+        sl->embed_rows = malloc((size_t)TW_PREFILL_GROUP * H * sizeof *sl->embed_rows);
+        sl->embed_sum = calloc(H, sizeof *sl->embed_sum);
+    }
+    if (!sl->embed ||
+        (sl->r->embed.pooling == TW_POOLING_MEAN && (!sl->embed_rows || !sl->embed_sum)))
+        return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "embedding: out of memory");
+    return TW_OK;
+}
+
 static tw_status slot_setup(tw_engine *e, slot *sl, request *r, uint32_t index, tw_err *err)
 {
     model_entry *m = r->m;
@@ -147,6 +162,8 @@ static tw_status slot_setup(tw_engine *e, slot *sl, request *r, uint32_t index, 
                            "prompt log-probabilities: out of memory for %d rows of logits",
                            TW_PREFILL_GROUP);
     }
+    if (st == TW_OK && r->embed.pooling != TW_POOLING_NONE)
+        st = embed_buffers(sl, err);
     if (st == TW_OK)
         sl->prefilled = engine_cache_admit(m->cache, &sl->cache, sl->seq, r->prompt, r->n_prompt,
                                            r->cache_mode, r->cache_persist);
@@ -195,6 +212,11 @@ static void slot_clear(tw_engine *e, slot *sl)
     sl->seq = NULL;
     free(sl->prompt_logits);
     sl->prompt_logits = NULL;
+    free(sl->embed);
+    free(sl->embed_rows);
+    free(sl->embed_sum);
+    sl->embed = sl->embed_rows = NULL;
+    sl->embed_sum = NULL;
     tw_sampler_destroy(sl->sampler);
     tw_stop_destroy(sl->stop);
     tw_thinking_destroy(sl->think);
@@ -313,6 +335,10 @@ void sched_emit(tw_engine *e, slot *sl)
     c.error = TW_OK;
     c.error_msg = "";
     model_stats delta = {0};
+    if (done && sl->embed && sl->finish == TW_FINISH_STOP) {
+        c.embedding = sl->embed;
+        c.n_embedding = tw_model_get_info(sl->m->model)->hidden;
+    }
     if (done) {
         c.finish_reason = sl->finish;
         c.matched_stop = sl->finish == TW_FINISH_STOP_STRING ? sl->matched : NULL;

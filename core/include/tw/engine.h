@@ -295,6 +295,24 @@ typedef struct tw_format_opts {
     size_t n_choices;
 } tw_format_opts;
 
+/* Embeddings: the prompt is read and its final-normed hidden states (what
+ * the logits are made from) pooled into one vector, and nothing is
+ * generated. LAST takes the last prompt token's (decoder embedding models
+ * such as Qwen3-Embedding are trained for it; their tokenizer's EOS, added
+ * with add_special_tokens, ends the prompt), MEAN the average of every
+ * token's (the prompt is then read whole, past the caches). normalize
+ * scales the vector to unit length, as OpenAI's embeddings are. */
+typedef enum tw_pooling {
+    TW_POOLING_NONE = 0, /* not an embedding request: an answer is generated */
+    TW_POOLING_LAST = 1,
+    TW_POOLING_MEAN = 2,
+} tw_pooling;
+
+typedef struct tw_embed_opts {
+    tw_pooling pooling;
+    bool normalize;
+} tw_embed_opts;
+
 /* A generation request (GenerateRequest); start from tw_gen_request_init(),
  * which sets every default, then fill what the caller asked for. Everything
  * is borrowed during tw_engine_submit only. */
@@ -316,6 +334,7 @@ typedef struct tw_gen_request {
     tw_spec_opts speculative;
     tw_logprob_opts logprobs;
     tw_format_opts format;
+    tw_embed_opts embed; /* pooling set: an embedding (n 1, a text answer format) */
 
     uint32_t n;                /* choices (default 1); choice i uses seed + i */
     uint64_t deadline_unix_ms; /* 0: none; CLOCK_REALTIME milliseconds */
@@ -373,6 +392,11 @@ typedef struct tw_gen_chunk {
     bool thinking_forced_close;     /* on the last chunk: the controller closed the block */
     tw_force_close forced_by;       /* budget or loop */
     tw_transition_kind transition;  /* what was injected when forced_by is LOOP */
+
+    /* an embedding request's vector (model info hidden floats), on its
+     * last chunk */
+    const float *embedding;
+    size_t n_embedding;
 
     bool final;                    /* the very last chunk of the request */
     const tw_usage *usage;         /* on the final chunk: summed over the choices */

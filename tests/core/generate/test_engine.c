@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <jansson.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,8 @@ typedef struct collect {
      * tokens (token_chunks), of its first and second such chunk (0: none
      * yet). */
     size_t first_at[MAX_CHOICES], second_at[MAX_CHOICES];
+    float embedding[4096]; /* an embedding request's vector */
+    size_t n_embedding;
 } collect;
 
 static atomic_size_t token_chunks;
@@ -97,6 +100,10 @@ static void on_chunk(void *user, const tw_gen_chunk *ch)
     long slow_ns = c->slow_ns;
     tw_engine *e = c->e;
     bool final = ch->final;
+    if (ch->embedding && ch->n_embedding <= 4096) {
+        memcpy(c->embedding, ch->embedding, ch->n_embedding * sizeof(float));
+        c->n_embedding = ch->n_embedding;
+    }
     if (final) {
         c->final = true;
         c->usage = *ch->usage;
@@ -230,6 +237,98 @@ static void run(fixture *f, const tw_gen_request *r, collect *c)
     if (st != TW_OK)
         fail_msg("submit: %s", err.msg);
     wait_final(c);
+}
+
+/* An embedding of the golden prompt through the engine (7-token prefill
+ * chunks), whose vector is checked against the hidden states of the model
+ * loaded on its own. */
+static void embed(fixture *f, tw_pooling pooling, bool normalize, collect *c)
+{
+    tw_gen_request r;
+    tw_gen_request_init(&r);
+    r.prompt_kind = TW_PROMPT_TOKENS;
+    r.prompt_ids = f->g.input;
+    r.n_prompt_ids = f->g.n_input;
+    r.embed.pooling = pooling;
+    r.embed.normalize = normalize;
+    collect_init(c);
+    run(f, &r, c);
+    assert_int_equal(c->error, TW_OK);
+    assert_int_equal(c->finish[0], TW_FINISH_STOP);
+    assert_int_equal(c->n[0], 0);
+    assert_int_equal(c->usage.prompt_tokens, f->g.n_input);
+    assert_int_equal(c->usage.completion_tokens, 0);
+    collect_destroy(c);
+}
+
+static void assert_close(const float *got, const double *want, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (fabs(got[i] - want[i]) > 1e-4 * (1 + fabs(want[i])))
+            fail_msg("%s: element %zu is %g, want %g", what, i, got[i], want[i]);
+}
+
+static void test_embeddings(void **state)
+{
+    REQUIRE_FIXTURE(f);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/golden/qwen2", tw_test_shared_dir());
+    tw_err err;
+    tw_model *m;
+    tw_model_opts mo = {.max_context = 512, .max_batch = 4, .max_chunk = 256};
+    assert_int_equal(tw_model_load(path, &mo, &m, &err), TW_OK);
+    const size_t H = tw_model_get_info(m)->hidden, n = f->g.n_input;
+    tw_seq *seq;
+    assert_int_equal(tw_seq_create(m, 512, &seq, &err), TW_OK);
+    float *rows = malloc(n * H * sizeof(float));
+    assert_int_equal(tw_model_forward(m, NULL, seq, f->g.input, n, rows, TW_HIDDEN_ALL, &err),
+                     TW_OK);
+    double *last = calloc(H, sizeof(double)), *mean = calloc(H, sizeof(double));
+    double norm = 0;
+    for (size_t d = 0; d < H; d++) {
+        last[d] = rows[(n - 1) * H + d];
+        for (size_t p = 0; p < n; p++)
+            mean[d] += rows[p * H + d] / (double)n;
+        norm += mean[d] * mean[d];
+    }
+    collect c;
+    embed(f, TW_POOLING_LAST, false, &c);
+    assert_int_equal(c.n_embedding, H);
+    assert_close(c.embedding, last, H, "last token");
+    /* again: the prompt's prefix now comes from the cache, the same bits */
+    float first[4096];
+    memcpy(first, c.embedding, H * sizeof(float));
+    embed(f, TW_POOLING_LAST, false, &c);
+    assert_memory_equal(c.embedding, first, H * sizeof(float));
+    for (size_t d = 0; d < H; d++)
+        mean[d] /= sqrt(norm);
+    embed(f, TW_POOLING_MEAN, true, &c);
+    assert_int_equal(c.n_embedding, H);
+    assert_close(c.embedding, mean, H, "normalized mean");
+    double unit = 0;
+    for (size_t d = 0; d < H; d++)
+        unit += (double)c.embedding[d] * c.embedding[d];
+    assert_true(fabs(unit - 1.0) < 1e-5);
+
+    /* what an embedding cannot be */
+    tw_gen_request r;
+    tw_gen_request_init(&r);
+    r.prompt_kind = TW_PROMPT_TOKENS;
+    r.prompt_ids = f->g.input;
+    r.n_prompt_ids = n;
+    r.embed.pooling = TW_POOLING_LAST;
+    r.n = 2;
+    tw_gen_callbacks cb = {on_chunk};
+    uint64_t id;
+    assert_int_equal(tw_engine_submit(f->e, &r, &cb, &c, &id, &err), TW_INVALID_ARGUMENT);
+    r.n = 1;
+    r.embed.pooling = (tw_pooling)7;
+    assert_int_equal(tw_engine_submit(f->e, &r, &cb, &c, &id, &err), TW_INVALID_ARGUMENT);
+    free(rows);
+    free(last);
+    free(mean);
+    tw_seq_free(seq);
+    tw_model_free(m);
 }
 
 static void test_model_listed(void **state)
@@ -676,6 +775,7 @@ int main(void)
         cmocka_unit_test(test_submit_errors),
         cmocka_unit_test(test_queue_full),
         cmocka_unit_test(test_unload_and_destroy_end_requests),
+        cmocka_unit_test(test_embeddings),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
