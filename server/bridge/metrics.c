@@ -9,8 +9,9 @@ static const int counted_codes[TW_BRIDGE_METRIC_CODES] = {200, 400, 401, 403, 40
                                                           413, 429, 500, 503, 504, 0};
 
 static const char *const route_names[TW_BRIDGE_ROUTE_COUNT] = {
-    "chat_completions", "completions", "models",     "model",     "models_pull",    "health",
-    "metrics",          "tokenize",    "detokenize", "responses", "responses_kept", "other",
+    "chat_completions", "completions", "models",   "model",      "models_pull",
+    "health",           "metrics",     "tokenize", "detokenize", "responses",
+    "responses_kept",   "embeddings",  "other",
 };
 
 const char *tw_bridge_route_name(tw_bridge_route route)

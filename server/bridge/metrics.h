@@ -25,7 +25,8 @@ typedef enum tw_bridge_route {
     TW_BRIDGE_ROUTE_DETOKENIZE,
     TW_BRIDGE_ROUTE_RESPONSES,
     TW_BRIDGE_ROUTE_RESPONSES_KEPT, /* /v1/responses/{id}... */
-    TW_BRIDGE_ROUTE_OTHER,          /* unknown paths */
+    TW_BRIDGE_ROUTE_EMBEDDINGS,
+    TW_BRIDGE_ROUTE_OTHER, /* unknown paths */
     TW_BRIDGE_ROUTE_COUNT
 } tw_bridge_route;
 

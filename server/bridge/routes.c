@@ -148,6 +148,7 @@ static bool find_route(const char *path, const char *method, route_match *m)
         {"/v1/chat/completions", TW_BRIDGE_ROUTE_CHAT, M_POST, true},
         {"/v1/completions", TW_BRIDGE_ROUTE_COMPLETIONS, M_POST, true},
         {"/v1/responses", TW_BRIDGE_ROUTE_RESPONSES, M_POST, true},
+        {"/v1/embeddings", TW_BRIDGE_ROUTE_EMBEDDINGS, M_POST, true},
         {"/v1/models", TW_BRIDGE_ROUTE_MODELS, M_GET, true},
         {"/health", TW_BRIDGE_ROUTE_HEALTH, M_GET, false},
         {"/metrics", TW_BRIDGE_ROUTE_METRICS, M_GET, true},
@@ -266,6 +267,9 @@ void tw_bridge_handle(tw_bridge *b, const tw_bridge_http_req *rq, const tw_bridg
         break;
     case TW_BRIDGE_ROUTE_RESPONSES:
         tw_bridge_ep_responses(b, rq, sink, resp);
+        break;
+    case TW_BRIDGE_ROUTE_EMBEDDINGS:
+        tw_bridge_ep_embeddings(b, rq, resp);
         break;
     case TW_BRIDGE_ROUTE_RESPONSES_KEPT:
         tw_bridge_ep_stored_response(b, rq, resp);

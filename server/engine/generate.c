@@ -30,6 +30,8 @@ typedef struct choice_acc {
     char *matched_stop;
     bool forced_close;
     bool echoed; /* streaming: prompt_text went out on this choice's first chunk */
+    float *embedding; /* an embedding request's vector */
+    size_t n_embedding;
 } choice_acc;
 
 struct twd_gen {
@@ -76,6 +78,7 @@ static void gen_free(twd_gen *g)
         free(g->choices[i].text.p);
         free(g->choices[i].reasoning.p);
         free(g->choices[i].matched_stop);
+        free(g->choices[i].embedding);
     }
     free(g->choices);
     twd_kept_logprobs_free(&g->prompt);
@@ -199,6 +202,15 @@ static void accumulate(twd_gen *g, const tw_gen_chunk *c)
     if ((c->text_len && !buf_set(&a->text, c->text_delta, c->text_len, true)) ||
         (c->reasoning_len && !buf_set(&a->reasoning, c->reasoning_delta, c->reasoning_len, true)))
         g->out_of_memory = true;
+    if (c->embedding && c->n_embedding && !a->embedding) {
+        a->embedding = malloc(c->n_embedding * sizeof *a->embedding);
+        if (a->embedding) {
+            memcpy(a->embedding, c->embedding, c->n_embedding * sizeof *a->embedding);
+            a->n_embedding = c->n_embedding;
+        } else {
+            g->out_of_memory = true;
+        }
+    }
     if (c->finish_reason != TW_FINISH_NONE) {
         a->finish = c->finish_reason;
         a->forced_close = c->thinking_forced_close;
@@ -253,6 +265,8 @@ static void answer(twd_gen *g, twd_worker *w, const tw_gen_chunk *c)
         ch[i].matched_stop = a->matched_stop;
         ch[i].has_thinking_forced_close = a->forced_close;
         ch[i].thinking_forced_close = a->forced_close;
+        ch[i].n_embedding = a->n_embedding;
+        ch[i].embedding = a->embedding;
         chp[i] = &ch[i];
     }
     Tokenwire__V1__Usage usage = TOKENWIRE__V1__USAGE__INIT;

@@ -236,6 +236,17 @@ tw_status twd_gen_from_wire(const Tokenwire__V1__GenerateRequest *g, uint32_t ma
     }
     if (g->has_n)
         r->n = g->n;
+    if (g->embed) {
+        if ((unsigned)g->embed->pooling > TOKENWIRE__V1__POOLING__POOLING_MEAN)
+            return tw_errorf(err, TW_INVALID_ARGUMENT, "embed.pooling %d unknown",
+                             (int)g->embed->pooling);
+        if (g->has_stream && g->stream && g->embed->pooling)
+            return tw_errorf(err, TW_INVALID_ARGUMENT,
+                             "embed: an embedding is answered whole, not streamed");
+        /* the wire's numbers are the engine's */
+        r->embed.pooling = (tw_pooling)g->embed->pooling;
+        r->embed.normalize = g->embed->has_normalize ? g->embed->normalize : true;
+    }
     return TW_OK;
 }
 

@@ -1,0 +1,181 @@
+/* /v1/embeddings over real HTTP on the real engine serving the shipped
+ * model: vectors of the model's hidden size at unit length, in input order;
+ * a text and its tokens giving the same vector; base64 holding the same
+ * float32 values; shortened, mean-pooled and unnormalized forms; usage;
+ * and the 400s for what cannot be embedded.
+ *
+ * Arguments: the model to serve. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <math.h>
+#include <openssl/evp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bridge_fixture.h"
+#include "test_support.h"
+
+static const char *model_path;
+
+static json_t *embeddings(twb_service *s, const char *body)
+{
+    twb_result r = twb_http(s, "POST", "/v1/embeddings", body, SIZE_MAX);
+    return twb_ok_json(&r, body);
+}
+
+static const json_t *vector_of(const json_t *answer, size_t i)
+{
+    const json_t *item = json_array_get(json_object_get(answer, "data"), i);
+    assert_string_equal(json_string_value(json_object_get(item, "object")), "embedding");
+    assert_int_equal(json_integer_value(json_object_get(item, "index")), i);
+    return json_object_get(item, "embedding");
+}
+
+static double length_of(const json_t *v)
+{
+    double n = 0;
+    for (size_t d = 0; d < json_array_size(v); d++)
+        n += json_real_value(json_array_get(v, d)) * json_real_value(json_array_get(v, d));
+    return sqrt(n);
+}
+
+static void expect_400(twb_service *s, const char *body, const char *param)
+{
+    twb_result r = twb_http(s, "POST", "/v1/embeddings", body, SIZE_MAX);
+    json_t *j = json_loads(r.body ? r.body : "", 0, NULL);
+    const char *got = json_string_value(json_object_get(json_object_get(j, "error"), "param"));
+    if (r.status != 400 || (param && (!got || strcmp(got, param) != 0)))
+        fail_msg("%s: %ld %s; wanted 400 naming %s", body, r.status, r.body, param ? param : "-");
+    json_decref(j);
+    free(r.body);
+}
+
+static void test_embeddings(void **state)
+{
+    (void)state;
+    twb_service s;
+    twb_init(&s);
+    twb_start_engine(&s, model_path, NULL);
+    twb_start_bridge(&s, NULL, NULL);
+    twb_wait_ready(&s);
+
+    json_t *a = embeddings(&s, "{\"input\":[\"def add(a, b):\",\"print(42)\",\"def add(a, b):\"]}");
+    const json_t *v0 = vector_of(a, 0), *v1 = vector_of(a, 1), *v2 = vector_of(a, 2);
+    const size_t H = json_array_size(v0);
+    assert_true(H >= 64);
+    assert_int_equal(json_array_size(v1), H);
+    assert_true(fabs(length_of(v0) - 1) < 1e-5 && fabs(length_of(v1) - 1) < 1e-5);
+    assert_true(json_equal(v0, v2));
+    assert_false(json_equal(v0, v1));
+    assert_string_equal(json_string_value(json_object_get(a, "object")), "list");
+    assert_string_equal(json_string_value(json_object_get(a, "model")), "tokenwire-coder-24m-q8_0");
+
+    /* the text's tokens (special ones included, as the text is read)
+     * give the same vector; usage counts them */
+    twb_result t =
+        twb_http(&s, "POST", "/tokenize",
+                 "{\"prompt\":\"def add(a, b):\",\"add_special_tokens\":true}", SIZE_MAX);
+    json_t *tj = twb_ok_json(&t, "tokenize");
+    const json_t *ids = json_object_get(tj, "tokens");
+    json_t *body = json_pack("{s:[O]}", "input", ids);
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_t *b = embeddings(&s, text);
+    assert_true(json_equal(vector_of(b, 0), v0));
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(b, "usage"), "prompt_tokens")),
+        json_array_size(ids));
+    const json_int_t usage3 =
+        json_integer_value(json_object_get(json_object_get(a, "usage"), "prompt_tokens"));
+    assert_true(usage3 > 2 * (json_int_t)json_array_size(ids));
+    free(text);
+    json_decref(body);
+    json_decref(b);
+    json_decref(tj);
+
+    /* base64: the same float32 values, little-endian */
+    b = embeddings(&s, "{\"input\":\"def add(a, b):\",\"encoding_format\":\"base64\"}");
+    const char *b64 = json_string_value(vector_of(b, 0));
+    assert_non_null(b64);
+    unsigned char *raw = malloc(strlen(b64));
+    int n = EVP_DecodeBlock(raw, (const unsigned char *)b64, (int)strlen(b64));
+    assert_true(n >= (int)(H * sizeof(float)));
+    for (size_t d = 0; d < H; d++) {
+        float f;
+        memcpy(&f, raw + d * sizeof f, sizeof f);
+        if (f != (float)json_real_value(json_array_get(v0, d)))
+            fail_msg("base64 element %zu: %g against %g", d, f,
+                     json_real_value(json_array_get(v0, d)));
+    }
+    free(raw);
+    json_decref(b);
+
+    /* shortened: the first numbers at unit length again */
+    b = embeddings(&s, "{\"input\":\"def add(a, b):\",\"dimensions\":8}");
+    const json_t *short8 = vector_of(b, 0);
+    assert_int_equal(json_array_size(short8), 8);
+    double head = 0;
+    for (size_t d = 0; d < 8; d++)
+        head += pow(json_real_value(json_array_get(v0, d)), 2);
+    for (size_t d = 0; d < 8; d++)
+        assert_true(fabs(json_real_value(json_array_get(short8, d)) -
+                         json_real_value(json_array_get(v0, d)) / sqrt(head)) < 1e-6);
+    json_decref(b);
+
+    /* unnormalized: the same direction, its own length; mean pooling is
+     * another vector */
+    b = embeddings(&s, "{\"input\":\"def add(a, b):\",\"normalize\":false}");
+    const json_t *raw_v = vector_of(b, 0);
+    const double len = length_of(raw_v);
+    assert_true(fabs(len - 1) > 1e-3);
+    for (size_t d = 0; d < H; d++)
+        assert_true(fabs(json_real_value(json_array_get(raw_v, d)) / len -
+                         json_real_value(json_array_get(v0, d))) < 1e-5);
+    json_decref(b);
+    b = embeddings(&s, "{\"input\":\"def add(a, b):\",\"pooling\":\"mean\"}");
+    assert_false(json_equal(vector_of(b, 0), v0));
+    assert_true(fabs(length_of(vector_of(b, 0)) - 1) < 1e-5);
+    json_decref(b);
+    json_decref(a);
+
+    expect_400(&s, "{\"model\":\"x\"}", "input");
+    expect_400(&s, "{\"input\":[]}", "input");
+    expect_400(&s, "{\"input\":\"\"}", "input");
+    expect_400(&s, "{\"input\":[\"a\",\"\"]}", "input[1]");
+    expect_400(&s, "{\"input\":[\"a\",7]}", "input[1]");
+    expect_400(&s, "{\"input\":[[1,-2]]}", "input[0][1]");
+    expect_400(&s, "{\"input\":[[]]}", "input[0]");
+    expect_400(&s, "{\"input\":{}}", "input");
+    expect_400(&s, "{\"input\":\"a\",\"encoding_format\":\"hex\"}", "encoding_format");
+    expect_400(&s, "{\"input\":\"a\",\"pooling\":\"max\"}", "pooling");
+    expect_400(&s, "{\"input\":\"a\",\"dimensions\":0}", "dimensions");
+    expect_400(&s, "{\"input\":\"a\",\"dimensions\":100000}", "dimensions");
+    expect_400(&s, "{\"input\":[[99999999]]}", NULL);
+    twb_stop(&s);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s MODEL\n", argv[0]);
+        return 2;
+    }
+    model_path = argv[1];
+    if (!twb_daemons_built())
+        return 0;
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_embeddings, twb_teardown),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}
