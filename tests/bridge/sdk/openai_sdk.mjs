@@ -311,6 +311,27 @@ check('responses: kept, continued, listed and deleted', async () => {
   await assert.rejects(client.responses.retrieve(third.id), (e) => e instanceof sdk.NotFoundError);
 });
 
+check('embeddings: the SDK\'s base64 reading gives the float answer', async () => {
+  const input = ['def add(a, b):', 'print(42)'];
+  const viaSdk = await client.embeddings.create({ model, input });
+  const asFloats = await client.embeddings.create({ model, input, encoding_format: 'float' });
+  assert.equal(viaSdk.data.length, 2);
+  assert.equal(viaSdk.object, 'list');
+  for (let i = 0; i < 2; i++) {
+    const a = viaSdk.data[i].embedding, b = asFloats.data[i].embedding;
+    assert.equal(viaSdk.data[i].index, i);
+    assert.equal(a.length, b.length);
+    a.forEach((x, d) => assert.equal(x, Math.fround(b[d])));
+    const norm = Math.sqrt(a.reduce((s, x) => s + x * x, 0));
+    assert.ok(Math.abs(norm - 1) < 1e-5, `unit length, not ${norm}`);
+  }
+  assert.ok(viaSdk.usage.prompt_tokens > 2);
+  const short = await client.embeddings.create({ model, input: 'x', dimensions: 16 });
+  assert.equal(short.data[0].embedding.length, 16);
+  await assert.rejects(client.embeddings.create({ model, input: [] }),
+    (e) => e instanceof sdk.BadRequestError && e.param === 'input');
+});
+
 let failed = 0;
 for (const [name, fn] of checks) {
   try {
