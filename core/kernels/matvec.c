@@ -457,6 +457,22 @@ static size_t tile_cols(tw_type type, size_t cols)
     return kc < be ? be : kc;
 }
 
+/* One sgemm per prefill group of activations: some BLAS kernel sets (the
+ * AVX2 ones of OpenBLAS 0.3.21, Haswell and Zen) sum a product in an order
+ * that depends on the call's shape, so a group's rows are always computed
+ * in a call of their own, the same whichever groups share the step (what
+ * reading a prompt in pieces relies on). */
+static void sgemm_groups(size_t n, size_t nr, size_t nc, const float *x, size_t x_stride,
+                         const float *w, size_t w_stride, float beta, float *y, size_t y_stride)
+{
+    for (size_t a0 = 0; a0 < n; a0 += TW_PREFILL_GROUP) {
+        size_t na = min_sz(TW_PREFILL_GROUP, n - a0);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)na, (int)nr, (int)nc, 1.0f,
+                    x + a0 * x_stride, (int)x_stride, w, (int)w_stride, beta, y + a0 * y_stride,
+                    (int)y_stride);
+    }
+}
+
 static void mm_task(void *ctx, int task, int n_tasks, int thread)
 {
     (void)n_tasks;
@@ -464,9 +480,9 @@ static void mm_task(void *ctx, int task, int n_tasks, int thread)
     size_t r0 = (size_t)task * j->tile_rows;
     size_t nr = min_sz(j->tile_rows, j->rows - r0);
     if (j->type == TW_TYPE_F32 && j->row_bytes % sizeof(float) == 0) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)j->n, (int)nr, (int)j->cols,
-                    1.0f, j->x, (int)j->cols, (const float *)(const void *)(j->w + r0 * j->row_bytes),
-                    (int)(j->row_bytes / sizeof(float)), 0.0f, j->y + r0, (int)j->rows);
+        sgemm_groups(j->n, nr, j->cols, j->x, j->cols,
+                     (const float *)(const void *)(j->w + r0 * j->row_bytes),
+                     j->row_bytes / sizeof(float), 0.0f, j->y + r0, j->rows);
         return;
     }
     float *tile = j->tiles[thread];
@@ -482,9 +498,8 @@ static void mm_task(void *ctx, int task, int n_tasks, int thread)
         size_t off = col_offset(j->type, c0);
         for (size_t r = 0; r < nr; r++)
             dq(j->w + (r0 + r) * j->row_bytes + off, tile + r * nc, nc);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)j->n, (int)nr, (int)nc, 1.0f,
-                    j->x + c0, (int)j->cols, tile, (int)nc, c0 ? 1.0f : 0.0f, j->y + r0,
-                    (int)j->rows);
+        sgemm_groups(j->n, nr, nc, j->x + c0, j->cols, tile, nc, c0 ? 1.0f : 0.0f, j->y + r0,
+                     j->rows);
     }
 }
 
@@ -504,10 +519,15 @@ static size_t tile_rows_for(tw_type type, size_t cols)
  * TW_ROW_ALIGN) until every thread gets about two tiles, so a matrix of a few
  * hundred rows still spreads over the pool. Never more than tile_rows_for,
  * so the scratch sized for that suffices. */
+/* Tiles of the same rows whatever the pool (as many as four threads
+ * would want, two each), because the tile is an sgemm call's shape, on
+ * which some BLAS kernel sets make a product's bits depend (sgemm_groups):
+ * a product must not change with the number of threads. */
 static size_t balanced_tile_rows(const tw_pool *pool, tw_type type, size_t rows, size_t cols)
 {
+    (void)pool;
     size_t tr = tile_rows_for(type, cols);
-    size_t want = (size_t)tw_pool_threads(pool) * 2;
+    size_t want = 8;
     size_t fair = (rows + want - 1) / want;
     fair = (fair + TW_ROW_ALIGN - 1) / TW_ROW_ALIGN * TW_ROW_ALIGN;
     return fair < tr ? fair : tr;

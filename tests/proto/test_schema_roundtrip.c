@@ -36,6 +36,7 @@ static const ProtobufCMessageDescriptor *const all_messages[] = {
     D(speculative_options),
     D(logprob_options),
     D(output_format),
+    D(embed_options),
     D(generate_request),
     D(token_logprob),
     D(top_logprob),
