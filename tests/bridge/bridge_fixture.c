@@ -6,10 +6,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -337,4 +339,21 @@ twb_stats twb_engine_stats(const twb_service *s)
     tw_wire_free_reply(rep);
     tw_client_close(c);
     return out;
+}
+
+int twb_main(int argc, char **argv, const char **model, const struct CMUnitTest *tests,
+             size_t n_tests)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s MODEL\n", argv[0]);
+        return 2;
+    }
+    *model = argv[1];
+    if (!twb_daemons_built())
+        return 0;
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int rc = _cmocka_run_group_tests("tests", tests, n_tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
 }

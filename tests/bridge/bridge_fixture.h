@@ -101,6 +101,14 @@ typedef struct twb_stats {
 /* The engine's Stats, asked directly over its RPC socket. */
 twb_stats twb_engine_stats(const twb_service *s);
 
+/* The main of a test of the daemons serving the model named by argv[1]:
+ * sets *model, answers 0 (after a SKIPPED line) when the daemons are not
+ * built, and otherwise runs the tests (each with twb_teardown) with SIGPIPE
+ * ignored and libcurl set up; 2 for a missing argument. */
+struct CMUnitTest;
+int twb_main(int argc, char **argv, const char **model, const struct CMUnitTest *tests,
+             size_t n_tests);
+
 /* Milliseconds on a monotonic clock. */
 uint64_t twb_now_ms(void);
 

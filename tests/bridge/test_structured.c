@@ -385,21 +385,10 @@ static void test_auto_tool_call(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s MODEL\n", argv[0]);
-        return 2;
-    }
-    model_path = argv[1];
-    if (!twb_daemons_built())
-        return 0;
-    signal(SIGPIPE, SIG_IGN);
-    curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_structured_outputs, twb_teardown),
         cmocka_unit_test_teardown(test_forced_tool_call, twb_teardown),
         cmocka_unit_test_teardown(test_auto_tool_call, twb_teardown),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    curl_global_cleanup();
-    return rc;
+    return twb_main(argc, argv, &model_path, tests, sizeof tests / sizeof tests[0]);
 }
