@@ -114,6 +114,7 @@ static void model_entry_free(model_entry *m)
         free(m->transition[k]);
     tw_chat_template_free(m->tmpl);
     tw_json_vocab_free(m->json_vocab);
+    call_ban_free(m->ban);
     tw_tokenizer_free(m->tok);
     tw_model_free(m->draft);
     tw_model_free(m->model);
@@ -421,6 +422,8 @@ tw_status tw_engine_load_model(tw_engine *e, const char *path, const char *name,
         const uint32_t tags[2] = {m->think_open, m->think_close};
         st = tw_json_vocab_build(m->tok, tags, 2, &m->json_vocab, err);
     }
+    if (st == TW_OK && m->tok)
+        st = call_ban_build(m->tok, m->vocab, m->tool_format, &m->ban, err);
     if (st == TW_OK) {
         m->logits = malloc((size_t)e->opts.max_batch * m->vocab * sizeof(float));
         if (!m->logits)

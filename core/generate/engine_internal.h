@@ -16,6 +16,8 @@
 #include "tw/tokenizer.h"
 #include "tw/tool_format.h"
 
+#include "call_ban.h"
+
 #include "admission.h"
 #include "cache/engine_cache.h"
 
@@ -52,6 +54,7 @@ typedef struct model_entry {
     tw_json_vocab *json_vocab;     /* JSON answers' token index; NULL without tok */
     struct tw_chat_template *tmpl; /* NULL: no chat prompts */
     tw_tool_format tool_format;    /* how tmpl asks for tool calls */
+    call_ban *ban;                 /* tool_choice "none": NULL where calls open otherwise */
     uint32_t vocab;
     uint32_t max_context;
     uint32_t eos[TW_ENGINE_MAX_EOS];
@@ -108,6 +111,10 @@ typedef struct request {
     /* tool_choice "auto": the tools' calls, held to calls from where the
      * answer opens one (trigger) to its end; NULL: no tools or no format */
     tw_json_grammar *calls;
+    /* tool_choice "none" with a ban (m->ban): the answer may not open a
+     * call; trig_start is then how much of the opening the prompt ends
+     * with */
+    bool ban_calls;
     tw_tool_trigger trigger;
     /* how much of the trigger the prompt ends with; when all of it, the
      * bytes after it (the call's start) */

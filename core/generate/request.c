@@ -277,6 +277,22 @@ static tw_status lazy_tool_grammar(const model_entry *m, const tw_gen_request *r
     return st;
 }
 
+/* tool_choice "none" with tools, on a template whose calls open with a
+ * tag: the answer may not write the tag (call_ban.h), counting what of it
+ * the prompt already ends with. */
+static void ban_calls(const model_entry *m, const tw_gen_request *req, request *r, const char *text,
+                      size_t len)
+{
+    const char *choice = req->chat.tool_choice;
+    if (!m->ban || req->chat.n_tools == 0 || !choice || strcmp(choice, "none") != 0)
+        return;
+    r->ban_calls = true;
+    r->trigger = m->ban->trigger;
+    const size_t tl = strlen(r->trigger.text);
+    r->trig_start =
+        call_ban_step(m->ban, 0, len > tl ? text + len - tl : text, len > tl ? tl : len);
+}
+
 static tw_status build_prompt(tw_engine *e, model_entry *m, const tw_gen_request *req,
                               request *r, tw_err *err)
 {
@@ -327,6 +343,8 @@ static tw_status build_prompt(tw_engine *e, model_entry *m, const tw_gen_request
             st = force_tool_call(m, &req->chat, r, &rendered, &len, err);
         if (st == TW_OK && !r->answer_prefix)
             st = lazy_tool_grammar(m, req, r, rendered, len, err);
+        if (st == TW_OK)
+            ban_calls(m, req, r, rendered, len);
         if (st != TW_OK) {
             free(rendered);
             return st;

@@ -4,7 +4,8 @@
  * answer, the answer's first tokens may also open a call instead of the
  * document: tokens that go on with the opening are kept through the JSON
  * mask, and once one is taken only such tokens are, until the opening is
- * whole. */
+ * whole. Under tool_choice "none" the tokens that would complete the
+ * opening are banned instead (call_ban.h). */
 #include <math.h>
 #include <string.h>
 
@@ -143,4 +144,21 @@ size_t sched_calls_restore(const slot *sl, float *row, size_t n)
         row[sl->cont_ids[i]] = sl->cont_logits[i];
     }
     return kept;
+}
+
+void sched_calls_ban(const slot *sl, float *row)
+{
+    const call_ban *b = sl->m->ban;
+    if (!sl->r->ban_calls || !b || (sl->think && tw_thinking_inside(sl->think)))
+        return;
+    for (uint32_t i = b->start[sl->trig_at]; i < b->start[sl->trig_at + 1]; i++)
+        row[b->ids[i]] = -INFINITY;
+}
+
+void sched_calls_ban_step(slot *sl, uint32_t token)
+{
+    const char *p;
+    size_t n;
+    token_bytes(sl, token, &p, &n);
+    sl->trig_at = call_ban_step(sl->m->ban, sl->trig_at, p, n);
 }

@@ -146,4 +146,10 @@ bool sched_calls_take(slot *sl, uint32_t token);
 size_t sched_calls_save(slot *sl, const float *row);
 size_t sched_calls_restore(const slot *sl, float *row, size_t n);
 
+/* tool_choice "none" (request ban_calls): bans the tokens of row that would
+ * complete a call's opening from where the answer stands (not inside a
+ * thinking block); step follows a committed answer token. */
+void sched_calls_ban(const slot *sl, float *row);
+void sched_calls_ban_step(slot *sl, uint32_t token);
+
 #endif

@@ -218,6 +218,8 @@ static void commit(tw_engine *e, slot *sl, uint32_t token, const tw_sample_resul
         sl->decided |= !sl->in_call;
         json_advance(sl, token);
     }
+    if (r->ban_calls && role == TW_ROLE_CONTENT)
+        sched_calls_ban_step(sl, token);
     if (sl->finish != TW_FINISH_NONE)
         return;
 
@@ -277,6 +279,7 @@ static void next_token(tw_engine *e, slot *sl, float *row)
         !(sl->json && sl->json_on && tw_json_state_complete(sl->json)))
         for (size_t i = 0; i < sl->m->n_eos; i++)
             row[sl->m->eos[i]] = -INFINITY;
+    sched_calls_ban(sl, row);
     if (!json_mask(sl, row))
         return;
     tw_sampler_sample(sl->sampler, row, want, r->logprobs.top_logprobs, &res);
@@ -521,6 +524,7 @@ static void spec_next_token(tw_engine *e, slot *sl, size_t i, float *row)
     if (tw_stop_suppress_eos(sl->stop, sl->n_answer))
         for (size_t j = 0; j < sl->m->n_eos; j++)
             row[sl->m->eos[j]] = -INFINITY;
+    sched_calls_ban(sl, row);
     if (!json_mask(sl, row))
         return;
     bool accepted;

@@ -201,6 +201,8 @@ static tw_status slot_setup(tw_engine *e, slot *sl, request *r, uint32_t index, 
             sched_json_open(sl, r->trig_after, r->n_trig_after) && tw_json_state_closed(sl->json))
             sl->json_on = sl->in_call = false;
     }
+    if (r->ban_calls)
+        sl->trig_at = r->trig_start;
     return st;
 }
 

@@ -417,7 +417,8 @@ static void call_then_text(const answer *a, int i, const char *what)
  * a Hermes template the grammar applies between "<tool_call>" (here begun
  * by the prompt, finished by the model) and "</tool_call>", and the answer
  * goes on freely after it. The same favoured token with "none" gives no
- * call at all, and greedy answers are the same with and without
+ * call at all (on the Hermes template it is banned where it would finish
+ * the opening), and greedy answers are the same with and without
  * speculation. */
 static void test_auto_calls(void **state)
 {
@@ -463,13 +464,19 @@ static void test_auto_calls(void **state)
         for (int i = 0; i < 2; i++) {
             char *end = strstr(a->text[i], close);
             if (round == 1) {
-                if (end)
-                    fail_msg("without the grammar a call was written: %s", a->text[i]);
+                /* the prompt ends in "<tool_call": ">" would open a call */
+                if (end || a->text[i][0] == '>' || strstr(a->text[i], "<tool_call>"))
+                    fail_msg("with \"none\" a call was opened: %s", a->text[i]);
                 continue;
             }
             call_then_text(a, i, "auto");
         }
     }
+    /* the same ban holds for greedy answers with prompt lookup, and a
+     * whole opening favoured token by token cannot come either */
+    run_favouring(e, "none", ">", 0.0f, TW_SPEC_LOOKUP, a);
+    if (a->text[0][0] == '>' || strstr(a->text[0], "<tool_call>"))
+        fail_msg("with \"none\" and lookup a call was opened: %s", a->text[0]);
     /* beside a JSON answer: the answer opens the call instead of the
      * document (the same call, the same free text after it), and with
      * "none" it is the document, which ">" cannot start */
