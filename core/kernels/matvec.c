@@ -2,7 +2,10 @@
  * once into pool scratch, splits rows across pool tasks and, for prefill,
  * feeds dequantized weight tiles to OpenBLAS. */
 #include <cblas.h>
+#include <pthread.h>
 #include <stdalign.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/kernels_internal.h"
@@ -457,16 +460,71 @@ static size_t tile_cols(tw_type type, size_t cols)
     return kc < be ? be : kc;
 }
 
-/* One sgemm per prefill group of activations: some BLAS kernel sets (the
- * AVX2 ones of OpenBLAS 0.3.21, Haswell and Zen) sum a product in an order
- * that depends on the call's shape, so a group's rows are always computed
- * in a call of their own, the same whichever groups share the step (what
- * reading a prompt in pieces relies on). */
+/* Whether the BLAS library's sgemm gives a product the same bits whatever
+ * the call's shape. OpenBLAS 0.3.21's AVX2 kernel sets (Haswell, Zen) do
+ * not: a row's sums change with how many activations or weight rows share
+ * the call. Its AVX-512 and older sets do. Probed once, on shapes where
+ * the AVX2 sets differ. */
+static bool g_blas_exact;
+static pthread_once_t g_blas_probe = PTHREAD_ONCE_INIT;
+
+static bool same_rows(const float *a, const float *b, size_t rows, size_t cols, size_t stride)
+{
+    for (size_t r = 0; r < rows; r++)
+        if (memcmp(a + r * stride, b + r * stride, cols * sizeof *a) != 0)
+            return false;
+    return true;
+}
+
+static void probe_blas(void)
+{
+    enum { N = 2 * TW_PREFILL_GROUP, M = 96, K = 320 };
+    float *x = malloc(N * K * sizeof *x), *w = malloc(M * K * sizeof *w);
+    float *y1 = malloc(N * M * sizeof *y1), *y2 = malloc(N * M * sizeof *y2);
+    g_blas_exact = false;
+    if (x && w && y1 && y2) {
+        uint32_t s = 12345;
+        for (size_t i = 0; i < N * K; i++)
+            x[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+        for (size_t i = 0; i < M * K; i++)
+            w[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, M, K, 1.0f, x, K, w, K, 0.0f, y1,
+                    M);
+        bool same = true;
+        /* fewer activations, then fewer weight rows, in calls of their own */
+        const int ns[] = {TW_PREFILL_GROUP, 20}, ms[] = {40, 24};
+        for (size_t i = 0; i < 2 && same; i++) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ns[i], M, K, 1.0f, x, K, w, K,
+                        0.0f, y2, M);
+            same = same_rows(y1, y2, (size_t)ns[i], M, M);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, ms[i], K, 1.0f, x, K, w, K,
+                        0.0f, y2, M);
+            same = same && same_rows(y1, y2, N, (size_t)ms[i], M);
+        }
+        g_blas_exact = same;
+    }
+    free(x);
+    free(w);
+    free(y1);
+    free(y2);
+}
+
+static bool blas_exact(void)
+{
+    pthread_once(&g_blas_probe, probe_blas);
+    return g_blas_exact;
+}
+
+/* sgemm over n activations; where the library's bits depend on the call's
+ * shape (blas_exact), one call per prefill group, so a group's rows are
+ * always computed in a call of their own, the same whichever groups share
+ * the step (what reading a prompt in pieces relies on). */
 static void sgemm_groups(size_t n, size_t nr, size_t nc, const float *x, size_t x_stride,
                          const float *w, size_t w_stride, float beta, float *y, size_t y_stride)
 {
-    for (size_t a0 = 0; a0 < n; a0 += TW_PREFILL_GROUP) {
-        size_t na = min_sz(TW_PREFILL_GROUP, n - a0);
+    const size_t step = blas_exact() ? n : TW_PREFILL_GROUP;
+    for (size_t a0 = 0; a0 < n; a0 += step) {
+        size_t na = min_sz(step, n - a0);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)na, (int)nr, (int)nc, 1.0f,
                     x + a0 * x_stride, (int)x_stride, w, (int)w_stride, beta, y + a0 * y_stride,
                     (int)y_stride);
@@ -519,15 +577,14 @@ static size_t tile_rows_for(tw_type type, size_t cols)
  * TW_ROW_ALIGN) until every thread gets about two tiles, so a matrix of a few
  * hundred rows still spreads over the pool. Never more than tile_rows_for,
  * so the scratch sized for that suffices. */
-/* Tiles of the same rows whatever the pool (as many as four threads
- * would want, two each), because the tile is an sgemm call's shape, on
- * which some BLAS kernel sets make a product's bits depend (sgemm_groups):
- * a product must not change with the number of threads. */
+/* Tiles that keep every thread busy, two each. Where the library's bits
+ * depend on the call's shape (blas_exact), the tile is one, so tiles are
+ * then cut as four threads would cut them whatever the pool: a product
+ * must not change with the number of threads. */
 static size_t balanced_tile_rows(const tw_pool *pool, tw_type type, size_t rows, size_t cols)
 {
-    (void)pool;
     size_t tr = tile_rows_for(type, cols);
-    size_t want = 8;
+    size_t want = blas_exact() ? (size_t)tw_pool_threads(pool) * 2 : 8;
     size_t fair = (rows + want - 1) / want;
     fair = (fair + TW_ROW_ALIGN - 1) / TW_ROW_ALIGN * TW_ROW_ALIGN;
     return fair < tr ? fair : tr;
