@@ -44,6 +44,7 @@ typedef struct cli {
     const char *chat_template; /* load: a template file in place of the model's */
     /* generate / chat: a JSON answer, fitting the schema when one is given */
     bool json;
+    bool mean, raw; /* embed: mean pooling, no unit length */
     const char *json_schema_file;
     char *json_schema; /* the file's text, read before connecting */
     /* speculative decoding */
@@ -107,6 +108,9 @@ static void usage(FILE *f)
             "  chat [--model M] [--system TEXT] [--stream] [format] [sampling] MESSAGE\n"
             "      the model's reasoning, if any, goes to stderr and the answer to\n"
             "      stdout; --hide-reasoning drops it, --show-reasoning keeps it\n"
+            "  embed [--model M] [--mean] [--raw] [--ids 1,2,3 | TEXT]\n"
+            "      the prompt's vector (its last token's final hidden state, or with\n"
+            "      --mean every token's mean; unit length unless --raw), a JSON array\n"
             "  watch                      print every stream the engine publishes\n\n"
             "sampling: --max-tokens N --temperature T --top-k K --top-p P --seed S\n"
             "  (--max-tokens bounds the answer; --max-total-tokens N every generated\n"
@@ -454,6 +458,51 @@ static int do_generate(tw_client *c, const cli *o, int argc, char **argv, bool c
     return report(st, &err);
 }
 
+/* embed: one Generate asking for the prompt's vector. */
+static int do_embed(tw_client *c, const cli *o, int argc, char **argv)
+{
+    Tokenwire__V1__GenerateRequest g = TOKENWIRE__V1__GENERATE_REQUEST__INIT;
+    Tokenwire__V1__TokenIds t = TOKENWIRE__V1__TOKEN_IDS__INIT;
+    Tokenwire__V1__EmbedOptions eo = TOKENWIRE__V1__EMBED_OPTIONS__INIT;
+    uint32_t *ids = NULL;
+    size_t n_ids = 0;
+    if (o->ids ? argc != 0 || !parse_ids(o->ids, &ids, &n_ids) : argc != 1) {
+        fprintf(stderr, "tokenwire: embed takes a TEXT or --ids, not both\n");
+        free(ids);
+        return EXIT_USAGE;
+    }
+    g.model = (char *)o->model;
+    if (o->ids) {
+        t.n_ids = n_ids;
+        t.ids = ids;
+        g.prompt_case = TOKENWIRE__V1__GENERATE_REQUEST__PROMPT_TOKEN_IDS;
+        g.token_ids = &t;
+    } else {
+        g.prompt_case = TOKENWIRE__V1__GENERATE_REQUEST__PROMPT_TEXT;
+        g.text = argv[0];
+    }
+    eo.has_pooling = 1;
+    eo.pooling =
+        o->mean ? TOKENWIRE__V1__POOLING__POOLING_MEAN : TOKENWIRE__V1__POOLING__POOLING_LAST;
+    eo.has_normalize = 1;
+    eo.normalize = !o->raw;
+    g.embed = &eo;
+    Tokenwire__V1__Reply *rep = NULL;
+    tw_err err;
+    tw_status st = tw_client_generate(c, &g, &rep, &err);
+    const Tokenwire__V1__Choice *ch =
+        st == TW_OK && rep->generate->n_choices ? rep->generate->choices[0] : NULL;
+    if (st == TW_OK && (!ch || ch->n_embedding == 0))
+        st = tw_errorf(&err, TW_INTERNAL, "the engine answered without a vector");
+    for (size_t i = 0; st == TW_OK && i < ch->n_embedding; i++)
+        printf("%s%.9g", i ? ", " : "[", (double)ch->embedding[i]);
+    if (st == TW_OK)
+        printf("]\n");
+    tw_wire_free_reply(rep);
+    free(ids);
+    return report(st, &err);
+}
+
 static int run_command(tw_client *c, const cli *o, const char *cmd, int argc, char **argv)
 {
     Tokenwire__V1__Reply *rep = NULL;
@@ -461,6 +510,8 @@ static int run_command(tw_client *c, const cli *o, const char *cmd, int argc, ch
     tw_status st;
     if (!strcmp(cmd, "generate") || !strcmp(cmd, "chat"))
         return do_generate(c, o, argc, argv, !strcmp(cmd, "chat"));
+    if (!strcmp(cmd, "embed"))
+        return do_embed(c, o, argc, argv);
     if (!strcmp(cmd, "pull") && argc == 1) {
         cli_pull_args pa = {argv[0], o->name, o->sha256, true, 250};
         st = cli_pull(c, &pa, &err);
@@ -568,7 +619,9 @@ int main(int argc, char **argv)
         O_MAXTOTAL,
         O_CHAT_TEMPLATE,
         O_JSON,
-        O_JSON_SCHEMA
+        O_JSON_SCHEMA,
+        O_MEAN,
+        O_RAW
     };
     static const struct option opts[] = {
         {"engine", required_argument, NULL, O_ENGINE},
@@ -598,6 +651,8 @@ int main(int argc, char **argv)
         {"chat-template", required_argument, NULL, O_CHAT_TEMPLATE},
         {"json", no_argument, NULL, O_JSON},
         {"json-schema", required_argument, NULL, O_JSON_SCHEMA},
+        {"mean", no_argument, NULL, O_MEAN},
+        {"raw", no_argument, NULL, O_RAW},
         {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -645,6 +700,12 @@ int main(int argc, char **argv)
         case O_JSON_SCHEMA:
             o.json_schema_file = optarg;
             break;
+        case O_MEAN:
+            o.mean = true;
+            break;
+        case O_RAW:
+            o.raw = true;
+            break;
         case O_HELP: usage(stdout); return 0;
         default: bad = true; break;
         }
@@ -660,9 +721,9 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     const char *cmd = argv[optind];
-    static const char *const commands[] = {"health", "models", "stats", "load", "unload",
-                                           "pull", "tokenize", "detokenize", "generate",
-                                           "chat", "watch"};
+    static const char *const commands[] = {"health",   "models", "stats",    "load",
+                                           "unload",   "pull",   "tokenize", "detokenize",
+                                           "generate", "chat",   "embed",    "watch"};
     bool known = false;
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         known |= !strcmp(cmd, commands[i]);

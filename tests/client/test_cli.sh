@@ -65,6 +65,27 @@ tw generate --stream --ids "$IDS" --max-tokens 8 --temperature 0 >"$D/stream.out
 got=$(tr -s ' \n' '  ' <"$D/stream.out" | sed 's/^ //; s/ $//')
 [ "$got" = "$WANT" ] || fail "generate --stream printed '$got', want '$WANT'"
 
+# Embeddings: a unit vector of the model's hidden size; --raw keeps its
+# length, --mean is another vector.
+tw embed --ids "$IDS" >"$D/embed.out" 2>>"$D/cli.err" || fail "embed exited $?"
+tw embed --raw --ids "$IDS" >"$D/embed_raw.out" 2>>"$D/cli.err" || fail "embed --raw exited $?"
+tw embed --mean --ids "$IDS" >"$D/embed_mean.out" 2>>"$D/cli.err" || fail "embed --mean exited $?"
+python3 - "$D/embed.out" "$D/embed_raw.out" "$D/embed_mean.out" "$S/golden/qwen2/config.json" \
+    >"$D/embed_check.err" 2>&1 <<'PY' || fail "embed vectors: $(cat "$D/embed_check.err")"
+import json, math, sys
+v, raw, mean = (json.load(open(p)) for p in sys.argv[1:4])
+hidden = json.load(open(sys.argv[4]))["hidden_size"]
+assert len(v) == len(raw) == len(mean) == hidden, (len(v), hidden)
+def norm(a):
+    return math.sqrt(sum(x * x for x in a))
+assert abs(norm(v) - 1) < 1e-5, norm(v)
+assert abs(norm(raw) - 1) > 1e-3, norm(raw)
+assert all(abs(a / norm(raw) - b) < 1e-5 for a, b in zip(raw, v))
+assert max(abs(a - b) for a, b in zip(mean, v)) > 1e-3
+PY
+tw embed >/dev/null 2>&1
+[ $? = 2 ] || fail "embed without a prompt should exit 2"
+
 tw stats >"$D/stats.out" 2>>"$D/cli.err" || fail "stats exited $?"
 grep -q "^requests_total: [1-9]" "$D/stats.out" || fail "stats: no requests counted"
 grep -q "^chunks_published: [1-9]" "$D/stats.out" || fail "stats: no chunks counted"
