@@ -283,6 +283,34 @@ static tw_status map_text_and_reasoning(const json_t *in, json_t *chat, tw_bridg
     return TW_OK;
 }
 
+/* include "message.output_text.logprobs" or top_logprobs: the chat
+ * request's logprobs (top_logprobs checked there). Other include values
+ * name output this server never gives (hosted tools, images, encrypted
+ * reasoning), so they change nothing. */
+static tw_status map_logprobs(const json_t *in, json_t *chat, tw_bridge_apierr *ae)
+{
+    json_t *include = NULL;
+    if (tw_bridge_get_typed(in, "include", NULL, JSON_ARRAY, &include, ae) < 0)
+        return TW_INVALID_ARGUMENT;
+    bool want = false;
+    for (size_t i = 0; i < json_array_size(include); i++) {
+        const json_t *v = json_array_get(include, i);
+        char p[48];
+        if (!json_is_string(v))
+            return tw_bridge_fail(ae, TW_INVALID_ARGUMENT,
+                                  tw_bridge_path_index(p, sizeof p, "include", i, NULL),
+                                  "invalid_type", "'%s' must be a string.", p);
+        want |= !strcmp(json_string_value(v), "message.output_text.logprobs");
+    }
+    const json_t *top = json_object_get(in, "top_logprobs");
+    want |= json_integer_value(top) > 0 || json_real_value(top) > 0;
+    if (top && !json_is_null(top) && json_object_set(chat, "top_logprobs", (json_t *)top))
+        return no_memory(ae);
+    if (want && json_object_set_new(chat, "logprobs", json_true()))
+        return no_memory(ae);
+    return TW_OK;
+}
+
 int tw_bridge_responses_previous(const json_t *in, const char **id, tw_bridge_apierr *ae)
 {
     size_t n = 0;
@@ -321,11 +349,6 @@ tw_status tw_bridge_responses_to_chat(const json_t *in, const json_t *prior, jso
     if (json_is_true(json_object_get(in, "background")))
         return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "background", "unsupported_parameter",
                               "'background' responses are not supported.");
-    const json_t *top = json_object_get(in, "top_logprobs");
-    if (json_integer_value(top) > 0 || json_real_value(top) > 0)
-        return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "top_logprobs", "unsupported_parameter",
-                              "'top_logprobs' is not supported on /v1/responses; use "
-                              "/v1/chat/completions.");
     json_t *chat = json_object();
     if (!chat)
         return no_memory(ae);
@@ -339,6 +362,8 @@ tw_status tw_bridge_responses_to_chat(const json_t *in, const json_t *prior, jso
         if (v && json_object_set(chat, g_same[i], v))
             st = no_memory(ae);
     }
+    if (st == TW_OK)
+        st = map_logprobs(in, chat, ae);
     const json_t *max = json_object_get(in, "max_output_tokens");
     if (st == TW_OK && max && json_object_set(chat, "max_completion_tokens", (json_t *)max))
         st = no_memory(ae);
@@ -455,6 +480,7 @@ json_t *tw_bridge_response_of_chat(const tw_bridge_resp_echo *echo, const json_t
         .finish = json_string_value(json_object_get(ch, "finish_reason")),
         .usage = json_object_get(completion, "usage"),
         .model = json_string_value(json_object_get(completion, "model")),
+        .logprobs = json_object_get(json_object_get(ch, "logprobs"), "content"),
     };
     const json_t *calls = json_object_get(msg, "tool_calls");
     json_t *items = json_array();
@@ -490,9 +516,9 @@ static json_t *output_items(const tw_bridge_resp_echo *echo, const tw_bridge_res
     if (!bad && ((p->text && p->text[0]) || (json_array_size(p->calls) == 0 && !reasoned))) {
         snprintf(id, sizeof id, "msg_%s", suffix);
         const bool cut = p->finish && !strcmp(p->finish, "length");
-        bad |= json_array_append_new(out,
-                                     tw_bridge_response_message(id, p->text ? p->text : "",
-                                                                cut ? "incomplete" : "completed"));
+        bad |= json_array_append_new(
+            out, tw_bridge_response_message(id, p->text ? p->text : "",
+                                            cut ? "incomplete" : "completed", p->logprobs));
     }
     for (size_t i = 0; !bad && i < json_array_size(p->calls); i++) {
         const json_t *c = json_array_get(p->calls, i);
@@ -510,11 +536,13 @@ static json_t *output_items(const tw_bridge_resp_echo *echo, const tw_bridge_res
     return out;
 }
 
-json_t *tw_bridge_response_message(const char *id, const char *text, const char *status)
+json_t *tw_bridge_response_message(const char *id, const char *text, const char *status,
+                                   const json_t *logprobs)
 {
-    return json_pack("{s:s, s:s, s:s, s:s, s:[{s:s, s:s, s:[], s:[]}]}", "id", id, "type",
-                     "message", "status", status, "role", "assistant", "content", "type",
-                     "output_text", "text", text, "annotations", "logprobs");
+    json_t *lp = logprobs ? json_deep_copy(logprobs) : json_array();
+    return json_pack("{s:s, s:s, s:s, s:s, s:[{s:s, s:s, s:[], s:o}]}", "id", id, "type", "message",
+                     "status", status, "role", "assistant", "content", "type", "output_text",
+                     "text", text, "annotations", "logprobs", lp);
 }
 
 /* usage in the Responses form. */
@@ -560,6 +588,7 @@ json_t *tw_bridge_response_object(const tw_bridge_resp_echo *echo, const tw_brid
         {"max_output_tokens", echo_field(rq, "max_output_tokens", json_null())},
         {"parallel_tool_calls", echo_field(rq, "parallel_tool_calls", json_true())},
         {"temperature", echo_field(rq, "temperature", json_real(1.0))},
+        {"top_logprobs", echo_field(rq, "top_logprobs", json_integer(0))},
         {"top_p", echo_field(rq, "top_p", json_real(1.0))},
         {"tool_choice", echo_field(rq, "tool_choice", json_string("auto"))},
         {"tools", echo_field(rq, "tools", json_array())},

@@ -66,6 +66,7 @@ typedef struct tw_bridge_resp_parts {
     const char *reasoning, *text, *finish, *model;
     const json_t *calls;
     const json_t *usage;
+    const json_t *logprobs; /* the text's tokens, as chat's logprobs.content; NULL: none */
 } tw_bridge_resp_parts;
 
 /* The response object: status "in_progress" (no output yet) or "completed"
@@ -74,7 +75,9 @@ typedef struct tw_bridge_resp_parts {
 json_t *tw_bridge_response_object(const tw_bridge_resp_echo *echo, const tw_bridge_resp_parts *p,
                                   const char *status);
 
-/* A message output item with one output_text part. */
-json_t *tw_bridge_response_message(const char *id, const char *text, const char *status);
+/* A message output item with one output_text part (logprobs: its tokens',
+ * NULL for none). */
+json_t *tw_bridge_response_message(const char *id, const char *text, const char *status,
+                                   const json_t *logprobs);
 
 #endif

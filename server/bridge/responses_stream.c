@@ -13,7 +13,8 @@ tw_status tw_bridge_resp_stream_init(tw_bridge_resp_stream *rs, const tw_bridge_
     rs->user = user;
     rs->output_index = -1;
     rs->calls = json_array();
-    return rs->calls ? TW_OK : TW_RESOURCE_EXHAUSTED;
+    rs->logprobs = json_array();
+    return rs->calls && rs->logprobs ? TW_OK : TW_RESOURCE_EXHAUSTED;
 }
 
 void tw_bridge_resp_stream_fini(tw_bridge_resp_stream *rs)
@@ -23,6 +24,7 @@ void tw_bridge_resp_stream_fini(tw_bridge_resp_stream *rs)
     free(rs->finish);
     free(rs->model);
     json_decref(rs->calls);
+    json_decref(rs->logprobs);
     json_decref(rs->usage);
     json_decref(rs->error);
     memset(rs, 0, sizeof *rs);
@@ -70,7 +72,7 @@ static json_t *open_item(const tw_bridge_resp_stream *rs, const char *status)
     char id[96];
     item_id(rs, rs->open, id, sizeof id);
     if (rs->open == RS_MESSAGE)
-        return tw_bridge_response_message(id, rs->text ? rs->text : "", status);
+        return tw_bridge_response_message(id, rs->text ? rs->text : "", status, rs->logprobs);
     if (rs->open == RS_REASONING)
         return json_pack("{s:s, s:s, s:[], s:[{s:s, s:s}]}", "id", id, "type", "reasoning",
                          "summary", "content", "type", "reasoning_text", "text",
@@ -97,8 +99,8 @@ static int close_open(tw_bridge_resp_stream *rs)
     } else if (rs->open == RS_MESSAGE) {
         const char *t = rs->text ? rs->text : "";
         rc = emit(rs, "response.output_text.done",
-                  json_pack("{s:s, s:i, s:i, s:s, s:[]}", "item_id", id, "output_index", oi,
-                            "content_index", 0, "text", t, "logprobs"));
+                  json_pack("{s:s, s:i, s:i, s:s, s:O}", "item_id", id, "output_index", oi,
+                            "content_index", 0, "text", t, "logprobs", rs->logprobs));
         rc = rc ? rc
                 : emit(rs, "response.content_part.done",
                        json_pack("{s:s, s:i, s:i, s:{s:s, s:s, s:[]}}", "item_id", id,
@@ -149,7 +151,8 @@ static tw_bridge_resp_parts parts_of(const tw_bridge_resp_stream *rs)
                                   .finish = rs->finish,
                                   .model = rs->model,
                                   .calls = rs->calls,
-                                  .usage = rs->usage};
+                                  .usage = rs->usage,
+                                  .logprobs = rs->logprobs};
 }
 
 static int start(tw_bridge_resp_stream *rs)
@@ -163,7 +166,10 @@ static int start(tw_bridge_resp_stream *rs)
     return rc;
 }
 
-static int text_delta(tw_bridge_resp_stream *rs, tw_bridge_resp_open kind, const char *d, size_t n)
+/* lps: the chunk's token log-probabilities (chat's logprobs.content), or
+ * NULL. */
+static int text_delta(tw_bridge_resp_stream *rs, tw_bridge_resp_open kind, const char *d, size_t n,
+                      const json_t *lps)
 {
     int rc = open_kind(rs, kind);
     bool ok = kind == RS_MESSAGE ? append(&rs->text, &rs->n_text, d, n)
@@ -176,7 +182,7 @@ static int text_delta(tw_bridge_resp_stream *rs, tw_bridge_resp_open kind, const
                            "content_index", 0, "delta", d, n);
     if (kind == RS_REASONING)
         return emit(rs, "response.reasoning_text.delta", ev);
-    if (ev && json_object_set_new(ev, "logprobs", json_array())) {
+    if (ev && json_object_set_new(ev, "logprobs", lps ? json_deep_copy(lps) : json_array())) {
         json_decref(ev);
         return 1;
     }
@@ -243,11 +249,16 @@ int tw_bridge_resp_stream_chunk(void *user, const json_t *chunk)
     const json_t *delta = json_object_get(ch, "delta");
     const json_t *r = json_object_get(delta, "reasoning_content");
     if (json_string_length(r) &&
-        text_delta(rs, RS_REASONING, json_string_value(r), json_string_length(r)))
+        text_delta(rs, RS_REASONING, json_string_value(r), json_string_length(r), NULL))
+        return 1;
+    /* the text's tokens, kept for the message whether or not this chunk
+     * brings text (a stop string's lookahead may hold it back) */
+    const json_t *lps = json_object_get(json_object_get(ch, "logprobs"), "content");
+    if (json_array_size(lps) && json_array_extend(rs->logprobs, (json_t *)lps))
         return 1;
     const json_t *t = json_object_get(delta, "content");
     if (json_string_length(t) &&
-        text_delta(rs, RS_MESSAGE, json_string_value(t), json_string_length(t)))
+        text_delta(rs, RS_MESSAGE, json_string_value(t), json_string_length(t), lps))
         return 1;
     const json_t *calls = json_object_get(delta, "tool_calls");
     for (size_t i = 0; i < json_array_size(calls); i++)

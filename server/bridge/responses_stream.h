@@ -30,6 +30,7 @@ typedef struct tw_bridge_resp_stream {
     char *reasoning, *text;   /* gathered (malloc'd, NUL-terminated) */
     size_t n_reasoning, n_text;
     json_t *calls; /* [{call_id, name, arguments}] */
+    json_t *logprobs; /* the text's tokens so far (chat's logprobs.content) */
     char *finish, *model;
     json_t *usage;
     json_t *error; /* {code, message} once the stream failed */

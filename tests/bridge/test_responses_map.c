@@ -95,6 +95,15 @@ static void test_requests(void **state)
              "\"json_object\"},\"tool_choice\":\"none\"}");
     rewrites("{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"text\"}}}",
              "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}");
+    /* log-probabilities: asked by include or by top_logprobs */
+    rewrites("{\"input\":\"x\",\"include\":[\"reasoning.encrypted_content\","
+             "\"message.output_text.logprobs\"]}",
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true}");
+    rewrites("{\"input\":\"x\",\"top_logprobs\":3}",
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,"
+             "\"top_logprobs\":3}");
+    rewrites("{\"input\":\"x\",\"top_logprobs\":0,\"include\":[\"reasoning.encrypted_content\"]}",
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":0}");
 
     refused("{\"model\":\"m\"}", "input");
     refused("{\"input\":[]}", "input");
@@ -103,7 +112,8 @@ static void test_requests(void **state)
     refused("{\"input\":\"x\",\"prompt\":{\"id\":\"p\"}}", "prompt");
     refused("{\"input\":\"x\",\"conversation\":\"c\"}", "conversation");
     refused("{\"input\":\"x\",\"background\":true}", "background");
-    refused("{\"input\":\"x\",\"top_logprobs\":3}", "top_logprobs");
+    refused("{\"input\":\"x\",\"include\":\"message.output_text.logprobs\"}", "include");
+    refused("{\"input\":\"x\",\"include\":[7]}", "include[0]");
     refused("{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_image\","
             "\"image_url\":\"u\"}]}]}",
             "input[0].content[0].type");
@@ -234,7 +244,9 @@ static void test_whole_answer(void **state)
     json_t *done = parse(
         "{\"model\":\"m1\",\"choices\":[{\"message\":{\"content\":\"hi\",\"reasoning_content\":"
         "\"hmm\",\"tool_calls\":[{\"id\":\"call_9\",\"type\":\"function\",\"function\":{"
-        "\"name\":\"f\",\"arguments\":\"{}\"}}]},\"finish_reason\":\"length\"}],\"usage\":{"
+        "\"name\":\"f\",\"arguments\":\"{}\"}}]},\"logprobs\":{\"content\":[{\"token\":"
+        "\"hi\",\"logprob\":-0.5,\"bytes\":[104,105],\"top_logprobs\":[]}]},"
+        "\"finish_reason\":\"length\"}],\"usage\":{"
         "\"prompt_tokens\":7,\"completion_tokens\":5,\"prompt_tokens_details\":{"
         "\"cached_tokens\":2},\"completion_tokens_details\":{\"reasoning_tokens\":3}}}");
     tw_bridge_resp_echo echo = {.request = req, .id = "resp_abc", .created_at = 42};
@@ -246,9 +258,11 @@ static void test_whole_answer(void **state)
         "\"reasoning\",\"summary\":[],\"content\":[{\"type\":\"reasoning_text\",\"text\":"
         "\"hmm\"}]},{\"id\":\"msg_abc\",\"type\":\"message\",\"status\":\"incomplete\",\"role\":"
         "\"assistant\",\"content\":[{\"type\":\"output_text\",\"text\":\"hi\",\"annotations\":[],"
-        "\"logprobs\":[]}]},{\"id\":\"fc_0_abc\",\"type\":\"function_call\",\"status\":"
+        "\"logprobs\":[{\"token\":\"hi\",\"logprob\":-0.5,\"bytes\":[104,105],"
+        "\"top_logprobs\":[]}]}]},{\"id\":\"fc_0_abc\",\"type\":\"function_call\",\"status\":"
         "\"completed\",\"call_id\":\"call_9\",\"name\":\"f\",\"arguments\":\"{}\"}],"
-        "\"max_output_tokens\":5,\"parallel_tool_calls\":true,\"temperature\":1.0,\"top_p\":1.0,"
+        "\"max_output_tokens\":5,\"parallel_tool_calls\":true,\"temperature\":1.0,"
+        "\"top_logprobs\":0,\"top_p\":1.0,"
         "\"tool_choice\":\"auto\",\"tools\":[],\"text\":{\"format\":{\"type\":\"text\"}},"
         "\"reasoning\":{\"effort\":null,\"summary\":null},\"metadata\":{},\"store\":false,"
         "\"truncation\":\"disabled\",\"previous_response_id\":null,\"usage\":{\"input_tokens\":7,"

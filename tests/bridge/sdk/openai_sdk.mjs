@@ -282,6 +282,34 @@ check('responses: function call items in the input reach the prompt', async () =
     (e) => e instanceof sdk.BadRequestError && e.param === 'input[0].content[0].type');
 });
 
+check('responses: log-probabilities as the chat completion gives them', async () => {
+  const req = { model, input: 'def add(a, b):', max_output_tokens: 24, temperature: 0,
+                reasoning: { effort: 'minimal' }, top_logprobs: 2,
+                include: ['message.output_text.logprobs'] };
+  const r = await client.responses.create(req);
+  assert.equal(r.top_logprobs, 2);
+  const msg = r.output.find((o) => o.type === 'message');
+  assert.ok(msg, 'a message item');
+  const c = await client.chat.completions.create({
+    model, messages: [{ role: 'user', content: 'def add(a, b):' }], max_completion_tokens: 24,
+    temperature: 0, reasoning_effort: 'minimal', logprobs: true, top_logprobs: 2 });
+  const want = c.choices[0].logprobs.content;
+  const got = msg.content[0].logprobs;
+  assert.ok(want.length > 0);
+  assert.deepEqual(got.map((l) => [l.token, l.logprob, l.top_logprobs.length]),
+                   want.map((l) => [l.token, l.logprob, 2]));
+  // streamed: the deltas carry them, and the done event holds them all
+  const events = [];
+  for await (const ev of await client.responses.create({ ...req, stream: true })) events.push(ev);
+  const fromDeltas = events.filter((e) => e.type === 'response.output_text.delta').flatMap((e) => e.logprobs);
+  const done = events.find((e) => e.type === 'response.output_text.done');
+  assert.deepEqual(done.logprobs.map((l) => l.token), want.map((l) => l.token));
+  assert.ok(fromDeltas.length > 0 && fromDeltas.length <= want.length);
+  const last = events[events.length - 1].response;
+  const lastMsg = last.output.find((o) => o.type === 'message');
+  assert.equal(lastMsg.content[0].logprobs.length, want.length);
+});
+
 check('responses: kept, continued, listed and deleted', async () => {
   const settings = { model, max_output_tokens: 16, temperature: 0, reasoning: { effort: 'minimal' } };
   const first = await client.responses.create({ ...settings, input: 'Write add(a, b).' });
