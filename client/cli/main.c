@@ -42,6 +42,7 @@ typedef struct cli {
     unsigned max_tokens;
     unsigned max_total_tokens; /* reasoning included */
     const char *chat_template; /* load: a template file in place of the model's */
+    char *chat_template_text;  /* its text, read before connecting */
     /* generate / chat: a JSON answer, fitting the schema when one is given */
     bool json;
     bool mean, raw; /* embed: mean pooling, no unit length */
@@ -537,12 +538,8 @@ static int run_command(tw_client *c, const cli *o, const char *cmd, int argc, ch
         m.has_make_default = o->make_default;
         m.make_default = o->make_default;
         m.draft_source = (char *)o->draft;
-        char *tmpl = NULL;
-        if (o->chat_template && !(tmpl = read_text_file(o->chat_template, TEMPLATE_MAX)))
-            return EXIT_USAGE;
-        m.chat_template = tmpl;
+        m.chat_template = o->chat_template_text;
         st = tw_client_load_model(c, &m, &rep, &err);
-        free(tmpl);
     } else if (!strcmp(cmd, "unload") && argc == 1) {
         Tokenwire__V1__UnloadModelRequest m = TOKENWIRE__V1__UNLOAD_MODEL_REQUEST__INIT;
         m.name = argv[0];
@@ -744,10 +741,32 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
+    /* embed takes a TEXT or --ids; told before connecting, as above */
+    if (!strcmp(cmd, "embed") && argc - optind - 1 != (o.ids ? 0 : 1)) {
+        fprintf(stderr, "tokenwire: embed takes a TEXT or --ids, not both\n");
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    /* A client that dials and hangs up before its handshake is done can
+     * leave an NNG 1.5 IPC listener taking no more connections until the
+     * daemon notices and reopens it, which cuts the calls then in flight;
+     * so what can be refused here is refused before dialling. */
+    for (int i = optind + 1; !strcmp(cmd, "detokenize") && i < argc; i++) {
+        unsigned v;
+        if (!parse_u32(argv[i], &v)) {
+            fprintf(stderr, "tokenwire: \"%s\" is not a token id\n", argv[i]);
+            return EXIT_USAGE;
+        }
+    }
+    if (!strcmp(cmd, "load") && o.chat_template &&
+        !(o.chat_template_text = read_text_file(o.chat_template, TEMPLATE_MAX)))
+        return EXIT_USAGE;
     bool generates = !strcmp(cmd, "generate") || !strcmp(cmd, "chat");
     if (generates && o.json_schema_file &&
-        !(o.json_schema = read_text_file(o.json_schema_file, JSON_SCHEMA_MAX)))
+        !(o.json_schema = read_text_file(o.json_schema_file, JSON_SCHEMA_MAX))) {
+        free(o.chat_template_text);
         return EXIT_USAGE;
+    }
     const char *rpc = o.engine && *o.engine ? o.engine : TW_CLIENT_DEFAULT_RPC_URL;
     char *derived = NULL;
     const char *pub = o.pub;
@@ -758,6 +777,7 @@ int main(int argc, char **argv)
     if (!*pub && (o.stream || !strcmp(cmd, "watch"))) {
         fprintf(stderr, "tokenwire: give --pub URL for streaming with this engine URL\n");
         free(o.json_schema);
+        free(o.chat_template_text);
         return EXIT_USAGE;
     }
     tw_client_opts co;
@@ -775,10 +795,12 @@ int main(int argc, char **argv)
     if (st != TW_OK) {
         fprintf(stderr, "tokenwire: %s\n", err.msg);
         free(o.json_schema);
+        free(o.chat_template_text);
         return st == TW_INVALID_ARGUMENT ? EXIT_USAGE : exit_for(st);
     }
     int rc = run_command(client, &o, cmd, argc - optind - 1, argv + optind + 1);
     tw_client_close(client);
     free(o.json_schema);
+    free(o.chat_template_text);
     return rc;
 }
