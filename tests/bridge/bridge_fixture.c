@@ -357,3 +357,12 @@ int twb_main(int argc, char **argv, const char **model, const struct CMUnitTest 
     curl_global_cleanup();
     return rc;
 }
+
+void twb_start(twb_service *s, const char *model, const char *const *engine_extra, const char *key,
+               const char *const *bridge_extra)
+{
+    twb_init(s);
+    twb_start_engine(s, model, engine_extra);
+    twb_start_bridge(s, key, bridge_extra);
+    twb_wait_ready(s);
+}

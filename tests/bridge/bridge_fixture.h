@@ -45,6 +45,11 @@ void twb_start_bridge(twb_service *s, const char *key, const char *const *extra)
 /* Waits (~60 s at most) until the bridge lists a ready model. */
 void twb_wait_ready(twb_service *s);
 
+/* twb_init, both daemons on model with their extra flags (either may be
+ * NULL) and the bridge's key, then twb_wait_ready. */
+void twb_start(twb_service *s, const char *model, const char *const *engine_extra, const char *key,
+               const char *const *bridge_extra);
+
 /* SIGTERM to whatever runs; each must exit with status 0 (sanitizers report
  * through the status). Removes the log directory. */
 void twb_stop(twb_service *s);

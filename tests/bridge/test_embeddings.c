@@ -62,10 +62,7 @@ static void test_embeddings(void **state)
 {
     (void)state;
     twb_service s;
-    twb_init(&s);
-    twb_start_engine(&s, model_path, NULL);
-    twb_start_bridge(&s, NULL, NULL);
-    twb_wait_ready(&s);
+    twb_start(&s, model_path, NULL, NULL, NULL);
 
     json_t *a = embeddings(&s, "{\"input\":[\"def add(a, b):\",\"print(42)\",\"def add(a, b):\"]}");
     const json_t *v0 = vector_of(a, 0), *v1 = vector_of(a, 1), *v2 = vector_of(a, 2);

@@ -404,10 +404,7 @@ static void test_every_endpoint(void **state)
 {
     (void)state;
     twb_service s;
-    twb_init(&s);
-    twb_start_engine(&s, model_path, NULL);
-    twb_start_bridge(&s, "sk-edge", NULL);
-    twb_wait_ready(&s);
+    twb_start(&s, model_path, NULL, "sk-edge", NULL);
 
     twb_result r = twb_http(&s, "GET", "/health", NULL, 0);
     json_t *j = twb_ok_json(&r, "health");

@@ -144,10 +144,7 @@ static void test_64_concurrent_streams(void **state)
 {
     (void)state;
     twb_service s;
-    twb_init(&s);
-    twb_start_engine(&s, model_path, NULL);
-    twb_start_bridge(&s, NULL, NULL);
-    twb_wait_ready(&s);
+    twb_start(&s, model_path, NULL, NULL, NULL);
 
     /* The reference: each prompt answered once, without streaming. */
     answer ref[N_PROMPTS];
@@ -262,10 +259,7 @@ static void test_disconnect_cancels(void **state)
 {
     (void)state;
     twb_service s;
-    twb_init(&s);
-    twb_start_engine(&s, model_path, NULL);
-    twb_start_bridge(&s, NULL, NULL);
-    twb_wait_ready(&s);
+    twb_start(&s, model_path, NULL, NULL, NULL);
 
     watch_ctx w = {.s = &s};
     pthread_t watcher;

@@ -27,10 +27,7 @@ static const char *model_path;
 
 static void start(twb_service *s, const char *const *bridge_flags)
 {
-    twb_init(s);
-    twb_start_engine(s, model_path, NULL);
-    twb_start_bridge(s, "sk-a", bridge_flags);
-    twb_wait_ready(s);
+    twb_start(s, model_path, NULL, "sk-a", bridge_flags);
 }
 
 static json_t *post_ok(twb_service *s, const char *path, const char *body, const char *what)

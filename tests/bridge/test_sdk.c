@@ -69,10 +69,7 @@ static void test_openai_node_sdk(void **state)
 {
     (void)state;
     twb_service s;
-    twb_init(&s);
-    twb_start_engine(&s, model_path, NULL);
-    twb_start_bridge(&s, "sk-sdk-test", NULL);
-    twb_wait_ready(&s);
+    twb_start(&s, model_path, NULL, "sk-sdk-test", NULL);
 
     char cmd[4096];
     snprintf(cmd, sizeof cmd,

@@ -143,10 +143,7 @@ static void test_structured_outputs(void **state)
 {
     (void)state;
     twb_service s;
-    twb_init(&s);
-    twb_start_engine(&s, model_path, NULL);
-    twb_start_bridge(&s, NULL, NULL);
-    twb_wait_ready(&s);
+    twb_start(&s, model_path, NULL, NULL, NULL);
 
     static const char person[] = "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"person\","
                                  "\"strict\":true,\"schema\":" PERSON_SCHEMA "}}";
@@ -232,11 +229,8 @@ static void start_with_template(twb_service *s, const char *rel)
 {
     char tmpl[4096];
     tw_test_shared_path(tmpl, sizeof tmpl, rel);
-    twb_init(s);
     const char *const extra[] = {"--chat-template", tmpl, NULL};
-    twb_start_engine(s, model_path, extra);
-    twb_start_bridge(s, NULL, NULL);
-    twb_wait_ready(s);
+    twb_start(s, model_path, extra, NULL, NULL);
 }
 
 /* Posts a chat body whose answer must be one whole get_weather call
