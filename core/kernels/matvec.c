@@ -463,8 +463,8 @@ static size_t tile_cols(tw_type type, size_t cols)
 /* Whether the BLAS library's sgemm gives a product the same bits whatever
  * the call's shape. OpenBLAS 0.3.21's AVX2 kernel sets (Haswell, Zen) do
  * not: a row's sums change with how many activations or weight rows share
- * the call. Its AVX-512 and older sets do. Probed once, on shapes where
- * the AVX2 sets differ. */
+ * the call (its Sandybridge and Nehalem sets did, on a Zen 3 EPYC).
+ * Probed once, on shapes where the AVX2 sets differ. */
 static bool g_blas_exact;
 static pthread_once_t g_blas_probe = PTHREAD_ONCE_INIT;
 
