@@ -69,3 +69,15 @@ json_t *tw_bridge_merge_replies(json_t **out, size_t n_prompts, uint32_t n)
     }
     return all;
 }
+
+tw_status tw_bridge_first_failure(const tw_status *st, const tw_bridge_apierr *aes, size_t n,
+                                  tw_bridge_apierr *ae)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (st[i] != TW_OK) {
+            *ae = aes[i];
+            return st[i];
+        }
+    }
+    return TW_OK;
+}

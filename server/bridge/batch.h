@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api_error.h"
+
 /* Prompts in flight at once: few enough that one request cannot take every
  * generation the engine allows. */
 #define TW_BRIDGE_BATCH_IN_FLIGHT 4
@@ -16,6 +18,11 @@
  * threads (the caller's among them) and returns when every call has. fn
  * must be safe to run concurrently with itself. */
 void tw_bridge_for_each_prompt(size_t n, void (*fn)(size_t i, void *user), void *user);
+
+/* The first failure in prompt order among n calls' statuses, its error
+ * copied to *ae; TW_OK (ae untouched) when every call succeeded. */
+tw_status tw_bridge_first_failure(const tw_status *st, const tw_bridge_apierr *aes, size_t n,
+                                  tw_bridge_apierr *ae);
 
 /* One response of n_prompts whole answers (out[i]: prompt i's, taken):
  * prompt i's choice c at index i * n + c and the usage summed. NULL when

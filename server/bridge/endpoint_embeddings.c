@@ -288,9 +288,7 @@ void tw_bridge_ep_embeddings(tw_bridge *b, const tw_bridge_http_req *rq, tw_brid
     }
     if (st == TW_OK) {
         tw_bridge_for_each_prompt(n, embed_one, &j);
-        for (size_t i = 0; i < n && st == TW_OK; i++)
-            if ((st = j.st[i]) != TW_OK)
-                ae = j.ae[i];
+        st = tw_bridge_first_failure(j.st, j.ae, n, &ae);
     }
     if (st == TW_OK && dims && (size_t)dims > j.dims[0])
         st = tw_bridge_fail(&ae, TW_INVALID_ARGUMENT, "dimensions", "invalid_value",

@@ -152,23 +152,17 @@ static void generate_batch(tw_bridge *b, tw_bridge_gen_request *g, tw_bridge_han
     w.st = calloc(n, sizeof *w.st);
     tw_bridge_apierr ae;
     json_t *all = NULL;
-    size_t bad = n;
+    /* out of memory unless a prompt's own failure says otherwise */
+    tw_bridge_fail(&ae, TW_RESOURCE_EXHAUSTED, NULL, NULL, "Out of memory.");
     if (w.out && w.ae && w.st) {
         tw_bridge_for_each_prompt(n, whole_prompt, &w);
-        for (size_t i = 0; i < n && bad == n; i++)
-            if (w.st[i] != TW_OK)
-                bad = i;
-        if (bad == n)
+        if (tw_bridge_first_failure(w.st, w.ae, n, &ae) == TW_OK)
             all = tw_bridge_merge_replies(w.out, n, g->gen.has_n ? g->gen.n : 1);
     }
-    if (all) {
+    if (all)
         tw_bridge_resp_json(resp, 200, all);
-    } else if (bad < n) {
-        tw_bridge_resp_error(resp, &w.ae[bad]);
-    } else {
-        tw_bridge_fail(&ae, TW_RESOURCE_EXHAUSTED, NULL, NULL, "Out of memory.");
+    else
         tw_bridge_resp_error(resp, &ae);
-    }
     for (size_t i = 0; w.out && i < n; i++)
         json_decref(w.out[i]);
     free(w.out);
@@ -339,12 +333,7 @@ static tw_status stream_prompts(tw_bridge *b, const tw_bridge_gen_request *g, st
         return tw_bridge_fail(ae, TW_RESOURCE_EXHAUSTED, NULL, NULL, "Out of memory.");
     }
     tw_bridge_for_each_prompt(n, stream_prompt, &s);
-    tw_status st = TW_OK;
-    for (size_t i = 0; i < n && st == TW_OK; i++) {
-        st = s.st[i];
-        if (st != TW_OK)
-            *ae = s.ae[i];
-    }
+    tw_status st = tw_bridge_first_failure(s.st, s.ae, n, ae);
     free(s.ae);
     free(s.st);
     if (st == TW_OK) {
