@@ -9,6 +9,7 @@
 #ifdef TW_HAVE_X86
 
 #define PR 32
+#define PANEL_KC TW_PANEL_KC
 #define PT 12
 
 /* Sixteen vectors of 16 floats turned about their diagonal: lane j of
@@ -106,13 +107,14 @@ TW_AVX512 static inline void panel_tile(const float *wp, size_t kc, const float 
     }
 }
 
-TW_PANELS_DRIVER(TW_AVX512, f16, pack_panel, panel_tile, PR, PT, 0)
-TW_PANELS_DRIVER(TW_AVX512, bf16, pack_panel, panel_tile, PR, PT, 1)
+TW_PANELS_DRIVER(TW_AVX512, f16, pack_panel, panel_tile, PR, PT, PANEL_KC, 0)
+TW_PANELS_DRIVER(TW_AVX512, bf16, pack_panel, panel_tile, PR, PT, PANEL_KC, 1)
 
 void tw_isa_fill_panels_avx512(tw_isa_table *t)
 {
     t->panels[tw_ktype_index(TW_TYPE_F16)] = panels_f16;
     t->panels[tw_ktype_index(TW_TYPE_BF16)] = panels_bf16;
+    t->panel_rows = PR;
 }
 
 #else

@@ -350,6 +350,7 @@ typedef struct tw_isa_table {
     /* Half-precision batch panels (F16, BF16; NULL elsewhere), one of the
      * paths tw_kernels_set_f16_prefill chooses for prompts. */
     tw_panels_fn panels[TW_KTYPE_COUNT];
+    size_t panel_rows;       /* rows of one of those panels */
     tw_actq_fn quant_act[3]; /* indexed by tw_act_kind; [TW_ACT_F32] unused */
     tw_dot_fn dot_f32;
     tw_dot_rows_multi_fn dot_rows_multi_f32;

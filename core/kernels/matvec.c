@@ -430,6 +430,8 @@ typedef struct mm_job {
     float *y;
     float **tiles;       /* per thread */
     tw_panels_fn panels; /* instead of dequantized tiles and sgemm; NULL: those */
+    size_t panel_rows;   /* of panels' panels */
+    int n_tasks;
 } mm_job;
 
 /* Whether a tile may hold a run of a row's columns rather than all of it:
@@ -531,6 +533,38 @@ static void sgemm_groups(size_t n, size_t nr, size_t nc, const float *x, size_t 
     }
 }
 
+static size_t panel_count(size_t rows, size_t panel_rows)
+{
+    return (rows + panel_rows - 1) / panel_rows;
+}
+
+/* Task `task` of n_tasks near-equal shares of `count` items: its first
+ * item and how many it takes (the first count % n_tasks take one more). */
+static void even_share(size_t count, int n_tasks, int task, size_t *first, size_t *len)
+{
+    size_t base = count / (size_t)n_tasks, extra = count % (size_t)n_tasks, t = (size_t)task;
+    *first = t * base + min_sz(t, extra);
+    *len = base + (t < extra ? 1 : 0);
+}
+
+/* Tasks of whole panels, at least four a thread and about PANEL_TASK_ROWS
+ * rows at most: panels give each output the same bits whatever rows a task
+ * holds (h16_panels.h), so unlike sgemm's tiles they need not be cut alike
+ * for every pool, and only the matrix's last panel is short. Small tasks
+ * even out threads that a busy host slows unevenly; on a 2-core EPYC guest
+ * (Zen 3), 128- and 512-token F16 prompts read within a few percent of one
+ * another with tasks of 1, 2, 4, 5 or 10 panels (20 alternated runs). */
+#define PANEL_TASK_ROWS 96
+static int panel_tasks(const tw_pool *pool, size_t rows, size_t panel_rows)
+{
+    size_t panels = panel_count(rows, panel_rows);
+    size_t per_task = PANEL_TASK_ROWS / panel_rows ? PANEL_TASK_ROWS / panel_rows : 1;
+    size_t want = (size_t)tw_pool_threads(pool) * 4;
+    if (want < (panels + per_task - 1) / per_task)
+        want = (panels + per_task - 1) / per_task;
+    return (int)(panels < want ? panels : want);
+}
+
 static void mm_task(void *ctx, int task, int n_tasks, int thread)
 {
     (void)n_tasks;
@@ -545,6 +579,10 @@ static void mm_task(void *ctx, int task, int n_tasks, int thread)
     }
     float *tile = j->tiles[thread];
     if (j->panels) {
+        size_t p0, np;
+        even_share(panel_count(j->rows, j->panel_rows), j->n_tasks, task, &p0, &np);
+        r0 = p0 * j->panel_rows;
+        nr = min_sz(np * j->panel_rows, j->rows - r0);
         j->panels(j->w + r0 * j->row_bytes, j->row_bytes, nr, j->cols, j->x, j->n, j->y + r0,
                   j->rows, tile);
         return;
@@ -573,14 +611,11 @@ static size_t tile_rows_for(tw_type type, size_t cols)
     return col_chunks(type) ? TILE_ROWS : whole_row_tile_rows(cols);
 }
 
-/* Tile rows for this shape: tile_rows_for, shrunk (to no less than
- * TW_ROW_ALIGN) until every thread gets about two tiles, so a matrix of a few
- * hundred rows still spreads over the pool. Never more than tile_rows_for,
- * so the scratch sized for that suffices. */
 /* Tiles that keep every thread busy, two each. Where the library's bits
  * depend on the call's shape (blas_exact), the tile is one, so tiles are
  * then cut as four threads would cut them whatever the pool: a product
- * must not change with the number of threads. */
+ * must not change with the number of threads. Never more than
+ * tile_rows_for, so the scratch sized for that suffices. */
 static size_t balanced_tile_rows(const tw_pool *pool, tw_type type, size_t rows, size_t cols)
 {
     size_t tr = tile_rows_for(type, cols);
@@ -678,8 +713,10 @@ void tw_matmul(tw_pool *pool, tw_type type, const void *w, size_t row_bytes, siz
             .tiles = tiles,
             .panels = prefill_panels(t, type),
         };
-        int n_tasks = (int)((rows + j.tile_rows - 1) / j.tile_rows);
-        tw_pool_run_threads(pool, mm_task, &j, n_tasks);
+        j.panel_rows = t->panel_rows;
+        j.n_tasks = j.panels ? panel_tasks(pool, rows, j.panel_rows)
+                             : (int)((rows + j.tile_rows - 1) / j.tile_rows);
+        tw_pool_run_threads(pool, mm_task, &j, j.n_tasks);
         return;
     }
     for (size_t i = 0; i < n; i++)
