@@ -65,16 +65,40 @@ _Static_assert(TW_PANELS_SCRATCH_BYTES >= TW_PANEL_KC * 32 * sizeof(float),
         TW_PANEL_CASE(TILE, 1, PT, __VA_ARGS__)                                                    \
     }
 
-/* Asks for rows [0, nr) of h's columns [0, kc) in L2 ahead of their
- * packing: the rows of a panel are PR streams a row apart, more than the
- * hardware prefetchers follow, so unasked each line came from memory
- * while the core waited (packing took 12% of a 128-token product on a
- * Zen 3 EPYC). One line of 32 halves at a time. */
-static inline void tw_panel_prefetch(const uint16_t *h, size_t re, size_t nr, size_t kc)
+/* The next panel a block's products read: its rows, columns and where
+ * they start (nr 0: none). */
+typedef struct tw_panel_next {
+    const uint16_t *h;
+    size_t nr, kc;
+} tw_panel_next;
+
+static inline tw_panel_next tw_panel_next_of(const uint16_t *h, size_t re, size_t rows, size_t cols,
+                                             size_t r0, size_t k0, size_t PR, size_t KC)
 {
-    for (size_t r = 0; r < nr; r++)
-        for (size_t c = 0; c < kc; c += 32)
-            __builtin_prefetch(h + r * re + c, 0, 2);
+    tw_panel_next nx = {0};
+    if (r0 + PR < rows) {
+        nx.h = h + (r0 + PR) * re + k0;
+        nx.nr = rows - r0 - PR < PR ? rows - r0 - PR : PR;
+        nx.kc = cols - k0 < KC ? cols - k0 : KC;
+    } else if (k0 + KC < cols) {
+        nx.h = h + k0 + KC;
+        nx.nr = rows < PR ? rows : PR;
+        nx.kc = cols - k0 - KC < KC ? cols - k0 - KC : KC;
+    }
+    return nx;
+}
+
+/* Asks for part `part` of `parts` of the next panel's lines (32 halves
+ * each) in L2 ahead of its packing. A panel's rows are PR streams a row
+ * apart, more than the hardware prefetchers follow, so unasked each line
+ * came from memory while the core waited (packing took 12% of a 128-token
+ * product on a Zen 3 EPYC); asked all at once, the requests queue behind
+ * one another, so they go a few between each group's products. */
+static inline void tw_panel_prefetch(tw_panel_next nx, size_t re, size_t part, size_t parts)
+{
+    const size_t per_row = (nx.kc + 31) / 32, lines = nx.nr * per_row;
+    for (size_t i = part * lines / parts; i < (part + 1) * lines / parts; i++)
+        __builtin_prefetch(nx.h + i / per_row * re + i % per_row * 32, 0, 2);
 }
 
 /* Runs the products of one ISA's panels: PACK(h, row_elems, nr, kc, wp,
@@ -98,14 +122,10 @@ static inline void tw_panel_prefetch(const uint16_t *h, size_t re, size_t nr, si
             for (size_t r0 = 0; r0 < rows; r0 += (PR)) {                                           \
                 const size_t nr = rows - r0 < (PR) ? rows - r0 : (PR);                             \
                 PACK(h + r0 * re + k0, re, nr, kc, wp, is_bf16);                                   \
-                if (r0 + (PR) < rows)                                                              \
-                    tw_panel_prefetch(h + (r0 + (PR)) * re + k0, re,                               \
-                                      rows - r0 - (PR) < (PR) ? rows - r0 - (PR) : (PR), kc);      \
-                else if (k0 + (KC) < cols)                                                         \
-                    tw_panel_prefetch(h + k0 + (KC), re, rows < (PR) ? rows : (PR),                \
-                                      cols - k0 - (KC) < (KC) ? cols - k0 - (KC) : (KC));          \
+                const tw_panel_next nx = tw_panel_next_of(h, re, rows, cols, r0, k0, PR, KC);      \
                 for (size_t g = 0, t = 0; g < groups; g++) {                                       \
                     const size_t tb = g < n_big ? tb_big : tb_big - 1;                             \
+                    tw_panel_prefetch(nx, re, g, groups);                                          \
                     TW_PANEL_SWITCH(TILE, tb, PT, wp, kc, x + t * cols + k0, cols,                 \
                                     y + t * y_stride + r0, y_stride, k0 == 0, nr);                 \
                     t += tb;                                                                       \

@@ -90,9 +90,9 @@ TW_AVX2 static inline void pack_panel(const uint16_t *h, size_t re, size_t nr, s
 /* TB activations (x, rows x_stride apart) against NV vectors of a packed
  * panel over kc columns into y (rows y_stride apart), adding to what y
  * holds unless first; lanes past nr are neither read nor written. */
-TW_AVX2 static inline void panel_tile_nv(const float *wp, size_t kc, const float *x,
-                                         size_t x_stride, float *y, size_t y_stride, bool first,
-                                         size_t nr, const int TB, const int NV)
+TW_AVX2 static inline __attribute__((always_inline)) void
+panel_tile_nv(const float *wp, size_t kc, const float *x, size_t x_stride, float *y,
+              size_t y_stride, bool first, size_t nr, const int TB, const int NV)
 {
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)nr), lane);
