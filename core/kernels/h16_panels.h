@@ -88,17 +88,18 @@ static inline tw_panel_next tw_panel_next_of(const uint16_t *h, size_t re, size_
     return nx;
 }
 
-/* Asks for part `part` of `parts` of the next panel's lines (32 halves
- * each) in L2 ahead of its packing. A panel's rows are PR streams a row
- * apart, more than the hardware prefetchers follow, so unasked each line
- * came from memory while the core waited (packing took 12% of a 128-token
- * product on a Zen 3 EPYC); asked all at once, the requests queue behind
- * one another, so they go a few between each group's products. */
-static inline void tw_panel_prefetch(tw_panel_next nx, size_t re, size_t part, size_t parts)
+/* Asks for the next panel's rows in L2 ahead of its packing, group g of
+ * `groups` asking for row g (the last group for every row left). A
+ * panel's rows are PR streams a row apart, more than the hardware
+ * prefetchers follow, so unasked each line came from memory while the core
+ * waited (packing took 12% of a 128-token product on a Zen 3 EPYC); asked
+ * all at once, the requests queue behind one another. */
+static inline void tw_panel_prefetch(tw_panel_next nx, size_t re, size_t g, size_t groups)
 {
-    const size_t per_row = (nx.kc + 31) / 32, lines = nx.nr * per_row;
-    for (size_t i = part * lines / parts; i < (part + 1) * lines / parts; i++)
-        __builtin_prefetch(nx.h + i / per_row * re + i % per_row * 32, 0, 2);
+    const size_t r1 = g + 1 == groups ? nx.nr : g + 1;
+    for (size_t r = g; r < r1 && r < nx.nr; r++)
+        for (size_t c = 0; c < nx.kc; c += 32)
+            __builtin_prefetch(nx.h + r * re + c, 0, 2);
 }
 
 /* Runs the products of one ISA's panels: PACK(h, row_elems, nr, kc, wp,
