@@ -214,8 +214,8 @@ const char *tw_bridge_config_usage(void)
            "  --queue N                requests waiting for a worker (default 256)\n"
            "  --responses-store-mb N   keep /v1/responses answers in N MiB, the least\n"
            "                           recently used dropped first; 0 keeps none (64)\n"
-           "  --responses-store-file F read the kept responses from F at start and write\n"
-           "                           them there at stop (default: kept in memory only)\n"
+           "  --responses-store-file F read the kept responses from F at start and append\n"
+           "                           each one kept or deleted to it (default: memory only)\n"
            "  --quiet                  no access log\n";
 }
 

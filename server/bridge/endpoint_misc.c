@@ -183,6 +183,8 @@ void tw_bridge_ep_metrics(tw_bridge *b, tw_bridge_http_resp *resp)
         tw_bridge_resp_store_usage(b->store, &kept, &bytes);
         atomic_store(&b->metrics.responses_kept, kept);
         atomic_store(&b->metrics.responses_kept_bytes, bytes);
+        atomic_store(&b->metrics.responses_journal_errors,
+                     (size_t)tw_bridge_resp_store_journal_errors(b->store));
     }
     char *text = tw_bridge_metrics_render(&b->metrics, tw_bridge_engine_up(b->engine),
                                           have ? rep->stats : NULL);

@@ -63,8 +63,9 @@ int main(int argc, char **argv)
             fprintf(stderr, "tokenwire-bridge: %zu lines skipped, the first: %s\n", skipped,
                     err.msg);
         /* Written back at once, so that a file that cannot be written is
-         * found now rather than at stop, when the answers would be lost. */
-        if (tw_bridge_resp_store_save(bridge.store, store_file, &err) != TW_OK) {
+         * found now rather than later, and from then on every answer kept
+         * or deleted is appended to it as it happens. */
+        if (tw_bridge_resp_store_journal(bridge.store, store_file, &err) != TW_OK) {
             fprintf(stderr, "tokenwire-bridge: %s\n", err.msg);
             tw_bridge_fini(&bridge);
             tw_bridge_engine_close(&engine);

@@ -34,6 +34,7 @@ void tw_bridge_metrics_init(tw_bridge_metrics *m)
     atomic_init(&m->streams_active, 0);
     atomic_init(&m->responses_kept, 0);
     atomic_init(&m->responses_kept_bytes, 0);
+    atomic_init(&m->responses_journal_errors, 0);
 }
 
 void tw_bridge_metrics_request(tw_bridge_metrics *m, tw_bridge_route route, int http_status,
@@ -200,6 +201,10 @@ char *tw_bridge_metrics_render(tw_bridge_metrics *m, bool engine_up,
     metric_head(&b, "tokenwire_bridge_responses_kept_bytes", "gauge",
                 "Bytes the kept responses take (limit: --responses-store-mb).");
     out(&b, "tokenwire_bridge_responses_kept_bytes %zu\n", atomic_load(&m->responses_kept_bytes));
+    metric_head(&b, "tokenwire_bridge_responses_journal_errors_total", "counter",
+                "Kept or deleted responses the --responses-store-file journal could not record.");
+    out(&b, "tokenwire_bridge_responses_journal_errors_total %zu\n",
+        atomic_load(&m->responses_journal_errors));
     metric_head(&b, "tokenwire_engine_up", "gauge", "1 when the engine answers.");
     out(&b, "tokenwire_engine_up %d\n", engine_up ? 1 : 0);
     if (stats)

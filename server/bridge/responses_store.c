@@ -5,6 +5,7 @@
 #include <openssl/crypto.h>
 #include <pthread.h>
 #include <search.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,19 @@ struct tw_bridge_resp_store {
     void *by_id; /* tsearch tree of kept * ordered by id */
     kept *oldest, *newest;
     size_t max_bytes, bytes, entries;
+    /* the journal (tw_bridge_resp_store_journal): -1 when none */
+    int journal_fd;
+    char journal_path[4096];
+    size_t journal_bytes;   /* the file's length */
+    size_t journal_backoff; /* added to the rewrite length after a failed rewrite */
+    unsigned long journal_errors;
 };
+
+/* A journal longer than twice what the store holds, plus this, is
+ * rewritten as one line per entry: the file stays within a small multiple
+ * of the store however many answers come and go, at a rewrite per
+ * doubling. */
+#define JOURNAL_SLACK (1u << 20)
 
 static int by_id(const void *a, const void *b)
 {
@@ -41,6 +54,7 @@ tw_status tw_bridge_resp_store_open(size_t max_bytes, tw_bridge_resp_store **out
         return tw_errorf(err, TW_INTERNAL, "responses store: cannot make its lock");
     }
     s->max_bytes = max_bytes;
+    s->journal_fd = -1;
     *out = s;
     return TW_OK;
 }
@@ -92,6 +106,8 @@ void tw_bridge_resp_store_close(tw_bridge_resp_store *s)
         return;
     while (s->oldest)
         drop(s, s->oldest);
+    if (s->journal_fd >= 0)
+        close(s->journal_fd);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -106,6 +122,72 @@ static kept *find(tw_bridge_resp_store *s, const char *id)
     memcpy(key.id, id, n + 1);
     kept **hit = tfind(&key, &s->by_id, by_id);
     return hit ? *hit : NULL;
+}
+
+static void owner_hex(const unsigned char owner[32], char hex[65])
+{
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", owner[i]);
+}
+
+/* e as one line of the file: owner, response and items. NULL: out of
+ * memory. */
+static char *entry_line(const kept *e, size_t *len)
+{
+    char owner[65];
+    owner_hex(e->owner, owner);
+    size_t n = strlen(e->response) + strlen(e->items) + 128;
+    char *line = malloc(n);
+    if (!line)
+        return NULL;
+    int w = snprintf(line, n, "{\"owner\":\"%s\",\"response\":%s,\"items\":%s}\n", owner,
+                     e->response, e->items);
+    if (w < 0 || (size_t)w >= n) {
+        free(line);
+        return NULL;
+    }
+    *len = (size_t)w;
+    return line;
+}
+
+static tw_status save_locked(tw_bridge_resp_store *s, const char *path, tw_err *err);
+
+/* Appends a line to the journal, if there is one (s->mu held). A failed
+ * write is counted, not fatal: the answer stays kept in memory, and the
+ * next rewrite (a compaction or the save at stop) writes it again. */
+static void journal_append(tw_bridge_resp_store *s, const char *line, size_t len)
+{
+    if (s->journal_fd < 0)
+        return;
+    if (!line) {
+        s->journal_errors++;
+        return;
+    }
+    /* One write a line, so that a crash leaves whole lines and at most the
+     * last one cut (which loading skips). */
+    size_t done = 0;
+    while (done < len) {
+        ssize_t w = write(s->journal_fd, line + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            s->journal_errors++;
+            return;
+        }
+        done += (size_t)w;
+    }
+    s->journal_bytes += len;
+    if (s->journal_bytes > 2 * s->bytes + JOURNAL_SLACK + s->journal_backoff) {
+        char path[sizeof s->journal_path];
+        memcpy(path, s->journal_path, sizeof path);
+        if (save_locked(s, path, NULL) != TW_OK) {
+            /* not again at every line: once more when it has doubled */
+            s->journal_errors++;
+            s->journal_backoff = s->journal_bytes;
+        } else {
+            s->journal_backoff = 0;
+        }
+    }
 }
 
 static bool owned(const kept *e, const unsigned char owner[32])
@@ -147,6 +229,12 @@ bool tw_bridge_resp_store_put(tw_bridge_resp_store *s, const unsigned char owner
         link_newest(s, e);
         s->bytes += e->bytes;
         s->entries++;
+        if (s->journal_fd >= 0) {
+            size_t len = 0;
+            char *line = entry_line(e, &len);
+            journal_append(s, line, len);
+            free(line);
+        }
     }
     pthread_mutex_unlock(&s->mu);
     if (!slot)
@@ -198,13 +286,51 @@ bool tw_bridge_resp_store_delete(tw_bridge_resp_store *s, const unsigned char ow
     pthread_mutex_lock(&s->mu);
     kept *e = find(s, id);
     bool ok = owned(e, owner);
-    if (ok)
+    if (ok) {
         drop(s, e);
+        if (s->journal_fd >= 0) {
+            char hex[65];
+            owner_hex(owner, hex);
+            json_t *j = json_pack("{s:s,s:s}", "owner", hex, "delete", id);
+            char *text = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+            json_decref(j);
+            size_t len = text ? strlen(text) : 0;
+            char *line = text ? realloc(text, len + 2) : NULL;
+            if (line) {
+                line[len++] = '\n';
+                line[len] = '\0';
+            } else {
+                free(text);
+            }
+            journal_append(s, line, len);
+            free(line);
+        }
+    }
     pthread_mutex_unlock(&s->mu);
     return ok;
 }
 
-tw_status tw_bridge_resp_store_save(tw_bridge_resp_store *s, const char *path, tw_err *err)
+/* Opens path for appending as the journal (s->mu held), its length known. */
+static tw_status open_journal(tw_bridge_resp_store *s, const char *path, tw_err *err)
+{
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        tw_status status =
+            tw_errorf(err, TW_UNAVAILABLE, "responses store file %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return status;
+    }
+    if (s->journal_fd >= 0)
+        close(s->journal_fd);
+    s->journal_fd = fd;
+    s->journal_bytes = (size_t)st.st_size;
+    snprintf(s->journal_path, sizeof s->journal_path, "%s", path);
+    return TW_OK;
+}
+
+static tw_status save_locked(tw_bridge_resp_store *s, const char *path, tw_err *err)
 {
     char tmp[4096];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
@@ -219,15 +345,12 @@ tw_status tw_bridge_resp_store_save(tw_bridge_resp_store *s, const char *path, t
         return st;
     }
     bool ok = true;
-    pthread_mutex_lock(&s->mu);
     for (const kept *e = s->oldest; e && ok; e = e->newer) {
-        char owner[65];
-        for (int i = 0; i < 32; i++)
-            snprintf(owner + 2 * i, 3, "%02x", e->owner[i]);
-        ok = fprintf(f, "{\"owner\":\"%s\",\"response\":%s,\"items\":%s}\n", owner, e->response,
-                     e->items) > 0;
+        size_t len = 0;
+        char *line = entry_line(e, &len);
+        ok = line && fwrite(line, 1, len, f) == len;
+        free(line);
     }
-    pthread_mutex_unlock(&s->mu);
     ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
     int saved_errno = errno;
     ok = fclose(f) == 0 && ok;
@@ -237,7 +360,36 @@ tw_status tw_bridge_resp_store_save(tw_bridge_resp_store *s, const char *path, t
         unlink(tmp);
         return st;
     }
+    /* the journal's file was just replaced: go on appending to the new one */
+    if (s->journal_fd >= 0 && strcmp(path, s->journal_path) == 0)
+        return open_journal(s, path, err);
     return TW_OK;
+}
+
+tw_status tw_bridge_resp_store_save(tw_bridge_resp_store *s, const char *path, tw_err *err)
+{
+    pthread_mutex_lock(&s->mu);
+    tw_status st = save_locked(s, path, err);
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+tw_status tw_bridge_resp_store_journal(tw_bridge_resp_store *s, const char *path, tw_err *err)
+{
+    pthread_mutex_lock(&s->mu);
+    tw_status st = save_locked(s, path, err);
+    if (st == TW_OK)
+        st = open_journal(s, path, err);
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+unsigned long tw_bridge_resp_store_journal_errors(tw_bridge_resp_store *s)
+{
+    pthread_mutex_lock(&s->mu);
+    unsigned long n = s->journal_errors;
+    pthread_mutex_unlock(&s->mu);
+    return n;
 }
 
 /* The owner digest written as 64 hex digits. */
@@ -285,7 +437,19 @@ tw_status tw_bridge_resp_store_load(tw_bridge_resp_store *s, const char *path, s
             problem = je.text;
         else if (!parse_owner(json_string_value(json_object_get(j, "owner")), owner))
             problem = "no owner of 64 hex digits";
-        else if (!json_is_object(response) || !json_is_array(items))
+        else if (json_object_get(j, "delete")) {
+            /* a deletion the journal recorded; nothing to undo when the
+             * entry is gone already (pushed out, or never read back) */
+            const char *gone = json_string_value(json_object_get(j, "delete"));
+            if (!gone)
+                problem = "a deletion without an id";
+            else
+                tw_bridge_resp_store_delete(s, owner, gone);
+            json_decref(j);
+            if (problem && (*skipped)++ == 0)
+                tw_errorf(err, TW_INVALID_ARGUMENT, "%s:%lu: %s", path, lineno, problem);
+            continue;
+        } else if (!json_is_object(response) || !json_is_array(items))
             problem = "no response object and items array";
         else if (!tw_bridge_resp_store_put(s, owner, response, items))
             problem = "a response without an id of at most 64 bytes, or larger than the store";

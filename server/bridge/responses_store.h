@@ -11,6 +11,9 @@
  *
  * save and load carry the store across restarts: one JSON line per entry,
  * least recently used first, so that loading gives back the same order.
+ * With a journal, every keep and delete is also appended to the file as it
+ * happens, so a bridge that is killed or crashes loses nothing it
+ * answered (what reads did to the order of use is not recorded).
  *
  * Thread-safety: every call may run on any thread at once.
  */
@@ -53,7 +56,20 @@ bool tw_bridge_resp_store_delete(tw_bridge_resp_store *s, const unsigned char ow
  * old whole file or the new one. */
 tw_status tw_bridge_resp_store_save(tw_bridge_resp_store *s, const char *path, tw_err *err);
 
-/* Keeps the entries of a file save wrote. A missing file is an empty one.
+/* Rewrites path as save does, then appends each later keep (an entry
+ * line) and delete (a line {"owner":..., "delete": id}) to it, and
+ * rewrites it whenever it grows past twice what the store holds plus
+ * 1 MiB. Call it after load: lines load reads are not appended again.
+ * The lines reach the kernel at once (a killed bridge loses none), the
+ * disk when the system writes them back. */
+tw_status tw_bridge_resp_store_journal(tw_bridge_resp_store *s, const char *path, tw_err *err);
+
+/* Journal lines that could not be written (disk full, an unwritable
+ * rewrite); those answers are still kept in memory. */
+unsigned long tw_bridge_resp_store_journal_errors(tw_bridge_resp_store *s);
+
+/* Keeps the entries of a file save wrote, or a journal: its delete lines
+ * take out what came before them. A missing file is an empty one.
  * A line that is not an entry (a hand-edited or damaged file) is skipped
  * and counted in *skipped, with the first such line's problem in err's
  * message; entries beyond the store's size push out the oldest, as puts

@@ -179,13 +179,23 @@ void twb_stop_engine(twb_service *s)
     stop_one(&s->engine, s->engine_log);
 }
 
+static void kill_one(pid_t *pid)
+{
+    if (!*pid)
+        return;
+    pid_t p = *pid;
+    *pid = 0;
+    tw_test_kill(p);
+}
+
 void twb_kill_engine(twb_service *s)
 {
-    if (!s->engine)
-        return;
-    pid_t p = s->engine;
-    s->engine = 0;
-    tw_test_kill(p);
+    kill_one(&s->engine);
+}
+
+void twb_kill_bridge(twb_service *s)
+{
+    kill_one(&s->bridge);
 }
 
 void twb_stop(twb_service *s)

@@ -63,6 +63,9 @@ void twb_stop_engine(twb_service *s);
 /* SIGKILLs the engine, as a crash would end it. */
 void twb_kill_engine(twb_service *s);
 
+/* SIGKILLs the bridge, as a crash would end it. */
+void twb_kill_bridge(twb_service *s);
+
 typedef struct twb_result {
     long status; /* 0 when the request failed at the transport */
     char *body;  /* NUL-terminated, malloc'd; free it */

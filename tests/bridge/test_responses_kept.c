@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bridge_fixture.h"
@@ -367,12 +368,61 @@ static void test_restart(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* Status of GET path. */
+static long get_status(const twb_service *s, const char *path)
+{
+    twb_result r = twb_http(s, "GET", path, NULL, 0);
+    free(r.body);
+    return r.status;
+}
+
+/* A bridge killed with SIGKILL writes nothing at stop, so what the next
+ * one reads back is the journal: the responses kept before the kill, and
+ * not the one deleted. */
+static void test_killed(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/tw-kept-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char file[128];
+    snprintf(file, sizeof file, "%s/responses.jsonl", dir);
+    const char *const flags[] = {"--responses-store-file", file, NULL};
+    twb_service s;
+    start(&s, flags);
+    json_t *kept = post_ok(&s, "/v1/responses", "{\"input\":\"" ASK_ADD "\"," SETTINGS "}",
+                           "the response to keep");
+    json_t *gone = post_ok(&s, "/v1/responses", "{\"input\":\"" ASK_SUB "\"," SETTINGS "}",
+                           "the response to delete");
+    char kept_path[256], gone_path[256];
+    snprintf(kept_path, sizeof kept_path, "/v1/responses/%s", str(kept, "id"));
+    snprintf(gone_path, sizeof gone_path, "/v1/responses/%s", str(gone, "id"));
+    twb_result d = twb_http(&s, "DELETE", gone_path, NULL, 0);
+    assert_int_equal(d.status, 200);
+    free(d.body);
+    twb_kill_bridge(&s);
+    twb_stop(&s);
+    struct stat st;
+    assert_int_equal(stat(file, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    start(&s, flags);
+    json_t *back = get_ok(&s, kept_path, "the kept response after the kill");
+    expect_same(back, kept, "the response kept across the kill");
+    assert_int_equal(get_status(&s, gone_path), 404);
+    json_decref(back);
+    json_decref(gone);
+    json_decref(kept);
+    twb_stop(&s);
+    assert_int_equal(unlink(file), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_conversation, twb_teardown),
         cmocka_unit_test_teardown(test_streamed_and_off, twb_teardown),
         cmocka_unit_test_teardown(test_restart, twb_teardown),
+        cmocka_unit_test_teardown(test_killed, twb_teardown),
     };
     return twb_main(argc, argv, &model_path, tests, sizeof tests / sizeof tests[0]);
 }

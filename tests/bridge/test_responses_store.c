@@ -1,7 +1,8 @@
 /* The kept responses: what goes in comes out equal and as the reader's own
  * copy, only for the key that made it; deletes; the least recently used
  * goes first when the size runs out, and nothing larger than the store is
- * kept; the byte count returns to zero; threads at once. */
+ * kept; the byte count returns to zero; threads at once; saving, loading
+ * and the journal that keeps the file current. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -287,13 +288,110 @@ static void test_save_and_load(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+static off_t file_size(const char *path)
+{
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    return st.st_size;
+}
+
+/* With a journal, a store closed without a save (as a killed bridge ends)
+ * leaves a file that loads to what it held: later puts, replaced ids and
+ * deletes included, and an entry cut short by the kill is skipped. */
+static void test_journal(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/tw-store-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/kept.jsonl", dir);
+    tw_err err = {{0}};
+    tw_bridge_resp_store *s = open_store(1 << 20);
+    put_n(s, alice, 0, 2); /* before the journal: written by its first rewrite */
+    assert_int_equal(tw_bridge_resp_store_journal(s, path, &err), TW_OK);
+    assert_int_equal(file_size(path) > 0, 1);
+    put_n(s, bob, 2, 4);
+    json_t *r = response("resp_2", 50), *it = items_of("resp_2 again");
+    assert_true(tw_bridge_resp_store_put(s, bob, r, it)); /* replaces bob's resp_2 */
+    assert_true(tw_bridge_resp_store_delete(s, alice, "resp_0"));
+    assert_false(tw_bridge_resp_store_delete(s, alice, "resp_3")); /* bob's: not deleted */
+    assert_int_equal(tw_bridge_resp_store_journal_errors(s), 0);
+    tw_bridge_resp_store_close(s);
+    FILE *f = fopen(path, "a");
+    fputs("{\"owner\":\"", f); /* a line the kill cut */
+    fclose(f);
+
+    tw_bridge_resp_store *t = open_store(1 << 20);
+    size_t loaded, skipped;
+    assert_int_equal(tw_bridge_resp_store_load(t, path, &loaded, &skipped, &err), TW_OK);
+    assert_int_equal(skipped, 1);
+    assert_false(kept(t, alice, "resp_0"));
+    assert_true(kept(t, alice, "resp_1"));
+    assert_true(kept(t, bob, "resp_3"));
+    json_t *r2 = NULL, *it2 = NULL;
+    assert_true(tw_bridge_resp_store_get(t, bob, "resp_2", &r2, &it2));
+    assert_true(json_equal(r, r2));
+    assert_true(json_equal(it, it2));
+    size_t n, bytes;
+    tw_bridge_resp_store_usage(t, &n, &bytes);
+    assert_int_equal(n, 3);
+    json_decref(r), json_decref(it), json_decref(r2), json_decref(it2);
+    tw_bridge_resp_store_close(t);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
+/* The journal is rewritten when it outgrows what the store holds: 3000
+ * keeps of one id (about 3 MB of lines) leave a file of one entry plus at
+ * most the 1 MiB of slack, which loads to the last of them. */
+static void test_journal_rewrites(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/tw-store-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/kept.jsonl", dir);
+    tw_err err = {{0}};
+    tw_bridge_resp_store *s = open_store(1 << 20);
+    assert_int_equal(tw_bridge_resp_store_journal(s, path, &err), TW_OK);
+    char tag[32];
+    for (int i = 0; i < 3000; i++) {
+        snprintf(tag, sizeof tag, "version %d", i);
+        json_t *r = response("resp_same", 1000), *it = items_of(tag);
+        assert_true(tw_bridge_resp_store_put(s, alice, r, it));
+        json_decref(r);
+        json_decref(it);
+    }
+    assert_true(file_size(path) < (1 << 20) + 8 * 1024);
+    assert_int_equal(tw_bridge_resp_store_journal_errors(s), 0);
+    tw_bridge_resp_store_close(s);
+    tw_bridge_resp_store *t = open_store(1 << 20);
+    size_t loaded, skipped;
+    assert_int_equal(tw_bridge_resp_store_load(t, path, &loaded, &skipped, &err), TW_OK);
+    assert_int_equal(skipped, 0);
+    json_t *it = NULL;
+    assert_true(tw_bridge_resp_store_get(t, alice, "resp_same", NULL, &it));
+    assert_string_equal(json_string_value(json_object_get(json_array_get(it, 0), "text")),
+                        "version 2999");
+    json_decref(it);
+    tw_bridge_resp_store_close(t);
+
+    /* a journal in a folder that is not there fails at once */
+    t = open_store(1 << 20);
+    snprintf(path, sizeof path, "%s/no/such/kept.jsonl", dir);
+    assert_int_not_equal(tw_bridge_resp_store_journal(t, path, &err), TW_OK);
+    tw_bridge_resp_store_close(t);
+    snprintf(path, sizeof path, "%s/kept.jsonl", dir);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_least_recent_goes_first),
-        cmocka_unit_test(test_threads),
-        cmocka_unit_test(test_save_and_load),
+        cmocka_unit_test(test_round_trip), cmocka_unit_test(test_least_recent_goes_first),
+        cmocka_unit_test(test_threads),    cmocka_unit_test(test_save_and_load),
+        cmocka_unit_test(test_journal),    cmocka_unit_test(test_journal_rewrites),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
