@@ -430,7 +430,7 @@ typedef struct mm_job {
     float *y;
     float **tiles;       /* per thread */
     tw_panels_fn panels; /* instead of dequantized tiles and sgemm; NULL: those */
-    size_t panel_rows;   /* of panels' panels */
+    size_t panel_rows;   /* rows of one of panels' panels */
     int n_tasks;
 } mm_job;
 
@@ -551,9 +551,8 @@ static void even_share(size_t count, int n_tasks, int task, size_t *first, size_
  * rows at most: panels give each output the same bits whatever rows a task
  * holds (h16_panels.h), so unlike sgemm's tiles they need not be cut alike
  * for every pool, and only the matrix's last panel is short. Small tasks
- * even out threads that a busy host slows unevenly; on a 2-core EPYC guest
- * (Zen 3), 128- and 512-token F16 prompts read within a few percent of one
- * another with tasks of 1, 2, 4, 5 or 10 panels (20 alternated runs). */
+ * even out threads that a busy host slows unevenly; a task still packs each
+ * of its panels once, so they cost only the pool's hand-over. */
 #define PANEL_TASK_ROWS 96
 static int panel_tasks(const tw_pool *pool, size_t rows, size_t panel_rows)
 {
