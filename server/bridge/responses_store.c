@@ -171,6 +171,10 @@ static void journal_append(tw_bridge_resp_store *s, const char *line, size_t len
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
+            /* the part written taken back (or at least ended), so that
+             * the next line starts a line of its own */
+            if (done > 0 && ftruncate(s->journal_fd, (off_t)s->journal_bytes) != 0)
+                s->journal_bytes += done + (write(s->journal_fd, "\n", 1) == 1 ? 1 : 0);
             s->journal_errors++;
             return;
         }

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -386,12 +388,61 @@ static void test_journal_rewrites(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* A line the file system refuses part-way (here the file size limit) is
+ * taken back: the answer stays kept in memory, the failure is counted, and
+ * the next line is whole, so loading skips nothing. */
+static void test_journal_write_fails(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/tw-store-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/kept.jsonl", dir);
+    tw_err err = {{0}};
+    tw_bridge_resp_store *s = open_store(1 << 20);
+    assert_int_equal(tw_bridge_resp_store_journal(s, path, &err), TW_OK);
+    put_n(s, alice, 0, 1);
+    const off_t before = file_size(path);
+    struct rlimit old;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+    struct rlimit lim = old;
+    lim.rlim_cur = (rlim_t)before + 4000; /* part of a 20000-byte line */
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    json_t *big = response("resp_big", 20000), *it = items_of("resp_big");
+    assert_true(tw_bridge_resp_store_put(s, alice, big, it));
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, old_handler);
+    assert_int_equal(tw_bridge_resp_store_journal_errors(s), 1);
+    assert_int_equal(file_size(path), before);
+    assert_true(kept(s, alice, "resp_big"));
+    put_n(s, bob, 1, 2);
+    tw_bridge_resp_store_close(s);
+
+    tw_bridge_resp_store *t = open_store(1 << 20);
+    size_t loaded, skipped;
+    assert_int_equal(tw_bridge_resp_store_load(t, path, &loaded, &skipped, &err), TW_OK);
+    assert_int_equal(skipped, 0);
+    assert_int_equal(loaded, 2);
+    assert_true(kept(t, alice, "resp_0"));
+    assert_true(kept(t, bob, "resp_1"));
+    json_decref(big);
+    json_decref(it);
+    tw_bridge_resp_store_close(t);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip), cmocka_unit_test(test_least_recent_goes_first),
-        cmocka_unit_test(test_threads),    cmocka_unit_test(test_save_and_load),
-        cmocka_unit_test(test_journal),    cmocka_unit_test(test_journal_rewrites),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_least_recent_goes_first),
+        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_save_and_load),
+        cmocka_unit_test(test_journal),
+        cmocka_unit_test(test_journal_rewrites),
+        cmocka_unit_test(test_journal_write_fails),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
