@@ -332,17 +332,39 @@ static void test_streamed_and_off(void **state)
     twb_stop(&s);
 }
 
+/* A --responses-store-file in a folder of its own under /tmp, and the
+ * bridge flags that name it. */
+typedef struct store_file {
+    char dir[32];
+    char path[128];
+    const char *flags[3];
+} store_file;
+
+static void store_file_make(store_file *f)
+{
+    snprintf(f->dir, sizeof f->dir, "/tmp/tw-kept-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(f->path, sizeof f->path, "%s/responses.jsonl", f->dir);
+    f->flags[0] = "--responses-store-file";
+    f->flags[1] = f->path;
+    f->flags[2] = NULL;
+}
+
+static void store_file_remove(const store_file *f)
+{
+    assert_int_equal(unlink(f->path), 0);
+    assert_int_equal(rmdir(f->dir), 0);
+}
+
 /* With --responses-store-file a stopped bridge writes what it keeps, and
  * the next one reads it: the response comes back the same, and a request
  * goes on from it. */
 static void test_restart(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/tw-kept-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char file[128];
-    snprintf(file, sizeof file, "%s/responses.jsonl", dir);
-    const char *const flags[] = {"--responses-store-file", file, NULL};
+    store_file sf;
+    store_file_make(&sf);
+    const char *const *flags = sf.flags;
     twb_service s;
     start(&s, flags);
     json_t *r = post_ok(&s, "/v1/responses", "{\"input\":\"" ASK_ADD "\"," SETTINGS "}",
@@ -364,8 +386,7 @@ static void test_restart(void **state)
     json_decref(back);
     json_decref(r);
     twb_stop(&s);
-    assert_int_equal(unlink(file), 0);
-    assert_int_equal(rmdir(dir), 0);
+    store_file_remove(&sf);
 }
 
 /* Status of GET path. */
@@ -382,11 +403,10 @@ static long get_status(const twb_service *s, const char *path)
 static void test_killed(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/tw-kept-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char file[128];
-    snprintf(file, sizeof file, "%s/responses.jsonl", dir);
-    const char *const flags[] = {"--responses-store-file", file, NULL};
+    store_file sf;
+    store_file_make(&sf);
+    const char *const *flags = sf.flags;
+    const char *file = sf.path;
     twb_service s;
     start(&s, flags);
     json_t *kept = post_ok(&s, "/v1/responses", "{\"input\":\"" ASK_ADD "\"," SETTINGS "}",
@@ -412,8 +432,7 @@ static void test_killed(void **state)
     json_decref(gone);
     json_decref(kept);
     twb_stop(&s);
-    assert_int_equal(unlink(file), 0);
-    assert_int_equal(rmdir(dir), 0);
+    store_file_remove(&sf);
 }
 
 int main(int argc, char **argv)

@@ -290,6 +290,35 @@ static void test_save_and_load(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* A file kept.jsonl in a folder of its own under /tmp. */
+typedef struct tmp_file {
+    char dir[32];
+    char path[128];
+} tmp_file;
+
+static void tmp_file_make(tmp_file *t)
+{
+    snprintf(t->dir, sizeof t->dir, "/tmp/tw-store-XXXXXX");
+    assert_non_null(mkdtemp(t->dir));
+    snprintf(t->path, sizeof t->path, "%s/kept.jsonl", t->dir);
+}
+
+static void tmp_file_remove(const tmp_file *t)
+{
+    assert_int_equal(unlink(t->path), 0);
+    assert_int_equal(rmdir(t->dir), 0);
+}
+
+/* An empty store of 1 MiB journalled to a new tmp_file. */
+static tw_bridge_resp_store *journalled(tmp_file *tf)
+{
+    tmp_file_make(tf);
+    tw_err err = {{0}};
+    tw_bridge_resp_store *s = open_store(1 << 20);
+    assert_int_equal(tw_bridge_resp_store_journal(s, tf->path, &err), TW_OK);
+    return s;
+}
+
 static off_t file_size(const char *path)
 {
     struct stat st;
@@ -303,10 +332,9 @@ static off_t file_size(const char *path)
 static void test_journal(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/tw-store-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char path[128];
-    snprintf(path, sizeof path, "%s/kept.jsonl", dir);
+    tmp_file tf;
+    tmp_file_make(&tf);
+    const char *path = tf.path;
     tw_err err = {{0}};
     tw_bridge_resp_store *s = open_store(1 << 20);
     put_n(s, alice, 0, 2); /* before the journal: written by its first rewrite */
@@ -339,8 +367,7 @@ static void test_journal(void **state)
     assert_int_equal(n, 3);
     json_decref(r), json_decref(it), json_decref(r2), json_decref(it2);
     tw_bridge_resp_store_close(t);
-    assert_int_equal(unlink(path), 0);
-    assert_int_equal(rmdir(dir), 0);
+    tmp_file_remove(&tf);
 }
 
 /* The journal is rewritten when it outgrows what the store holds: 3000
@@ -349,13 +376,10 @@ static void test_journal(void **state)
 static void test_journal_rewrites(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/tw-store-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char path[128];
-    snprintf(path, sizeof path, "%s/kept.jsonl", dir);
+    tmp_file tf;
+    tw_bridge_resp_store *s = journalled(&tf);
+    const char *path = tf.path;
     tw_err err = {{0}};
-    tw_bridge_resp_store *s = open_store(1 << 20);
-    assert_int_equal(tw_bridge_resp_store_journal(s, path, &err), TW_OK);
     char tag[32];
     for (int i = 0; i < 3000; i++) {
         snprintf(tag, sizeof tag, "version %d", i);
@@ -380,12 +404,11 @@ static void test_journal_rewrites(void **state)
 
     /* a journal in a folder that is not there fails at once */
     t = open_store(1 << 20);
-    snprintf(path, sizeof path, "%s/no/such/kept.jsonl", dir);
-    assert_int_not_equal(tw_bridge_resp_store_journal(t, path, &err), TW_OK);
+    char missing[160];
+    snprintf(missing, sizeof missing, "%s/no/such/kept.jsonl", tf.dir);
+    assert_int_not_equal(tw_bridge_resp_store_journal(t, missing, &err), TW_OK);
     tw_bridge_resp_store_close(t);
-    snprintf(path, sizeof path, "%s/kept.jsonl", dir);
-    assert_int_equal(unlink(path), 0);
-    assert_int_equal(rmdir(dir), 0);
+    tmp_file_remove(&tf);
 }
 
 /* A line the file system refuses part-way (here the file size limit) is
@@ -394,13 +417,10 @@ static void test_journal_rewrites(void **state)
 static void test_journal_write_fails(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/tw-store-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char path[128];
-    snprintf(path, sizeof path, "%s/kept.jsonl", dir);
+    tmp_file tf;
+    tw_bridge_resp_store *s = journalled(&tf);
+    const char *path = tf.path;
     tw_err err = {{0}};
-    tw_bridge_resp_store *s = open_store(1 << 20);
-    assert_int_equal(tw_bridge_resp_store_journal(s, path, &err), TW_OK);
     put_n(s, alice, 0, 1);
     const off_t before = file_size(path);
     struct rlimit old;
@@ -429,8 +449,7 @@ static void test_journal_write_fails(void **state)
     json_decref(big);
     json_decref(it);
     tw_bridge_resp_store_close(t);
-    assert_int_equal(unlink(path), 0);
-    assert_int_equal(rmdir(dir), 0);
+    tmp_file_remove(&tf);
 }
 
 int main(void)
