@@ -45,7 +45,7 @@ typedef struct cli {
     char *chat_template_text;  /* its text, read before connecting */
     /* generate / chat: a JSON answer, fitting the schema when one is given */
     bool json;
-    bool mean, raw; /* embed: mean pooling, no unit length */
+    bool mean, last, raw; /* embed: mean or last-token pooling, no unit length */
     const char *json_schema_file;
     char *json_schema; /* the file's text, read before connecting */
     /* speculative decoding */
@@ -109,9 +109,11 @@ static void usage(FILE *f)
             "  chat [--model M] [--system TEXT] [--stream] [format] [sampling] MESSAGE\n"
             "      the model's reasoning, if any, goes to stderr and the answer to\n"
             "      stdout; --hide-reasoning drops it, --show-reasoning keeps it\n"
-            "  embed [--model M] [--mean] [--raw] [--ids 1,2,3 | TEXT]\n"
-            "      the prompt's vector (its last token's final hidden state, or with\n"
-            "      --mean every token's mean; unit length unless --raw), a JSON array\n"
+            "  embed [--model M] [--mean | --last] [--raw] [--ids 1,2,3 | TEXT]\n"
+            "      the prompt's vector, its final hidden states pooled as the model's\n"
+            "      file says (the last token's when it says nothing), or with --mean\n"
+            "      every token's mean, with --last the last token's; unit length\n"
+            "      unless --raw; a JSON array\n"
             "  watch                      print every stream the engine publishes\n\n"
             "sampling: --max-tokens N --temperature T --top-k K --top-p P --seed S\n"
             "  (--max-tokens bounds the answer; --max-total-tokens N every generated\n"
@@ -483,8 +485,9 @@ static int do_embed(tw_client *c, const cli *o, int argc, char **argv)
         g.text = argv[0];
     }
     eo.has_pooling = 1;
-    eo.pooling =
-        o->mean ? TOKENWIRE__V1__POOLING__POOLING_MEAN : TOKENWIRE__V1__POOLING__POOLING_LAST;
+    eo.pooling = o->mean   ? TOKENWIRE__V1__POOLING__POOLING_MEAN
+                 : o->last ? TOKENWIRE__V1__POOLING__POOLING_LAST
+                           : TOKENWIRE__V1__POOLING__POOLING_MODEL;
     eo.has_normalize = 1;
     eo.normalize = !o->raw;
     g.embed = &eo;
@@ -618,6 +621,7 @@ int main(int argc, char **argv)
         O_JSON,
         O_JSON_SCHEMA,
         O_MEAN,
+        O_LAST,
         O_RAW
     };
     static const struct option opts[] = {
@@ -649,6 +653,7 @@ int main(int argc, char **argv)
         {"json", no_argument, NULL, O_JSON},
         {"json-schema", required_argument, NULL, O_JSON_SCHEMA},
         {"mean", no_argument, NULL, O_MEAN},
+        {"last", no_argument, NULL, O_LAST},
         {"raw", no_argument, NULL, O_RAW},
         {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0},
@@ -700,6 +705,9 @@ int main(int argc, char **argv)
         case O_MEAN:
             o.mean = true;
             break;
+        case O_LAST:
+            o.last = true;
+            break;
         case O_RAW:
             o.raw = true;
             break;
@@ -744,6 +752,11 @@ int main(int argc, char **argv)
     /* embed takes a TEXT or --ids; told before connecting, as above */
     if (!strcmp(cmd, "embed") && argc - optind - 1 != (o.ids ? 0 : 1)) {
         fprintf(stderr, "tokenwire: embed takes a TEXT or --ids, not both\n");
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (o.mean && o.last) {
+        fprintf(stderr, "tokenwire: --mean and --last pool two ways; give one\n");
         usage(stderr);
         return EXIT_USAGE;
     }

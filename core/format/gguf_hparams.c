@@ -7,6 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* llama.cpp's pooling_type values, 0..4, by name: how an embedding model
+ * pools its final hidden states. */
+static const char *const pooling_names[] = {"none", "mean", "cls", "last", "rank"};
+#define N_POOLING (sizeof pooling_names / sizeof pooling_names[0])
+
 /* ---- GGUF -> HF config ---------------------------------------------- */
 
 typedef struct reader {
@@ -355,6 +360,15 @@ static tw_status build_config(const reader *r, tw_arch arch, json_t *cfg)
         set_new(cfg, "decoder_sparse_step", json_integer(1));
         set_new(cfg, "mlp_only_layers", json_array());
     }
+    uint32_t pooling;
+    if ((st = opt_u32(r, "pooling_type", &pooling, &found)))
+        return st;
+    if (found && pooling >= N_POOLING)
+        return tw_errorf(r->err, TW_INVALID_ARGUMENT,
+                         "gguf config: %s.pooling_type %u is none of llama.cpp's (0-%zu)", r->arch,
+                         pooling, N_POOLING - 1);
+    if (found)
+        set_new(cfg, "tw_pooling", json_string(pooling_names[pooling]));
     set_new(cfg, "tw_gguf", json_true());
     return TW_OK;
 }
@@ -559,6 +573,17 @@ tw_status tw_gguf_hparams_from_hf(const json_t *config, tw_gguf_writer *w, tw_er
     }
     default:
         break;
+    }
+    const json_t *pooling = json_object_get(config, "tw_pooling");
+    if (pooling && !h.st) {
+        size_t i = 0;
+        while (i < N_POOLING && !(json_is_string(pooling) &&
+                                  strcmp(json_string_value(pooling), pooling_names[i]) == 0))
+            i++;
+        if (i == N_POOLING)
+            return tw_errorf(err, TW_INVALID_ARGUMENT,
+                             "config: tw_pooling must be none, mean, cls, last or rank");
+        put_u32(&h, "pooling_type", (uint32_t)i);
     }
     return h.st;
 }

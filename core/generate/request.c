@@ -441,7 +441,7 @@ static tw_status validate_options(const tw_engine *e, const model_entry *m,
     if ((unsigned)req->format.kind > TW_OUTPUT_CHOICE)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "output format %d unknown",
                          (int)req->format.kind);
-    if ((unsigned)req->embed.pooling > TW_POOLING_MEAN)
+    if ((unsigned)req->embed.pooling > TW_POOLING_MODEL)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "pooling %d unknown", (int)req->embed.pooling);
     if (req->embed.pooling != TW_POOLING_NONE &&
         (req->n != 1 || req->format.kind != TW_OUTPUT_TEXT || req->logprobs.prompt_logprobs ||
@@ -472,12 +472,34 @@ static tw_status compile_format(const tw_gen_request *req, request *r, tw_err *e
     return tw_json_grammar_compile(schema, len, &r->json, err);
 }
 
+/* TW_POOLING_MODEL: the pooling m's files name, the last token's when they
+ * name none (what decoder embedding models are trained for). */
+static tw_status model_pooling(const model_entry *m, tw_pooling *out, tw_err *err)
+{
+    const tw_model_pooling p = tw_model_get_info(m->model)->pooling;
+    if (p == TW_MODEL_POOLING_UNSAID || p == TW_MODEL_POOLING_LAST) {
+        *out = TW_POOLING_LAST;
+        return TW_OK;
+    }
+    if (p == TW_MODEL_POOLING_MEAN) {
+        *out = TW_POOLING_MEAN;
+        return TW_OK;
+    }
+    return tw_errorf(err, TW_FAILED_PRECONDITION,
+                     "model \"%s\" says its embeddings pool by %s, which this engine does not "
+                     "compute; ask for last or mean pooling",
+                     m->name, tw_model_pooling_name(p));
+}
+
 tw_status request_prepare(tw_engine *e, model_entry *m, const tw_gen_request *req,
                           request **out, tw_err *err)
 {
     *out = NULL;
     tw_status st = validate_options(e, m, req, err);
     if (st != TW_OK)
+        return st;
+    tw_pooling pooling = req->embed.pooling;
+    if (pooling == TW_POOLING_MODEL && (st = model_pooling(m, &pooling, err)) != TW_OK)
         return st;
     request *r = calloc(1, sizeof *r);
     if (!r)
@@ -487,6 +509,7 @@ tw_status request_prepare(tw_engine *e, model_entry *m, const tw_gen_request *re
     r->deadline_unix_ms = req->deadline_unix_ms;
     r->logprobs = req->logprobs;
     r->embed = req->embed;
+    r->embed.pooling = pooling;
     r->thinking = req->thinking;
     r->thinking.enable_thinking = thinking_mode(e, req);
     r->sampling = req->sampling;

@@ -255,6 +255,30 @@ static tw_status parse_token_ids(const json_t *c, tw_mconfig *cfg, tw_err *err)
     return TW_OK;
 }
 
+const char *tw_model_pooling_name(tw_model_pooling p)
+{
+    static const char *const names[] = {"unsaid", "none", "mean", "cls", "last", "rank"};
+    return (unsigned)p < sizeof names / sizeof names[0] ? names[p] : "?";
+}
+
+/* "tw_pooling": how the files say embeddings pool (a GGUF's pooling_type,
+ * see tw_gguf_to_hf_config, or a config.json's own key). */
+static tw_status parse_pooling(const json_t *root, tw_mconfig *cfg, tw_err *err)
+{
+    cfg->pooling = TW_MODEL_POOLING_UNSAID;
+    const json_t *v = json_object_get(root, "tw_pooling");
+    if (!v)
+        return TW_OK;
+    for (int p = TW_MODEL_POOLING_NONE; p <= TW_MODEL_POOLING_RANK; p++)
+        if (json_is_string(v) &&
+            strcmp(json_string_value(v), tw_model_pooling_name((tw_model_pooling)p)) == 0) {
+            cfg->pooling = (tw_model_pooling)p;
+            return TW_OK;
+        }
+    return tw_errorf(err, TW_INVALID_ARGUMENT,
+                     "config: tw_pooling must be none, mean, cls, last or rank");
+}
+
 tw_status tw_mconfig_parse(const json_t *root, tw_mconfig *cfg, tw_err *err)
 {
     tw_status st;
@@ -316,6 +340,8 @@ tw_status tw_mconfig_parse(const json_t *root, tw_mconfig *cfg, tw_err *err)
     cfg->rope_adjacent = get_bool(root, "tw_rope_interleaved", false);
     cfg->dn_vhead_tiled = get_bool(root, "tw_vhead_tiled", false);
     copy_str(cfg->rope_freqs, sizeof cfg->rope_freqs, json_object_get(root, "tw_rope_freqs"));
+    if ((st = parse_pooling(root, cfg, err)))
+        return st;
 
     if ((st = parse_ropes(c, cfg, err)))
         return st;

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "tw/model.h"
 #include "tw/status.h"
 
 #define TW_MAX_LAYERS 1024
@@ -92,6 +93,8 @@ typedef struct tw_mconfig {
     int64_t bos;
     uint32_t n_eos;
     int64_t eos[TW_CFG_MAX_EOS];
+
+    tw_model_pooling pooling; /* the "tw_pooling" key */
 } tw_mconfig;
 
 /* Fills cfg from an HF config object (a text_config inside is used when

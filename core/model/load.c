@@ -391,6 +391,7 @@ static void fill_info(tw_model *m)
     for (uint32_t i = 0; i < c->n_eos && i < TW_MODEL_MAX_EOS; i++)
         in->eos_ids[i] = c->eos[i];
     in->recurrent = m->n_dn_layers > 0;
+    in->pooling = c->pooling;
     uint64_t per_type[64] = {0};
     tw_wtensor t;
     for (size_t i = 0; tw_wsource_at(m->src, i, &t); i++) {

@@ -51,14 +51,10 @@ static tw_status from_st(const tw_st_tensor *t, tw_wtensor *out, tw_err *err)
 
 static tw_status open_hf_dir(const char *dir, tw_wsource *s, tw_err *err)
 {
-    char path[PATH_MAX];
-    if ((size_t)snprintf(path, sizeof path, "%s/config.json", dir) >= sizeof path)
-        return tw_errorf(err, TW_INVALID_ARGUMENT, "model path too long");
-    json_error_t je;
-    s->config = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (!s->config)
-        return tw_errorf(err, TW_INVALID_ARGUMENT, "%s: %s (line %d)", path, je.text, je.line);
-    tw_status st = tw_st_set_open_dir(dir, &s->st, err);
+    tw_status st = tw_hf_config_load(dir, &s->config, err);
+    if (st)
+        return st;
+    st = tw_st_set_open_dir(dir, &s->st, err);
     if (st)
         return tw_error_wrap(err, st, "%s", dir);
     return TW_OK;

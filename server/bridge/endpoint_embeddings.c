@@ -208,7 +208,9 @@ static tw_status parse_options(const json_t *root, embed_job *j, long long *dims
     *base64 = false;
     tokenwire__v1__embed_options__init(&j->opts);
     j->opts.has_pooling = 1;
-    j->opts.pooling = TOKENWIRE__V1__POOLING__POOLING_LAST;
+    /* unasked, the model's own (its GGUF's pooling_type; the last token's
+     * when it names none) */
+    j->opts.pooling = TOKENWIRE__V1__POOLING__POOLING_MODEL;
     j->opts.has_normalize = 1;
     j->opts.normalize = 1;
     j->add_special = true;
@@ -229,8 +231,9 @@ static tw_status parse_options(const json_t *root, embed_job *j, long long *dims
     if (r == 1 && strcmp(s, "last") && strcmp(s, "mean"))
         return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "pooling", "invalid_value",
                               "'pooling' must be 'last' or 'mean'.");
-    if (r == 1 && !strcmp(s, "mean"))
-        j->opts.pooling = TOKENWIRE__V1__POOLING__POOLING_MEAN;
+    if (r == 1)
+        j->opts.pooling = !strcmp(s, "mean") ? TOKENWIRE__V1__POOLING__POOLING_MEAN
+                                             : TOKENWIRE__V1__POOLING__POOLING_LAST;
     if ((r = tw_bridge_get_bool(root, "normalize", NULL, &flag, ae)) < 0)
         return TW_INVALID_ARGUMENT;
     if (r == 1)

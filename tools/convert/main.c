@@ -201,13 +201,10 @@ static tw_status add_rope_freqs(const json_t *config, const tw_arch_params *p, t
 static tw_status convert(const char *dir, const char *out, tw_type type, const char *pre,
                          const char *name, tw_err *err)
 {
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    json_error_t je;
-    json_t *config = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (!config)
-        return tw_errorf(err, TW_INVALID_ARGUMENT, "%s: %s", path, je.text);
-    tw_status st;
+    json_t *config;
+    tw_status st = tw_hf_config_load(dir, &config, err);
+    if (st)
+        return st;
     tw_arch_params p;
     tw_st_set *set = NULL;
     tw_gguf_writer *w = NULL;

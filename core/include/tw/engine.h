@@ -300,12 +300,15 @@ typedef struct tw_format_opts {
  * generated. LAST takes the last prompt token's (decoder embedding models
  * such as Qwen3-Embedding are trained for it; their tokenizer's EOS, added
  * with add_special_tokens, ends the prompt), MEAN the average of every
- * token's (the prompt is then read whole, past the caches). normalize
- * scales the vector to unit length, as OpenAI's embeddings are. */
+ * token's (the prompt is then read whole, past the caches), MODEL the one
+ * the model's files name (tw_model_info.pooling; LAST when they name none,
+ * FAILED_PRECONDITION when they name one this engine does not compute).
+ * normalize scales the vector to unit length, as OpenAI's embeddings are. */
 typedef enum tw_pooling {
     TW_POOLING_NONE = 0, /* not an embedding request: an answer is generated */
     TW_POOLING_LAST = 1,
     TW_POOLING_MEAN = 2,
+    TW_POOLING_MODEL = 3,
 } tw_pooling;
 
 typedef struct tw_embed_opts {

@@ -176,12 +176,24 @@ tw_status tw_gguf_xform_to_hf(const tw_gguf_name_map *m, float *values, uint64_t
  *                              adjacent pairs
  *   "tw_rope_freqs": "rope_freqs.weight"  per-frequency divisors to apply
  *   "tw_vhead_tiled": true     DeltaNet value heads are in tiled order
+ *   "tw_pooling": "mean"       how the file says embeddings pool the final
+ *                              hidden states (<arch>.pooling_type: none,
+ *                              mean, cls, last or rank); absent when unsaid
  * The caller owns *config (json_decref). */
 tw_status tw_gguf_to_hf_config(const tw_gguf *g, json_t **config, tw_err *err);
 
+/* Reads dir/config.json, a Hugging Face checkpoint's config (INVALID_ARGUMENT
+ * when it is not a JSON object). Unless it has a "tw_pooling" key of its
+ * own, a sentence-transformers pooling module beside it
+ * (dir/1_Pooling/config.json) that turns on mean, cls or last-token pooling
+ * gives one, as a GGUF's pooling_type does; other modes are logged and
+ * left out. The caller owns *out (json_decref). */
+tw_status tw_hf_config_load(const char *dir, json_t **out, tw_err *err);
+
 /* The reverse, for writing files: sets general.architecture and the
  * <arch>.* hyperparameter keys llama.cpp reads, from an HF config.json
- * object. Does not touch tokenizer keys or tensors. */
+ * object ("tw_pooling" gives <arch>.pooling_type). Does not touch tokenizer
+ * keys or tensors. */
 typedef struct tw_gguf_writer tw_gguf_writer;
 tw_status tw_gguf_hparams_from_hf(const json_t *config, tw_gguf_writer *w, tw_err *err);
 

@@ -86,6 +86,21 @@ typedef struct tw_model_opts {
 
 #define TW_MODEL_MAX_EOS 8
 
+/* How a model's files say its embeddings pool the final hidden states: a
+ * GGUF's <arch>.pooling_type (llama.cpp's values, in order, after UNSAID),
+ * or the "tw_pooling" key of a config.json. */
+typedef enum tw_model_pooling {
+    TW_MODEL_POOLING_UNSAID = 0, /* the files name none */
+    TW_MODEL_POOLING_NONE = 1,   /* a vector per token, not pooled */
+    TW_MODEL_POOLING_MEAN = 2,
+    TW_MODEL_POOLING_CLS = 3, /* the first token's state */
+    TW_MODEL_POOLING_LAST = 4,
+    TW_MODEL_POOLING_RANK = 5, /* a reranker's score */
+} tw_model_pooling;
+
+/* "unsaid", "none", "mean", "cls", "last" or "rank". */
+const char *tw_model_pooling_name(tw_model_pooling p);
+
 /* What a loaded model is. Strings live as long as the model. */
 typedef struct tw_model_info {
     const char *architecture; /* HF class, e.g. "Qwen3ForCausalLM" */
@@ -106,6 +121,7 @@ typedef struct tw_model_info {
     bool embed_from_file;
     bool recurrent;      /* has DeltaNet layers: see tw_seq_truncate() */
     tw_kv_type kv_type;  /* how its sequences store K/V */
+    tw_model_pooling pooling; /* how its embeddings pool, as its files say */
 } tw_model_info;
 
 /* Loads a model from `path`: a directory holding config.json and
