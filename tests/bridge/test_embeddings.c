@@ -2,7 +2,8 @@
  * model: vectors of the model's hidden size at unit length, in input order;
  * a text and its tokens giving the same vector; base64 holding the same
  * float32 values; shortened, mean-pooled and unnormalized forms; usage;
- * and the 400s for what cannot be embedded.
+ * the 400s for what cannot be embedded; and, unasked, the pooling the
+ * served model's files name.
  *
  * Arguments: the model to serve. */
 #include <setjmp.h>
@@ -158,10 +159,42 @@ static void test_embeddings(void **state)
     twb_stop(&s);
 }
 
+/* Unasked, the pooling is the one the served model's files name: a
+ * checkpoint whose config names the mean answers a request that names none
+ * with the mean's vector, and one that names the last token with another. */
+static void test_model_pooling(void **state)
+{
+    (void)state;
+    if (!tw_test_shared_dir()) {
+        tw_test_print_skip();
+        skip();
+    }
+    char *dir = tw_test_mkdtemp();
+    assert_non_null(dir);
+    assert_int_equal(tw_test_golden_checkpoint(dir, "mean", "mean", NULL), 0);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/mean", dir);
+    twb_service s;
+    twb_start(&s, path, NULL, NULL, NULL);
+    json_t *unasked = embeddings(&s, "{\"input\":[[5,6,7,8,9]]}");
+    json_t *mean = embeddings(&s, "{\"input\":[[5,6,7,8,9]],\"pooling\":\"mean\"}");
+    json_t *last = embeddings(&s, "{\"input\":[[5,6,7,8,9]],\"pooling\":\"last\"}");
+    assert_true(json_array_size(vector_of(unasked, 0)) > 0);
+    assert_true(json_equal(vector_of(unasked, 0), vector_of(mean, 0)));
+    assert_false(json_equal(vector_of(unasked, 0), vector_of(last, 0)));
+    json_decref(unasked);
+    json_decref(mean);
+    json_decref(last);
+    twb_stop(&s);
+    tw_test_rmtree(dir);
+    free(dir);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_embeddings, twb_teardown),
+        cmocka_unit_test_teardown(test_model_pooling, twb_teardown),
     };
     return twb_main(argc, argv, &model_path, tests, sizeof tests / sizeof tests[0]);
 }

@@ -66,10 +66,15 @@ got=$(tr -s ' \n' '  ' <"$D/stream.out" | sed 's/^ //; s/ $//')
 [ "$got" = "$WANT" ] || fail "generate --stream printed '$got', want '$WANT'"
 
 # Embeddings: a unit vector of the model's hidden size; --raw keeps its
-# length, --mean is another vector.
+# length, --mean is another vector, --last the one the model's unsaid
+# pooling gives.
 tw embed --ids "$IDS" >"$D/embed.out" 2>>"$D/cli.err" || fail "embed exited $?"
 tw embed --raw --ids "$IDS" >"$D/embed_raw.out" 2>>"$D/cli.err" || fail "embed --raw exited $?"
 tw embed --mean --ids "$IDS" >"$D/embed_mean.out" 2>>"$D/cli.err" || fail "embed --mean exited $?"
+tw embed --last --ids "$IDS" >"$D/embed_last.out" 2>>"$D/cli.err" || fail "embed --last exited $?"
+cmp -s "$D/embed.out" "$D/embed_last.out" || fail "embed --last differs from the model's pooling"
+tw embed --mean --last --ids "$IDS" >/dev/null 2>&1
+[ $? = 2 ] || fail "embed --mean --last should exit 2"
 python3 - "$D/embed.out" "$D/embed_raw.out" "$D/embed_mean.out" "$S/golden/qwen2/config.json" \
     >"$D/embed_check.err" 2>&1 <<'PY' || fail "embed vectors: $(cat "$D/embed_check.err")"
 import json, math, sys

@@ -6,11 +6,13 @@
 #include <cmocka.h>
 
 #include <ftw.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "tw/kernels.h"
 
@@ -169,4 +171,36 @@ bool tw_test_wait_done(pthread_mutex_t *mu, pthread_cond_t *cv, const bool *done
     bool got = *done;
     pthread_mutex_unlock(mu);
     return got;
+}
+
+int tw_test_golden_checkpoint(const char *dir, const char *name, const char *pooling,
+                              const char *module)
+{
+    const char *shared = tw_test_shared_dir();
+    char src[4096], dst[4096];
+    if (!shared)
+        return -1;
+    snprintf(dst, sizeof dst, "%s/%s", dir, name);
+    if (mkdir(dst, 0700) != 0)
+        return -1;
+    snprintf(src, sizeof src, "%s/golden/qwen2/model.safetensors", shared);
+    snprintf(dst, sizeof dst, "%s/%s/model.safetensors", dir, name);
+    if (symlink(src, dst) != 0)
+        return -1;
+    snprintf(src, sizeof src, "%s/golden/qwen2/config.json", shared);
+    json_t *cfg = json_load_file(src, 0, NULL);
+    if (!cfg)
+        return -1;
+    if (pooling)
+        json_object_set_new(cfg, "tw_pooling", json_string(pooling));
+    snprintf(dst, sizeof dst, "%s/%s/config.json", dir, name);
+    int rc = json_dump_file(cfg, dst, 0);
+    json_decref(cfg);
+    if (rc != 0 || !module)
+        return rc;
+    snprintf(dst, sizeof dst, "%s/%s/1_Pooling", dir, name);
+    if (mkdir(dst, 0700) != 0)
+        return -1;
+    snprintf(dst, sizeof dst, "%s/%s/1_Pooling/config.json", dir, name);
+    return tw_test_write_file(dst, module, strlen(module)) ? 0 : -1;
 }

@@ -62,4 +62,11 @@ typedef struct tw_test_mat {
 } tw_test_mat;
 void tw_test_mat_make(tw_test_mat *m, tw_type type, size_t rows, size_t cols, tw_test_rng *rng);
 
+/* A checkpoint folder dir/name made from the shared golden qwen2 one: its
+ * weights linked, its config.json with "tw_pooling" set to `pooling` (NULL:
+ * left out), and `module` (NULL: none) as a sentence-transformers
+ * 1_Pooling/config.json. Needs the shared folder; 0 on success. */
+int tw_test_golden_checkpoint(const char *dir, const char *name, const char *pooling,
+                              const char *module);
+
 #endif

@@ -12,8 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "test_support.h"
 #include "tw/engine.h"
@@ -51,38 +49,6 @@ typedef struct fixture {
     uint32_t prompt[16];
 } fixture;
 
-/* A folder `name` in f->dir holding the golden checkpoint's weights and its
- * config with tw_pooling set to `pooling` (NULL: left out), and with
- * `module` (NULL: none) as its 1_Pooling/config.json. */
-static int make_checkpoint(fixture *f, const char *golden, const char *name, const char *pooling,
-                           const char *module)
-{
-    char src[4096], dst[4096];
-    snprintf(dst, sizeof dst, "%s/%s", f->dir, name);
-    if (mkdir(dst, 0700) != 0)
-        return -1;
-    snprintf(src, sizeof src, "%s/model.safetensors", golden);
-    snprintf(dst, sizeof dst, "%s/%s/model.safetensors", f->dir, name);
-    if (symlink(src, dst) != 0)
-        return -1;
-    snprintf(src, sizeof src, "%s/config.json", golden);
-    json_t *cfg = json_load_file(src, 0, NULL);
-    if (!cfg)
-        return -1;
-    if (pooling)
-        json_object_set_new(cfg, "tw_pooling", json_string(pooling));
-    snprintf(dst, sizeof dst, "%s/%s/config.json", f->dir, name);
-    int rc = json_dump_file(cfg, dst, 0);
-    json_decref(cfg);
-    if (rc != 0 || !module)
-        return rc;
-    snprintf(dst, sizeof dst, "%s/%s/1_Pooling", f->dir, name);
-    if (mkdir(dst, 0700) != 0)
-        return -1;
-    snprintf(dst, sizeof dst, "%s/%s/1_Pooling/config.json", f->dir, name);
-    return tw_test_write_file(dst, module, strlen(module)) ? 0 : -1;
-}
-
 static int setup(void **state)
 {
     *state = NULL;
@@ -92,8 +58,6 @@ static int setup(void **state)
     fixture *f = calloc(1, sizeof *f);
     if (!f || !(f->dir = tw_test_mkdtemp()))
         return -1;
-    char golden[4096];
-    snprintf(golden, sizeof golden, "%s/golden/qwen2", shared);
     static const char *const names[] = {"unsaid", "mean", "cls", "st_mean", "st_max"};
     static const char *const poolings[] = {NULL, "mean", "cls", NULL, NULL};
     static const char *const modules[] = {
@@ -111,7 +75,7 @@ static int setup(void **state)
         return -1;
     }
     for (size_t i = 0; i < 5; i++) {
-        if (make_checkpoint(f, golden, names[i], poolings[i], modules[i]) != 0)
+        if (tw_test_golden_checkpoint(f->dir, names[i], poolings[i], modules[i]) != 0)
             return -1;
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", f->dir, names[i]);
@@ -216,9 +180,7 @@ static void test_model_pooling(void **state)
 static void test_bad_module(void **state)
 {
     REQUIRE_FIXTURE(f);
-    char golden[4096];
-    snprintf(golden, sizeof golden, "%s/golden/qwen2", tw_test_shared_dir());
-    assert_int_equal(make_checkpoint(f, golden, "st_bad", NULL, "[true]"), 0);
+    assert_int_equal(tw_test_golden_checkpoint(f->dir, "st_bad", NULL, "[true]"), 0);
     char path[4096];
     snprintf(path, sizeof path, "%s/st_bad", f->dir);
     tw_engine_model_info info;
