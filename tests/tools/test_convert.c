@@ -261,6 +261,39 @@ static void test_name_option(void **state)
     free(tmp);
 }
 
+/* The pooling a checkpoint names, by a sentence-transformers module or a
+ * tw_pooling key, becomes the GGUF's pooling_type (llama.cpp's numbers). */
+static void test_pooling_type(void **state)
+{
+    (void)state;
+    if (!tw_test_shared_dir()) {
+        tw_test_print_skip();
+        skip();
+    }
+    char *tmp = tw_test_mkdtemp();
+    assert_non_null(tmp);
+    assert_int_equal(
+        tw_test_golden_checkpoint(tmp, "st", NULL, "{\"pooling_mode_mean_tokens\": true}"), 0);
+    assert_int_equal(tw_test_golden_checkpoint(tmp, "key", "last", NULL), 0);
+    static const char *const names[] = {"st", "key"};
+    static const uint32_t want[] = {1, 3};
+    for (size_t i = 0; i < 2; i++) {
+        char in[4096], out[4096];
+        snprintf(in, sizeof in, "%s/%s", tmp, names[i]);
+        snprintf(out, sizeof out, "%s/%s.gguf", tmp, names[i]);
+        assert_int_equal(run_convert(in, out, "F32"), 0);
+        tw_gguf *g = NULL;
+        tw_err err;
+        assert_int_equal(tw_gguf_open(out, &g, &err), TW_OK);
+        uint32_t v = 99;
+        assert_int_equal(tw_gguf_get_u32(g, "qwen2.pooling_type", &v, &err), TW_OK);
+        assert_int_equal(v, want[i]);
+        tw_gguf_close(g);
+    }
+    tw_test_rmtree(tmp);
+    free(tmp);
+}
+
 /* An untied embedding table (qwen2_mqa's) is read from the file's page
  * cache when the weights are a huge-page copy, and the logits stay those of
  * a load that maps the file, for prompts holding the first and last token
@@ -322,6 +355,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_qwen2_bf16),     cmocka_unit_test(test_all_families_f32),
         cmocka_unit_test(test_quantized_q8_0), cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_name_option),    cmocka_unit_test(test_untied_embedding_from_file),
+        cmocka_unit_test(test_pooling_type),
     };
     return cmocka_run_group_tests_name("tools/convert", tests, NULL, NULL);
 }
