@@ -29,10 +29,11 @@ static tw_status pooling_module(const char *dir, json_t *cfg, tw_err *err)
     if ((size_t)snprintf(path, sizeof path, "%s/1_Pooling/config.json", dir) >= sizeof path)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "model path too long");
     FILE *f = fopen(path, "rb");
+    if (!f && errno == ENOENT)
+        return TW_OK;
     if (!f)
-        return errno == ENOENT
-                   ? TW_OK
-                   : tw_errorf(err, TW_PERMISSION_DENIED, "%s: %s", path, strerror(errno));
+        return tw_errorf(err, errno == EACCES ? TW_PERMISSION_DENIED : TW_INVALID_ARGUMENT,
+                         "%s: %s", path, strerror(errno));
     json_error_t je;
     json_t *mod = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
     fclose(f);
