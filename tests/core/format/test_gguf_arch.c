@@ -131,15 +131,39 @@ static void test_unknown_family(void **state)
     assert_string_equal(tw_arch_gguf_name(TW_ARCH_GEMMA3), "gemma3");
 }
 
-/* A config with tw_pooling set to `pooling` (a JSON value) through a GGUF
- * file in dir: the config read back, NULL when writing refused it. */
-static json_t *pooling_round_trip(const char *dir, json_t *pooling, uint32_t *file_value)
+/* A one-layer qwen2 config. */
+static json_t *small_config(void)
 {
     json_t *c = json_pack("{s:[s],s:i,s:i,s:i,s:i,s:i}", "architectures", "Qwen2ForCausalLM",
                           "hidden_size", 8, "num_hidden_layers", 1, "num_attention_heads", 2,
                           "num_key_value_heads", 1, "vocab_size", 16);
     assert_non_null(c);
-    json_object_set_new(c, "tw_pooling", pooling);
+    return c;
+}
+
+/* w written to dir/m.gguf (and freed), opened again. */
+static tw_gguf *write_and_open(tw_gguf_writer *w, const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/m.gguf", dir);
+    tw_err err;
+    assert_int_equal(tw_gguf_writer_write(w, path, &err), TW_OK);
+    tw_gguf_writer_free(w);
+    tw_gguf *g;
+    assert_int_equal(tw_gguf_open(path, &g, &err), TW_OK);
+    return g;
+}
+
+/* A config with tw_pooling set to `pooling` (a JSON value) through a GGUF
+ * file in dir, or with `raw` (when not 0xFFFFFFFF) written as the file's
+ * pooling_type instead: the config read back, NULL when writing or reading
+ * refused it (the file's value in *file_value). */
+static json_t *pooling_round_trip(const char *dir, json_t *pooling, uint32_t raw,
+                                  uint32_t *file_value)
+{
+    json_t *c = small_config();
+    if (pooling)
+        json_object_set_new(c, "tw_pooling", pooling);
     tw_err err;
     tw_gguf_writer *w;
     assert_int_equal(tw_gguf_writer_new(&w, &err), TW_OK);
@@ -151,69 +175,48 @@ static json_t *pooling_round_trip(const char *dir, json_t *pooling, uint32_t *fi
         tw_gguf_writer_free(w);
         return NULL;
     }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/m.gguf", dir);
-    assert_int_equal(tw_gguf_writer_write(w, path, &err), TW_OK);
-    tw_gguf_writer_free(w);
-    tw_gguf *g;
-    assert_int_equal(tw_gguf_open(path, &g, &err), TW_OK);
-    assert_int_equal(tw_gguf_get_u32(g, "qwen2.pooling_type", file_value, &err), TW_OK);
+    if (raw != 0xFFFFFFFFu)
+        assert_int_equal(tw_gguf_writer_set_u32(w, "qwen2.pooling_type", raw, &err), TW_OK);
+    tw_gguf *g = write_and_open(w, dir);
+    *file_value = 0xFFFFFFFFu;
+    tw_gguf_get_u32(g, "qwen2.pooling_type", file_value, NULL);
     json_t *back = NULL;
-    assert_int_equal(tw_gguf_to_hf_config(g, &back, &err), TW_OK);
+    st = tw_gguf_to_hf_config(g, &back, &err);
     tw_gguf_close(g);
+    if (st != TW_OK) {
+        assert_int_equal(st, TW_INVALID_ARGUMENT);
+        assert_non_null(strstr(err.msg, "pooling_type"));
+        return NULL;
+    }
     return back;
 }
 
 /* tw_pooling becomes <arch>.pooling_type by llama.cpp's numbers and comes
  * back by name; a name outside them is refused on writing, a number
- * outside them on reading. */
+ * outside them on reading, and a file that names none gives no key. */
 static void test_pooling_type(void **state)
 {
     (void)state;
     char *dir = tw_test_mkdtemp();
     assert_non_null(dir);
     static const char *const names[] = {"none", "mean", "cls", "last", "rank"};
+    uint32_t v;
     for (uint32_t i = 0; i < 5; i++) {
-        uint32_t v = 99;
-        json_t *back = pooling_round_trip(dir, json_string(names[i]), &v);
+        json_t *back = pooling_round_trip(dir, json_string(names[i]), 0xFFFFFFFFu, &v);
         assert_non_null(back);
         assert_int_equal(v, i);
         assert_string_equal(json_string_value(json_object_get(back, "tw_pooling")), names[i]);
         json_decref(back);
     }
-    uint32_t v;
-    assert_null(pooling_round_trip(dir, json_string("max"), &v));
-    assert_null(pooling_round_trip(dir, json_integer(1), &v));
-
-    /* a file that says nothing gives no key; one past rank is refused */
-    tw_err err;
-    for (int k = 0; k < 2; k++) {
-        tw_gguf_writer *w;
-        assert_int_equal(tw_gguf_writer_new(&w, &err), TW_OK);
-        json_t *c = json_pack("{s:[s],s:i,s:i,s:i,s:i,s:i}", "architectures", "Qwen2ForCausalLM",
-                              "hidden_size", 8, "num_hidden_layers", 1, "num_attention_heads", 2,
-                              "num_key_value_heads", 1, "vocab_size", 16);
-        assert_int_equal(tw_gguf_hparams_from_hf(c, w, &err), TW_OK);
-        json_decref(c);
-        if (k == 1)
-            assert_int_equal(tw_gguf_writer_set_u32(w, "qwen2.pooling_type", 5, &err), TW_OK);
-        char path[4096];
-        snprintf(path, sizeof path, "%s/m.gguf", dir);
-        assert_int_equal(tw_gguf_writer_write(w, path, &err), TW_OK);
-        tw_gguf_writer_free(w);
-        tw_gguf *g;
-        assert_int_equal(tw_gguf_open(path, &g, &err), TW_OK);
-        json_t *back = NULL;
-        if (k == 0) {
-            assert_int_equal(tw_gguf_to_hf_config(g, &back, &err), TW_OK);
-            assert_null(json_object_get(back, "tw_pooling"));
-            json_decref(back);
-        } else {
-            assert_int_equal(tw_gguf_to_hf_config(g, &back, &err), TW_INVALID_ARGUMENT);
-            assert_non_null(strstr(err.msg, "pooling_type 5"));
-        }
-        tw_gguf_close(g);
-    }
+    assert_null(pooling_round_trip(dir, json_string("max"), 0xFFFFFFFFu, &v));
+    assert_null(pooling_round_trip(dir, json_integer(1), 0xFFFFFFFFu, &v));
+    assert_null(pooling_round_trip(dir, NULL, 5, &v));
+    assert_int_equal(v, 5);
+    json_t *back = pooling_round_trip(dir, NULL, 0xFFFFFFFFu, &v);
+    assert_non_null(back);
+    assert_int_equal(v, 0xFFFFFFFFu);
+    assert_null(json_object_get(back, "tw_pooling"));
+    json_decref(back);
     tw_test_rmtree(dir);
     free(dir);
 }
