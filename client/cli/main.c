@@ -261,6 +261,8 @@ static void print_status_reply(const Tokenwire__V1__Reply *rep)
                    m->path ? m->path : "");
             if (m->draft_model && *m->draft_model)
                 printf("\tdraft=%s", m->draft_model);
+            if (m->pooling && *m->pooling && strcmp(m->pooling, "unsaid") != 0)
+                printf("\tpooling=%s", m->pooling);
             printf("\n");
         }
         break;

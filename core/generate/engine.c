@@ -349,6 +349,7 @@ static void fill_info(tw_engine *e, const model_entry *m, tw_engine_model_info *
     out->has_chat_template = m->tmpl != NULL;
     out->tool_format = tw_tool_format_name(m->tool_format);
     out->has_thinking = m->think_open != TW_TOKEN_NONE;
+    out->pooling = tw_model_pooling_name(tw_model_get_info(m->model)->pooling);
     out->progress = 1.0f;
 }
 

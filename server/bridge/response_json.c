@@ -628,6 +628,9 @@ json_t *tw_bridge_model_json(const Tokenwire__V1__ModelInfo *m)
         bad |= json_object_set_new(o, "progress", json_real(m->progress));
     if (m->error && m->error[0])
         bad |= json_object_set_new(o, "error", text_or_empty(m->error));
+    /* the embeddings' pooling when the model's files name one */
+    if (m->pooling && m->pooling[0] && strcmp(m->pooling, "unsaid") != 0)
+        bad |= json_object_set_new(o, "pooling", text_or_empty(m->pooling));
     if (bad) {
         json_decref(o);
         return NULL;

@@ -305,6 +305,8 @@ void twd_model_to_wire(const tw_engine_model_info *i, Tokenwire__V1__ModelInfo *
     o->progress = i->progress;
     if (i->state == TW_MODEL_FAILED)
         o->error = (char *)i->error;
+    if (i->pooling)
+        o->pooling = (char *)i->pooling;
 }
 
 void twd_stats_to_wire(const tw_engine_stats *s, Tokenwire__V1__StatsReply *o)

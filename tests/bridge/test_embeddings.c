@@ -156,6 +156,11 @@ static void test_embeddings(void **state)
     expect_400(&s, "{\"input\":\"a\",\"dimensions\":0}", "dimensions");
     expect_400(&s, "{\"input\":\"a\",\"dimensions\":100000}", "dimensions");
     expect_400(&s, "{\"input\":[[99999999]]}", NULL);
+    /* the shipped model's file names no pooling: /v1/models says none */
+    twb_result r = twb_http(&s, "GET", "/v1/models", NULL, SIZE_MAX);
+    json_t *models = twb_ok_json(&r, "models");
+    assert_null(json_object_get(json_array_get(json_object_get(models, "data"), 0), "pooling"));
+    json_decref(models);
     twb_stop(&s);
 }
 
@@ -182,6 +187,12 @@ static void test_model_pooling(void **state)
     assert_true(json_array_size(vector_of(unasked, 0)) > 0);
     assert_true(json_equal(vector_of(unasked, 0), vector_of(mean, 0)));
     assert_false(json_equal(vector_of(unasked, 0), vector_of(last, 0)));
+    /* and /v1/models says so */
+    twb_result r = twb_http(&s, "GET", "/v1/models", NULL, SIZE_MAX);
+    json_t *models = twb_ok_json(&r, "models");
+    const json_t *m0 = json_array_get(json_object_get(models, "data"), 0);
+    assert_string_equal(json_string_value(json_object_get(m0, "pooling")), "mean");
+    json_decref(models);
     json_decref(unasked);
     json_decref(mean);
     json_decref(last);

@@ -136,6 +136,8 @@ typedef struct tw_engine_model_info {
     const char *tool_format; /* how its template writes tool calls (tw_tool_format_name);
                                 NULL for a load still in progress */
     bool has_thinking;      /* the vocabulary has <think> / </think> */
+    const char *pooling;    /* how its files say embeddings pool (tw_model_pooling_name;
+                               "unsaid": they name none); NULL for a load still in progress */
     float progress;         /* 0..1 while loading */
     char error[TW_ERR_MSG_MAX]; /* why loading failed */
 } tw_engine_model_info;

@@ -176,6 +176,30 @@ static void test_model_pooling(void **state)
     assert_memory_equal(a.vec, c.vec, a.n * sizeof(float));
 }
 
+/* The engine's model list says what each model's files name. */
+static void test_listed(void **state)
+{
+    REQUIRE_FIXTURE(f);
+    tw_engine_model_info *list;
+    size_t n;
+    assert_int_equal(tw_engine_list_models(f->e, &list, &n, NULL), TW_OK);
+    static const char *const want[][2] = {{"unsaid", "unsaid"},
+                                          {"mean", "mean"},
+                                          {"cls", "cls"},
+                                          {"st_mean", "mean"},
+                                          {"st_max", "unsaid"}};
+    size_t seen = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < 5; k++)
+            if (strcmp(list[i].name, want[k][0]) == 0) {
+                assert_non_null(list[i].pooling);
+                assert_string_equal(list[i].pooling, want[k][1]);
+                seen++;
+            }
+    assert_int_equal(seen, 5);
+    free(list);
+}
+
 /* A pooling module that is not a JSON object stops the load, naming it. */
 static void test_bad_module(void **state)
 {
@@ -194,6 +218,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_pooling),
+        cmocka_unit_test(test_listed),
         cmocka_unit_test(test_bad_module),
     };
     return cmocka_run_group_tests_name("core/generate/embed_pooling", tests, setup, teardown);
