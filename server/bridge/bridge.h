@@ -112,7 +112,8 @@ void tw_bridge_ep_generate(tw_bridge *b, tw_bridge_api_kind kind, const tw_bridg
                            const tw_bridge_sink *sink, tw_bridge_http_resp *resp);
 void tw_bridge_ep_responses(tw_bridge *b, const tw_bridge_http_req *rq, const tw_bridge_sink *sink,
                             tw_bridge_http_resp *resp);
-void tw_bridge_ep_embeddings(tw_bridge *b, const tw_bridge_http_req *rq, tw_bridge_http_resp *resp);
+void tw_bridge_ep_embeddings(tw_bridge *b, const tw_bridge_http_req *rq, const tw_bridge_sink *sink,
+                             tw_bridge_http_resp *resp);
 void tw_bridge_ep_stored_response(tw_bridge *b, const tw_bridge_http_req *rq,
                                   tw_bridge_http_resp *resp);
 void tw_bridge_ep_models(tw_bridge *b, const char *model_id, tw_bridge_http_resp *resp);

@@ -9,6 +9,7 @@
 
 #include "batch.h"
 #include "bridge.h"
+#include "hangup.h"
 #include "json_field.h"
 
 /* OpenAI's own limit on inputs per request. */
@@ -22,6 +23,7 @@ typedef struct embed_input {
 
 typedef struct embed_job {
     tw_bridge *b;
+    tw_bridge_hangup *h; /* a client gone: no more inputs start, those read are cancelled */
     const char *model;
     Tokenwire__V1__EmbedOptions opts;
     bool add_special;
@@ -141,8 +143,13 @@ static void embed_one(size_t i, void *user)
     Tokenwire__V1__Request req = TOKENWIRE__V1__REQUEST__INIT;
     req.method_case = TOKENWIRE__V1__REQUEST__METHOD_GENERATE;
     req.generate = &gen;
+    if (!tw_bridge_hangup_track(j->h, &req)) {
+        j->st[i] = tw_bridge_fail(&j->ae[i], TW_CANCELLED, NULL, NULL, "The client went away.");
+        return;
+    }
     Tokenwire__V1__Reply *rep = NULL;
     j->st[i] = tw_bridge_engine_call(j->b->engine, &req, false, &rep, &j->ae[i]);
+    tw_bridge_hangup_untrack(j->h, &req);
     if (j->st[i] != TW_OK)
         return;
     const Tokenwire__V1__GenerateReply *gr =
@@ -265,7 +272,8 @@ static json_t *answer(const embed_job *j, size_t n, size_t dims, bool base64)
                      (json_int_t)tokens);
 }
 
-void tw_bridge_ep_embeddings(tw_bridge *b, const tw_bridge_http_req *rq, tw_bridge_http_resp *resp)
+void tw_bridge_ep_embeddings(tw_bridge *b, const tw_bridge_http_req *rq, const tw_bridge_sink *sink,
+                             tw_bridge_http_resp *resp)
 {
     json_t *root = NULL;
     tw_bridge_apierr ae;
@@ -290,7 +298,14 @@ void tw_bridge_ep_embeddings(tw_bridge *b, const tw_bridge_http_req *rq, tw_brid
             st = tw_bridge_fail_no_memory(&ae);
     }
     if (st == TW_OK) {
+        /* Watching the connection costs its keep-alive (the answer goes
+         * out with Connection: close), so only inputs that take more than
+         * one round are watched: those a client may leave behind. */
+        tw_bridge_hangup h;
+        tw_bridge_hangup_begin(&h, b, n > TW_BRIDGE_BATCH_IN_FLIGHT ? sink : NULL);
+        j.h = &h;
         tw_bridge_for_each_prompt(n, embed_one, &j);
+        tw_bridge_hangup_end(&h);
         st = tw_bridge_first_failure(j.st, j.ae, n, &ae);
     }
     if (st == TW_OK && dims && (size_t)dims > j.dims[0])

@@ -112,12 +112,29 @@ bool tw_bridge_hangup_track(tw_bridge_hangup *h, Tokenwire__V1__Request *req)
     req->request_id = id;
     pthread_mutex_lock(&h->mu);
     bool gone = h->gone;
-    if (!gone && h->n_ids < TW_BRIDGE_MAX_PROMPTS) {
-        h->ids[h->n_ids++] = id;
+    /* a new slot, else one whose Generate ended (none is reused once the
+     * client is gone: the helper owns the slots then) */
+    size_t slot = h->n_ids;
+    for (size_t i = 0; slot == TW_BRIDGE_MAX_PROMPTS && i < h->n_ids; i++)
+        if (h->cancelled[i])
+            slot = i;
+    if (!gone && slot < TW_BRIDGE_MAX_PROMPTS) {
+        h->ids[slot] = id;
+        h->cancelled[slot] = false;
+        h->n_ids += slot == h->n_ids;
         pthread_cond_signal(&h->cv);
     }
     pthread_mutex_unlock(&h->mu);
     return !gone;
+}
+
+void tw_bridge_hangup_untrack(tw_bridge_hangup *h, const Tokenwire__V1__Request *req)
+{
+    pthread_mutex_lock(&h->mu);
+    for (size_t i = 0; i < h->n_ids; i++)
+        if (h->ids[i] == req->request_id)
+            h->cancelled[i] = true;
+    pthread_mutex_unlock(&h->mu);
 }
 
 void tw_bridge_hangup_end(tw_bridge_hangup *h)

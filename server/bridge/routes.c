@@ -269,7 +269,7 @@ void tw_bridge_handle(tw_bridge *b, const tw_bridge_http_req *rq, const tw_bridg
         tw_bridge_ep_responses(b, rq, sink, resp);
         break;
     case TW_BRIDGE_ROUTE_EMBEDDINGS:
-        tw_bridge_ep_embeddings(b, rq, resp);
+        tw_bridge_ep_embeddings(b, rq, sink, resp);
         break;
     case TW_BRIDGE_ROUTE_RESPONSES_KEPT:
         tw_bridge_ep_stored_response(b, rq, resp);

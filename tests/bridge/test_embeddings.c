@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bridge_fixture.h"
 #include "test_support.h"
@@ -201,11 +202,65 @@ static void test_model_pooling(void **state)
     free(dir);
 }
 
+/* A client that hangs up on many inputs stops them: the bridge starts no
+ * more and cancels those the engine is reading, so far fewer than all of
+ * them reach the engine; the bridge answers the next client as before. */
+static void test_hangup_stops_inputs(void **state)
+{
+    (void)state;
+    twb_service s;
+    twb_start(&s, model_path, NULL, NULL, NULL);
+    enum { INPUTS = 1024, TOKENS = 200 };
+    size_t cap = (size_t)INPUTS * TOKENS * 5 + 64, len = 0;
+    char *body = malloc(cap);
+    assert_non_null(body);
+    len += (size_t)snprintf(body + len, cap - len, "{\"input\":[");
+    for (int i = 0; i < INPUTS; i++) {
+        len += (size_t)snprintf(body + len, cap - len, "%s[", i ? "," : "");
+        for (int t = 0; t < TOKENS; t++)
+            len += (size_t)snprintf(body + len, cap - len, "%s%d", t ? "," : "",
+                                    10 + (i * 31 + t * 7) % 900);
+        len += (size_t)snprintf(body + len, cap - len, "]");
+    }
+    len += (size_t)snprintf(body + len, cap - len, "]}");
+    char head[256];
+    snprintf(head, sizeof head,
+             "POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+             "Content-Length: %zu\r\n\r\n",
+             len);
+    const twb_stats before = twb_engine_stats(&s);
+    int fd = twb_connect(&s);
+    twb_send_all(fd, head, strlen(head));
+    twb_send_all(fd, body, len);
+    uint64_t t0 = twb_now_ms();
+    while (twb_engine_stats(&s).requests_total < before.requests_total + 8 &&
+           twb_now_ms() - t0 < 30000)
+        usleep(5000);
+    close(fd);
+    t0 = twb_now_ms();
+    twb_stats after;
+    do {
+        usleep(100000);
+        after = twb_engine_stats(&s);
+    } while ((after.running || after.queued) && twb_now_ms() - t0 < 60000);
+    assert_int_equal(after.running + after.queued, 0);
+    const uint64_t read = after.requests_total - before.requests_total;
+    if (read >= INPUTS / 2)
+        fail_msg("%llu of %d inputs reached the engine after the client hung up",
+                 (unsigned long long)read, INPUTS);
+    json_t *a = embeddings(&s, "{\"input\":\"print(42)\"}");
+    assert_true(json_array_size(vector_of(a, 0)) > 0);
+    json_decref(a);
+    free(body);
+    twb_stop(&s);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_embeddings, twb_teardown),
         cmocka_unit_test_teardown(test_model_pooling, twb_teardown),
+        cmocka_unit_test_teardown(test_hangup_stops_inputs, twb_teardown),
     };
     return twb_main(argc, argv, &model_path, tests, sizeof tests / sizeof tests[0]);
 }
