@@ -236,6 +236,8 @@ static void test_hangup_stops_inputs(void **state)
     while (twb_engine_stats(&s).requests_total < before.requests_total + 8 &&
            twb_now_ms() - t0 < 30000)
         usleep(5000);
+    /* the inputs were taken and are being read */
+    assert_true(twb_engine_stats(&s).requests_total >= before.requests_total + 8);
     close(fd);
     t0 = twb_now_ms();
     twb_stats after;
