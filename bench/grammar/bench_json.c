@@ -4,7 +4,8 @@
  *    order, shared prefixes walked once, string bodies by the plain-token
  *    fast path) against the plain definition (every token's bytes fed to a
  *    copy of the state), alternated state by state over every prefix of a
- *    schema-bound document.
+ *    schema-bound document; then the same document under a schema whose
+ *    strings have patterns (no fast path: every byte asked of PCRE2).
  * 2. With --model: greedy decode of the same chat with a JSON answer
  *    against a free-text answer, alternated, as decode tokens per second.
  *
@@ -25,6 +26,17 @@ static const char *const g_schema =
     "\"integer\"},\"email\":{\"type\":\"string\"},\"tags\":{\"type\":\"array\",\"items\":{"
     "\"type\":\"string\"}},\"address\":{\"type\":\"object\",\"properties\":{\"city\":{"
     "\"type\":\"string\"},\"zip\":{\"type\":\"string\"}},\"required\":[\"city\"]}},"
+    "\"required\":[\"name\",\"age\"]}";
+
+/* The same record with its strings held to patterns: a walk of the whole
+ * vocabulary in each of them, each byte asked of PCRE2. */
+static const char *const g_pattern_schema =
+    "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"pattern\":"
+    "\"^[A-Z][a-z]+( [A-Z][a-z]+)*$\"},\"age\":{\"type\":\"integer\"},\"email\":{\"type\":"
+    "\"string\",\"pattern\":\"^[a-z.]+@[a-z]+\\\\.[a-z]{2,}$\"},\"tags\":{\"type\":\"array\","
+    "\"items\":{\"type\":\"string\"}},\"address\":{\"type\":\"object\","
+    "\"properties\":{\"city\":{\"type\":\"string\",\"pattern\":\"^[A-Z]\"},\"zip\":{\"type\":"
+    "\"string\",\"pattern\":\"^[A-Z]{1,2}[0-9]{1,2}$\"}},\"required\":[\"city\"]}},"
     "\"required\":[\"name\",\"age\"]}";
 
 static const char *const g_doc =
@@ -58,23 +70,21 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int bench_mask(const char *vocab, unsigned reps)
+/* The mask's cost at every prefix of g_doc under schema; the mean of its
+ * index walk in microseconds, or -1. */
+static double bench_mask(const tw_tokenizer *tok, const char *vocab, const char *schema,
+                         const char *row, unsigned reps)
 {
-    tw_tokenizer *tok;
     tw_err err;
-    if (tw_tokenizer_load_gguf(vocab, &tok, &err) != TW_OK) {
-        fprintf(stderr, "tw-bench-json: %s: %s\n", vocab, err.msg);
-        return 1;
-    }
     double t0 = bench_now();
     tw_json_vocab *v;
     tw_json_masker *mk;
     tw_json_grammar *g;
     if (tw_json_vocab_build(tok, NULL, 0, &v, &err) != TW_OK ||
         tw_json_masker_create(v, &mk, &err) != TW_OK ||
-        tw_json_grammar_compile(g_schema, strlen(g_schema), &g, &err) != TW_OK) {
+        tw_json_grammar_compile(schema, strlen(schema), &g, &err) != TW_OK) {
         fprintf(stderr, "tw-bench-json: %s\n", err.msg);
-        return 1;
+        return -1;
     }
     const double build_ms = (bench_now() - t0) * 1e3;
     const uint32_t n = tw_tokenizer_vocab_size(tok);
@@ -83,7 +93,7 @@ static int bench_mask(const char *vocab, unsigned reps)
     double *walk_us = malloc((len + 1) * sizeof *walk_us);
     double *brute_us = malloc((len + 1) * sizeof *brute_us);
     if (!a || !b || !walk_us || !brute_us)
-        return 1;
+        return -1;
     size_t states = 0, in_string = 0;
     tw_json_state s;
     tw_json_state_init(&s, g);
@@ -103,7 +113,7 @@ static int bench_mask(const char *vocab, unsigned reps)
         }
         if (kw != kb || memcmp(a, b, n) != 0) {
             fprintf(stderr, "tw-bench-json: the two masks differ at byte %zu\n", at);
-            return 1;
+            return -1;
         }
         uint32_t room;
         in_string += tw_json_state_in_plain_string(&s, &room);
@@ -114,13 +124,14 @@ static int bench_mask(const char *vocab, unsigned reps)
         states++;
         if (at < len && !tw_json_state_feed_byte(&s, (unsigned char)g_doc[at])) {
             fprintf(stderr, "tw-bench-json: the document breaks the schema at byte %zu\n", at);
-            return 1;
+            return -1;
         }
         if (at % 32 == 0)
             bench_progress("mask: %zu of %zu states", at, len + 1);
     }
     qsort(walk_us, states, sizeof *walk_us, cmp_double);
     qsort(brute_us, states, sizeof *brute_us, cmp_double);
+    printf("schema: %s\n", row);
     printf("vocabulary: %s (%u tokens), index built in %.1f ms\n", vocab, n, build_ms);
     printf("states: %zu (every prefix of a %zu-byte document; %zu in a string body)\n", states,
            len, in_string);
@@ -132,8 +143,8 @@ static int bench_mask(const char *vocab, unsigned reps)
     printf("index walk: %.1fx faster (mean)\n", brute_sum / walk_sum);
     char extra[128];
     snprintf(extra, sizeof extra, "\"states\":%zu,\"vocab\":%u", states, n);
-    bench_row("json", "mask_us_mean", vocab, walk_sum / states * 1e6, "us",
-              brute_sum / states * 1e6, "every_token_fed", extra);
+    bench_row("json", row, vocab, walk_sum / states * 1e6, "us", brute_sum / states * 1e6,
+              "every_token_fed", extra);
     free(walk_us);
     free(brute_us);
     free(a);
@@ -141,7 +152,26 @@ static int bench_mask(const char *vocab, unsigned reps)
     tw_json_grammar_free(g);
     tw_json_masker_destroy(mk);
     tw_json_vocab_free(v);
+    return walk_sum / states * 1e6;
+}
+
+/* The plain schema's masks, then the patterns', and what the patterns
+ * cost against the plain strings in the same run. */
+static int bench_masks(const char *vocab, unsigned reps)
+{
+    tw_tokenizer *tok;
+    tw_err err;
+    if (tw_tokenizer_load_gguf(vocab, &tok, &err) != TW_OK) {
+        fprintf(stderr, "tw-bench-json: %s: %s\n", vocab, err.msg);
+        return 1;
+    }
+    const double plain = bench_mask(tok, vocab, g_schema, "mask_us_mean", reps);
+    const double pattern =
+        plain < 0 ? -1 : bench_mask(tok, vocab, g_pattern_schema, "mask_us_mean_pattern", reps);
     tw_tokenizer_free(tok);
+    if (pattern < 0)
+        return 1;
+    printf("strings held to patterns: %.1fx the plain schema's mean mask time\n", pattern / plain);
     return 0;
 }
 
@@ -284,7 +314,7 @@ int main(int argc, char **argv)
     tw_hw_detect(&hw, &err);
     printf("tw-bench-json\nmachine: %s (family %u, model %u), %u CPUs, kernels %s\n",
            hw.cpu_model, hw.cpu_family, hw.cpu_model_number, hw.cpus_online, hw.isa);
-    int rc = vocab ? bench_mask(vocab, reps) : 0;
+    int rc = vocab ? bench_masks(vocab, reps) : 0;
     if (rc == 0 && model)
         rc = bench_decode(model, threads, reps);
     return rc;

@@ -53,4 +53,12 @@ const char *jc_bound_keyword(const json_t *s);
  * index of its jbounds, or JN_NONE when it has none or they fail (c->st). */
 uint32_t jc_number_bounds(compiler *c, const json_t *s, bool integer);
 
+/* Compiles s's "pattern" into the grammar: its index, or JN_NONE when s
+ * has none or it fails (c->st). */
+uint32_t jc_pattern(compiler *c, const json_t *s);
+
+/* Whether every string among s's enum or const values matches s's
+ * "pattern" (true when it has none); false with c->st set. */
+bool jc_pattern_admits_literals(compiler *c, const json_t *s);
+
 #endif

@@ -27,7 +27,7 @@ typedef enum jnode_kind {
     JN_UNION = 0, /* alt[class] */
     JN_OBJECT,    /* props [first, first + n); extra: other keys' values (JN_NONE: none) */
     JN_ARRAY,     /* extra: items; min..max items */
-    JN_STRING,    /* min..max characters */
+    JN_STRING,    /* min..max characters; extra: its pattern (JN_NONE: none) */
     JN_NUMBER,    /* extra: its bounds (JN_NONE: none) */
     JN_INTEGER,   /* the same */
     JN_ENUM,      /* literals [first, first + n), compact JSON texts */
@@ -57,6 +57,25 @@ int json_format_step(jformat f, unsigned pos, uint32_t *mem, unsigned char c);
 
 /* Whether a string of format f may end at pos. */
 bool json_format_final(jformat f, unsigned pos);
+
+/* A string's "pattern" (json_pattern.c). */
+typedef struct jpattern {
+    void *code;    /* pcre2_code */
+    bool anchored; /* only a match from the start counts */
+    bool ascii;    /* every character it matches is ASCII */
+    bool jit;      /* JIT code for whole and partial matches */
+} jpattern;
+
+/* What json_pattern_test found. */
+enum { JP_DEAD = 0, JP_VIABLE, JP_MATCH, JP_FAILED };
+
+/* Whether string s (n bytes, whole UTF-8 characters) matches p (whole) or
+ * may still come to match it with more characters (!whole: JP_VIABLE or
+ * JP_MATCH); JP_FAILED when the matcher could not tell (taken as a no).
+ * Thread-safe; allocates nothing. */
+int json_pattern_test(const jpattern *p, const unsigned char *s, size_t n, bool whole);
+
+void json_patterns_free(tw_json_grammar *g);
 
 /* Numeric bounds (json_bounds.c): for numbers written without a minus
  * (side 0) and with it (side 1), the magnitudes allowed, in units of 1e-9,
@@ -120,6 +139,8 @@ struct tw_json_grammar {
     uint32_t key_string; /* a plain string node for the keys of open objects */
     jbounds *bounds;
     uint32_t n_bounds, cap_bounds;
+    jpattern *patterns; /* JN_STRING's extra indexes them (JN_NONE: no pattern) */
+    uint32_t n_patterns, cap_patterns;
 };
 
 /* The class of a value's first byte; JC_COUNT when no value starts so. */

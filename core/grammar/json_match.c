@@ -35,6 +35,7 @@ void tw_json_state_init(tw_json_state *s, const tw_json_grammar *g)
     s->depth = 1;
     s->tail = 0;
     s->ws = 0;
+    s->plen = 0;
     memset(&s->f[0], 0, sizeof s->f[0]);
     s->f[0].kind = FK_VALUE;
     s->f[0].node = g->root;
@@ -51,7 +52,9 @@ void tw_json_state_copy(tw_json_state *dst, const tw_json_state *src)
     dst->depth = src->depth;
     dst->tail = src->tail;
     dst->ws = src->ws;
+    dst->plen = src->plen;
     memcpy(dst->f, src->f, src->depth * sizeof src->f[0]);
+    memcpy(dst->pbuf, src->pbuf, src->plen);
 }
 
 static bool push(tw_json_state *s, uint8_t kind, uint32_t node)
@@ -85,10 +88,43 @@ static bool string_char(const tw_json_grammar *g, tw_json_frame *f)
     return true;
 }
 
+static bool body_byte(tw_json_state *s, tw_json_frame *f, const jnode *n, unsigned char c);
+
+/* A string held to a pattern: written without escapes, each whole
+ * character asked of the pattern with the string so far (json_pattern.c);
+ * the character that fills maxLength, or leaves no room in the state's
+ * copy of the string for another, must make a match, as the closing quote
+ * must. */
+static bool pattern_byte(tw_json_state *s, tw_json_frame *f, const jnode *n, unsigned char c)
+{
+    const jpattern *p = &s->g->patterns[n->extra];
+    if (f->phase == SP_BODY) {
+        if (c == '"') {
+            if (f->count < n->min || json_pattern_test(p, s->pbuf, s->plen, true) != JP_MATCH)
+                return false;
+            s->plen = 0;
+            s->depth--;
+            return true;
+        }
+        if (c == '\\' || (c >= 0x80 && p->ascii))
+            return false;
+    }
+    if (s->plen >= TW_JSON_PATTERN_BYTES || !body_byte(s, f, n, c))
+        return false;
+    s->pbuf[s->plen++] = c;
+    if (f->phase != SP_BODY)
+        return true;
+    const bool last = f->count >= n->max || s->plen + 4 > TW_JSON_PATTERN_BYTES;
+    const int r = json_pattern_test(p, s->pbuf, s->plen, last);
+    return r == JP_MATCH || (r == JP_VIABLE && !last);
+}
+
 static bool string_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
 {
     const tw_json_grammar *g = s->g;
     const jnode *n = &g->nodes[f->node];
+    if (n->extra != JN_NONE)
+        return pattern_byte(s, f, n, c);
     if (n->format != JF_NONE) {
         /* a formatted string is plain ASCII, position by position */
         if (c == '"') {
@@ -105,6 +141,13 @@ static bool string_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
         f->bits = mem;
         return true;
     }
+    return body_byte(s, f, n, c);
+}
+
+/* A byte of a string without a format: the quote, escapes, UTF-8. */
+static bool body_byte(tw_json_state *s, tw_json_frame *f, const jnode *n, unsigned char c)
+{
+    const tw_json_grammar *g = s->g;
     switch (f->phase) {
     case SP_BODY:
         if (c == '"') {
@@ -505,6 +548,7 @@ bool tw_json_state_feed_byte(tw_json_state *s, unsigned char c)
                 return c == '[';
             case JN_STRING:
                 f->kind = FK_STRING;
+                s->plen = 0;
                 return c == '"';
             case JN_NUMBER:
             case JN_INTEGER:
@@ -596,7 +640,8 @@ bool tw_json_state_in_plain_string(const tw_json_state *s, uint32_t *room)
     if (s->depth == 0)
         return false;
     const tw_json_frame *f = &s->f[s->depth - 1];
-    if (f->kind != FK_STRING || f->phase != SP_BODY || s->g->nodes[f->node].format != JF_NONE)
+    const jnode *n = &s->g->nodes[f->node];
+    if (f->kind != FK_STRING || f->phase != SP_BODY || n->format != JF_NONE || n->extra != JN_NONE)
         return false;
     const uint32_t max = s->g->nodes[f->node].max;
     *room = max == UINT32_MAX ? UINT32_MAX : max - f->count;

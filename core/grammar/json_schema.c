@@ -149,6 +149,7 @@ static bool is_understood(const char *k)
                                         "maxItems",
                                         "minLength",
                                         "maxLength",
+                                        "pattern",
                                         "enum",
                                         "const",
                                         "anyOf",
@@ -179,7 +180,8 @@ static unsigned schema_types(compiler *c, const json_t *s)
         if (json_object_get(s, "items") || json_object_get(s, "minItems") ||
             json_object_get(s, "maxItems"))
             m |= T_ARRAY;
-        if (json_object_get(s, "minLength") || json_object_get(s, "maxLength"))
+        if (json_object_get(s, "minLength") || json_object_get(s, "maxLength") ||
+            json_object_get(s, "pattern"))
             m |= T_STRING;
         if (jc_bound_keyword(s))
             m |= T_NUMBER;
@@ -623,10 +625,17 @@ static uint32_t compile_typed(compiler *c, const json_t *s, unsigned types, int 
             node = lo > hi ? jc_fail(c, TW_INVALID_ARGUMENT,
                                      "json_schema: minLength is above maxLength%s (at %s)", NULL)
                            : jc_new_node(c, JN_STRING);
+            if (node != JN_NONE && format != JF_NONE && json_object_get(s, "pattern"))
+                node = jc_fail(c, TW_INVALID_ARGUMENT,
+                               "json_schema: \"pattern\" beside \"format\"%s (at %s)", NULL);
+            const uint32_t pattern = node != JN_NONE ? jc_pattern(c, s) : JN_NONE;
+            if (c->st != TW_OK)
+                node = JN_NONE;
             if (node != JN_NONE) {
                 c->g->nodes[node].min = lo;
                 c->g->nodes[node].max = hi;
                 c->g->nodes[node].format = (uint8_t)format;
+                c->g->nodes[node].extra = pattern;
             }
         }
         nodes[n] = node;
@@ -705,7 +714,7 @@ static uint32_t compile(compiler *c, const json_t *s, int depth)
     if (any || one)
         return compile_union(c, any ? any : one, any ? "anyOf" : "oneOf", depth);
     if (lits)
-        return compile_enum(c, s);
+        return jc_pattern_admits_literals(c, s) ? compile_enum(c, s) : JN_NONE;
     unsigned types = schema_types(c, s);
     if (!types)
         return JN_NONE;
@@ -718,6 +727,7 @@ void tw_json_grammar_free(tw_json_grammar *g)
 {
     if (!g)
         return;
+    json_patterns_free(g);
     free(g->tail);
     free(g->bounds);
     free(g->tag_alts);

@@ -11,6 +11,7 @@
 
 #include <curl/curl.h>
 #include <jansson.h>
+#include <regex.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,6 +182,29 @@ static void test_structured_outputs(void **state)
             fail_msg("no seed finished a %s answer within 300 tokens", forms[k].format);
     }
 
+    /* a strict schema's pattern holds through the HTTP API; POSIX regex
+     * checks what PCRE2 kept to */
+    regex_t hex;
+    assert_int_equal(regcomp(&hex, "^[a-f0-9]{6}$", REG_EXTENDED | REG_NOSUB), 0);
+    for (unsigned seed = 1; seed <= 2; seed++) {
+        twb_result r = json_chat(&s,
+                                 "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"id\","
+                                 "\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":{"
+                                 "\"id\":{\"type\":\"string\",\"pattern\":\"^[a-f0-9]{6}$\"}},"
+                                 "\"required\":[\"id\"],\"additionalProperties\":false}}}",
+                                 seed, "");
+        char *content, *finish;
+        whole_choice(&r, "pattern", &content, &finish);
+        json_t *doc = json_loads(content, 0, NULL);
+        const char *id = json_string_value(json_object_get(doc, "id"));
+        if (strcmp(finish, "stop") != 0 || !id || regexec(&hex, id, 0, NULL, 0) != 0)
+            fail_msg("a pattern answer (%s) does not fit: %s", finish, content);
+        json_decref(doc);
+        free(content);
+        free(finish);
+    }
+    regfree(&hex);
+
     /* vLLM's guided_choice: the answer is one of the texts, raw */
     for (unsigned seed = 1; seed <= 3; seed++) {
         char body[512];
@@ -206,14 +230,14 @@ static void test_structured_outputs(void **state)
         twb_result r = json_chat(&s,
                                  "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"p\","
                                  "\"schema\":{\"type\":\"object\",\"properties\":{\"x\":{"
-                                 "\"type\":\"string\",\"pattern\":\"^a+$\"}}}}}",
+                                 "\"type\":\"object\",\"patternProperties\":{\"^a\":{}}}}}}}",
                                  1, streamed ? ",\"stream\":true" : "");
         if (r.status != 400)
-            fail_msg("a schema with pattern: %ld %s", r.status, r.body);
+            fail_msg("a schema with patternProperties: %ld %s", r.status, r.body);
         json_t *j = json_loads(r.body, 0, NULL);
         json_t *e = json_object_get(j, "error");
         const char *msg = json_string_value(json_object_get(e, "message"));
-        if (!msg || !strstr(msg, "pattern"))
+        if (!msg || !strstr(msg, "patternProperties"))
             fail_msg("the refusal does not name the keyword: %s", r.body);
         assert_string_equal(json_string_value(json_object_get(e, "type")), "invalid_request_error");
         assert_string_equal(json_string_value(json_object_get(e, "param")), "response_format");

@@ -280,7 +280,11 @@ def main():
     put(jg, "choices", b"\x01yes\nno\nyes please\n\"q\"\0yes please")
     put(jg, "tail", b"\x02}\n</tool_call>\n" + json.dumps({"type": "object", "properties": {
         "city": {"type": "string"}}}).encode() + b'\0{"city": "Oslo"}}\n</tool_call>')
-    put(jg, "bad_schema", b'{"type": "string", "pattern": "a"}\0"a"')
+    put(jg, "pattern", json.dumps({"type": "object", "properties": {
+        "id": {"type": "string", "pattern": "^[A-Z]{2}-\\d{3}$"},
+        "note": {"type": "string", "pattern": "é|x", "maxLength": 8}}}).encode()
+        + b'\0{"id": "AB-123", "note": "caf\xc3\xa9"}')
+    put(jg, "bad_schema", b'{"type": "object", "patternProperties": {}}\0{}')
     put(jg, "bounds", json.dumps({"type": "object", "properties": {
         "age": {"type": "integer", "minimum": 0, "exclusiveMaximum": 150},
         "p": {"type": "number", "minimum": 0.1, "maximum": 0.9},

@@ -4,13 +4,14 @@
  * fits. The matcher is exact on prefixes: a byte is accepted only when some
  * continuation completes the document, so a generator that keeps to accepted
  * bytes can always finish (but for nesting deeper than TW_JSON_MAX_DEPTH,
- * which only a recursive schema can demand).
+ * which only a recursive schema can demand, and for the patterns named
+ * below).
  *
  * Schemas understood (anything else is refused with its JSON pointer, never
  * ignored, so an answer never silently breaks the caller's schema):
  *   type (a name or a list of names), properties, required,
  *   additionalProperties (false, true or a schema), items, minItems,
- *   maxItems, minLength, maxLength, enum, const, anyOf / oneOf whose
+ *   maxItems, minLength, maxLength, pattern, enum, const, anyOf / oneOf whose
  *   alternatives start with different JSON types (or are objects told apart
  *   by a property all of them require, with different const or enum
  *   values: that property is then written first), $ref to #/$defs/... or
@@ -36,6 +37,19 @@
  *     and 9 fraction digits (bounds finer than 1e-9 are rounded inward,
  *     multipleOf must be a multiple of 1e-9), never reads "-0", and is
  *     compared with its bounds exactly, as decimals;
+ *   - a string with a "pattern" (PCRE2's reading of it, with $ at the end
+ *     of the text only, as ECMA-262 has it; no back references) is written
+ *     without escapes, so it holds no quote, backslash or control
+ *     character, and in at most TW_JSON_PATTERN_BYTES bytes; each whole
+ *     character is taken only while PCRE2 finds the string a partial
+ *     match (for a pattern anchored with ^; one that is not can match
+ *     later), and the closing quote, like the character that reaches
+ *     maxLength or the last of those bytes, only on a match. A partial match can still have no
+ *     completion (a lookahead no character satisfies, a character that
+ *     needs an escape, a pattern longer than what is left of maxLength),
+ *     and a pattern that may match characters outside ASCII takes a UTF-8
+ *     lead byte before its character is whole, so for such patterns the
+ *     matcher can reach a string no byte continues;
  *   - whitespace between tokens is at most TW_JSON_MAX_WS bytes per gap, so
  *     a model cannot loop on blank space;
  *   - dates are real calendar days (Gregorian leap years); times and
@@ -60,6 +74,10 @@
 #define TW_JSON_MAX_PROPS   64   /* per object */
 #define TW_JSON_MAX_ENUM    64   /* values per enum */
 #define TW_JSON_MAX_LITERAL 4096 /* bytes of one enum value or key, as JSON */
+#define TW_JSON_MAX_PATTERN 1024 /* bytes of one "pattern" */
+/* Bytes a string held to a "pattern" may take (the pattern is asked about
+ * the whole string so far, which the state carries). */
+#define TW_JSON_PATTERN_BYTES 512
 
 typedef struct tw_json_grammar tw_json_grammar;
 
@@ -104,7 +122,9 @@ typedef struct tw_json_state {
     uint16_t depth; /* frames in use; 0: the document is whole */
     uint16_t tail;  /* bytes of the grammar's tail taken */
     uint8_t ws;     /* whitespace bytes in the current gap */
+    uint16_t plen;  /* bytes of the string being read, when it has a pattern */
     tw_json_frame f[TW_JSON_MAX_DEPTH];
+    unsigned char pbuf[TW_JSON_PATTERN_BYTES];
 } tw_json_state;
 
 void tw_json_state_init(tw_json_state *s, const tw_json_grammar *g);

@@ -135,12 +135,21 @@ check('structured outputs: json_schema, json_object and guided_choice', async ()
     guided_choice: ['good', 'bad'], temperature: 1, seed: 2, n: 2,
   });
   for (const c of g.choices) assert.ok(['good', 'bad'].includes(c.message.content), c.message.content);
+  // a pattern, checked here by JavaScript's own regular expressions
+  const pin = await client.chat.completions.create({
+    model, messages: [{ role: 'user', content: 'A PIN, as JSON.' }], temperature: 1, seed: 3,
+    response_format: { type: 'json_schema', json_schema: { name: 'pin', strict: true, schema: {
+      type: 'object', properties: { pin: { type: 'string', pattern: '^[0-9]{4}$' } },
+      required: ['pin'], additionalProperties: false } } },
+  });
+  assert.equal(pin.choices[0].finish_reason, 'stop');
+  assert.match(JSON.parse(pin.choices[0].message.content).pin, /^[0-9]{4}$/);
   await assert.rejects(
     client.chat.completions.create({
       model, messages: [{ role: 'user', content: 'x' }],
-      response_format: { type: 'json_schema', json_schema: { name: 'p', schema: { type: 'string', pattern: '^a' } } },
+      response_format: { type: 'json_schema', json_schema: { name: 'p', schema: { type: 'object', patternProperties: { '^a': {} } } } },
     }),
-    (e) => e instanceof sdk.BadRequestError && e.param === 'response_format' && /pattern/.test(e.message));
+    (e) => e instanceof sdk.BadRequestError && e.param === 'response_format' && /patternProperties/.test(e.message));
 });
 
 check('unknown model is NotFoundError', async () => {

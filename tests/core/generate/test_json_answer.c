@@ -1,9 +1,9 @@
 /* JSON answers on the shipped model: sampled at temperature 1, every choice
  * of a schema-bound request ends by itself with a document that a strict
  * parser reads and that fits the schema, which the same request without
- * the format does not give; "any JSON object" gives objects; schemas the
- * grammar does not understand, unknown formats and a JSON answer with a
- * forced tool call are refused at submit; speculation keeps to the grammar.
+ * the format does not give, and strings keep to their patterns; "any JSON object" gives objects;
+ * schemas the grammar does not understand, unknown formats and a JSON answer with a forced tool
+ * call are refused at submit; speculation keeps to the grammar.
  *
  *   test_json_answer MODEL.gguf */
 #include <setjmp.h>
@@ -13,6 +13,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,6 +158,36 @@ static void test_schema_answers(void **state)
     free(a);
 }
 
+/* Strings held to patterns, sampled at temperature 1: every choice ends
+ * with a document whose strings glibc's POSIX regex engine finds
+ * matching (the grammar asks PCRE2). */
+static void test_pattern_answers(void **state)
+{
+    (void)state;
+    static const char *const schema =
+        "{\"type\":\"object\",\"properties\":{\"code\":{\"type\":\"string\",\"pattern\":"
+        "\"^[A-Z]{3}-[0-9]{2,4}$\"},\"city\":{\"type\":\"string\",\"pattern\":\"^[A-Z][a-z]+$\","
+        "\"maxLength\":12}},\"required\":[\"code\",\"city\"],\"additionalProperties\":false}";
+    regex_t code, city;
+    assert_int_equal(regcomp(&code, "^[A-Z]{3}-[0-9]{2,4}$", REG_EXTENDED | REG_NOSUB), 0);
+    assert_int_equal(regcomp(&city, "^[A-Z][a-z]+$", REG_EXTENDED | REG_NOSUB), 0);
+    tw_gen_request r;
+    chat_request(&r, TW_OUTPUT_JSON, schema);
+    answer *a = run(&r);
+    for (int i = 0; i < CHOICES; i++) {
+        json_t *v = json_loads(a->text[i], 0, NULL);
+        const char *c = json_string_value(json_object_get(v, "code"));
+        const char *t = json_string_value(json_object_get(v, "city"));
+        if (a->finish[i] != TW_FINISH_STOP || !c || !t || regexec(&code, c, 0, NULL, 0) ||
+            regexec(&city, t, 0, NULL, 0) || strlen(t) > 12)
+            fail_msg("choice %d (finish %d) does not fit: %s", i, a->finish[i], a->text[i]);
+        json_decref(v);
+    }
+    free(a);
+    regfree(&code);
+    regfree(&city);
+}
+
 static void test_any_object(void **state)
 {
     (void)state;
@@ -283,8 +314,8 @@ static void test_refusals(void **state)
 {
     (void)state;
     tw_gen_request r;
-    chat_request(&r, TW_OUTPUT_JSON, "{\"type\":\"string\",\"pattern\":\"^a\"}");
-    refused(&r, TW_INVALID_ARGUMENT, "unsupported keyword \"pattern\"");
+    chat_request(&r, TW_OUTPUT_JSON, "{\"type\":\"object\",\"patternProperties\":{}}");
+    refused(&r, TW_INVALID_ARGUMENT, "unsupported keyword \"patternProperties\"");
     chat_request(&r, TW_OUTPUT_JSON, "{\"type\":");
     refused(&r, TW_INVALID_ARGUMENT, "json_schema: not JSON");
     chat_request(&r, TW_OUTPUT_CHOICE, NULL); /* no choices */
@@ -358,9 +389,9 @@ int main(int argc, char **argv)
     }
     g_model = argv[1];
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_schema_answers), cmocka_unit_test(test_any_object),
-        cmocka_unit_test(test_after_thinking), cmocka_unit_test(test_choice_answers),
-        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_schema_answers), cmocka_unit_test(test_pattern_answers),
+        cmocka_unit_test(test_any_object),     cmocka_unit_test(test_after_thinking),
+        cmocka_unit_test(test_choice_answers), cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

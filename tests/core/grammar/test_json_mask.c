@@ -1,9 +1,9 @@
 /* The vocabulary mask against the plain definition: a token is allowed
  * when a copy of the state takes all its bytes (and an end id when the
  * document is whole). Checked at every prefix of documents that pass
- * through strings, escapes, numbers, keys and literals, on the shipped
- * model's vocabulary and, with ../shared, on GPT-2's byte-level BPE and
- * Llama's SentencePiece vocabularies.
+ * through strings, escapes, numbers, keys, literals and strings held to a
+ * pattern, on the shipped model's vocabulary and, with ../shared, on
+ * GPT-2's byte-level BPE and Llama's SentencePiece vocabularies.
  *
  *   test_json_mask MODEL.gguf */
 #include <setjmp.h>
@@ -23,11 +23,15 @@ static const char *g_model;
 static const char *const g_schema =
     "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":6},"
     "\"n\":{\"type\":\"number\"},\"tags\":{\"type\":\"array\",\"items\":{\"enum\":"
-    "[\"alpha\",\"beta\",12]}},\"more\":{\"type\":\"object\"}},\"required\":[\"name\"]}";
+    "[\"alpha\",\"beta\",12]}},\"more\":{\"type\":\"object\"},\"code\":{\"type\":\"string\","
+    "\"pattern\":\"^[A-Z]{2}-\\\\d+$\"},\"word\":{\"type\":\"string\",\"pattern\":\"[a-z\xc3\xa9]$"
+    "\","
+    "\"maxLength\":9}},\"required\":[\"name\"]}";
 
 static const char *const g_docs[] = {
     "{\"name\": \"J\\u00e9 \\\"x\",\n \"n\": -12.5e+3, \"tags\": [\"beta\", 12],"
-    " \"more\": {\"k\": [true, null, \"\xf0\x9f\x98\x80\"]}}",
+    " \"more\": {\"k\": [true, null, \"\xf0\x9f\x98\x80\"]}, \"code\": \"AB-12\","
+    " \"word\": \"\xe2\x82\xac caf\xc3\xa9\"}",
     "{ \"name\" : \"ab\\ud83d\\ude00\" }",
 };
 
