@@ -57,6 +57,9 @@ uint32_t jc_number_bounds(compiler *c, const json_t *s, bool integer);
  * has none or it fails (c->st). */
 uint32_t jc_pattern(compiler *c, const json_t *s);
 
+/* Compiles pattern text src (len bytes) the same way. */
+uint32_t jc_pattern_source(compiler *c, const char *src, size_t len);
+
 /* Whether every string among s's enum or const values matches s's
  * "pattern" (true when it has none); false with c->st set. */
 bool jc_pattern_admits_literals(compiler *c, const json_t *s);

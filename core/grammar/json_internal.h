@@ -58,6 +58,11 @@ int json_format_step(jformat f, unsigned pos, uint32_t *mem, unsigned char c);
 /* Whether a string of format f may end at pos. */
 bool json_format_final(jformat f, unsigned pos);
 
+/* The pattern that stands for format `name` (json_format_patterns.c) and
+ * the most characters the format allows (UINT32_MAX: no bound); NULL for
+ * a format that is not read as a pattern. */
+const char *json_format_pattern(const char *name, uint32_t *max_chars);
+
 /* A string's "pattern" (json_pattern.c). */
 typedef struct jpattern {
     void *code;    /* pcre2_code */

@@ -8,6 +8,7 @@
  * JIT) keeps state between calls or needs the heap for the patterns taken
  * here, so the matcher's states stay plain data. */
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include <ctype.h>
 #include <pcre2.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,8 +36,12 @@ static bool may_match_non_ascii(const char *p, size_t n)
             return true;
         if (c == '[' && i + 1 < n && p[i + 1] == '^')
             return true;
-        if (c == '(' && i + 1 < n && p[i + 1] == '?' && memchr(p + i, 'i', n - i))
-            return true;
+        if (c == '(' && i + 1 < n && p[i + 1] == '?') {
+            /* the option letters of (?i), (?si:, (?-i) ... */
+            for (size_t k = i + 2; k < n && (isalpha((unsigned char)p[k]) || p[k] == '-'); k++)
+                if (p[k] == 'i')
+                    return true;
+        }
         if (c == '\\' && i + 1 < n) {
             if (strchr("DWSHVRXNCpPxuo0123456789", p[i + 1]))
                 return true;
@@ -52,15 +57,20 @@ uint32_t jc_pattern(compiler *c, const json_t *s)
     if (!v)
         return JN_NONE;
     const char *src = json_string_value(v);
-    const size_t len = json_string_length(v);
     if (!src)
         return jc_fail(c, TW_INVALID_ARGUMENT,
                        "json_schema: \"pattern\" must be a string%s (at %s)", NULL);
+    const size_t len = json_string_length(v);
     if (len > TW_JSON_MAX_PATTERN) {
         char what[64];
         snprintf(what, sizeof what, " of %zu bytes (at most %d)", len, TW_JSON_MAX_PATTERN);
         return jc_fail(c, TW_INVALID_ARGUMENT, "json_schema: a \"pattern\"%s (at %s)", what);
     }
+    return jc_pattern_source(c, src, len);
+}
+
+uint32_t jc_pattern_source(compiler *c, const char *src, size_t len)
+{
     tw_json_grammar *g = c->g;
     if (!jc_grow((void **)&g->patterns, &g->cap_patterns, g->n_patterns + 1, sizeof *g->patterns))
         return jc_fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);
@@ -118,6 +128,11 @@ bool jc_pattern_admits_literals(compiler *c, const json_t *s)
         }
     }
     return true;
+}
+
+bool tw_json_grammar_has_patterns(const tw_json_grammar *g)
+{
+    return g && g->n_patterns > 0;
 }
 
 void json_patterns_free(tw_json_grammar *g)

@@ -570,14 +570,19 @@ static uint32_t compile_union(compiler *c, const json_t *alts, const char *kw, i
     return u;
 }
 
-/* "format": date, time, date-time and uuid strings are generated as such;
+/* "format": date, time, date-time and uuid strings are generated as such
+ * (a length bound beside them is refused: the format fixes the length);
+ * ipv4, ipv6, hostname, email and duration strings as the pattern that
+ * stands for them (*pattern, with the most characters the format allows);
  * int64, float and double numbers are what every number here already is;
- * any other format is refused, as is a length bound beside a string
- * format (the format fixes the length). */
-static bool format_of(compiler *c, const json_t *s, unsigned types, jformat *out)
+ * any other format is refused, as is a "pattern" beside a string format. */
+static bool format_of(compiler *c, const json_t *s, unsigned types, jformat *out,
+                      const char **pattern, uint32_t *pattern_max)
 {
     const json_t *v = json_object_get(s, "format");
     *out = JF_NONE;
+    *pattern = NULL;
+    *pattern_max = UINT32_MAX;
     if (!v)
         return true;
     const char *name = json_string_value(v);
@@ -586,8 +591,16 @@ static bool format_of(compiler *c, const json_t *s, unsigned types, jformat *out
         return false;
     }
     *out = json_format_named(name);
-    if (*out != JF_NONE && (types & T_STRING)) {
-        if (json_object_get(s, "minLength") || json_object_get(s, "maxLength")) {
+    if (types & T_STRING)
+        *pattern = json_format_pattern(name, pattern_max);
+    if ((*out != JF_NONE || *pattern) && (types & T_STRING)) {
+        if (json_object_get(s, "pattern")) {
+            jc_fail(c, TW_INVALID_ARGUMENT, "json_schema: \"pattern\" beside \"format\"%s (at %s)",
+                    NULL);
+            return false;
+        }
+        if (*out != JF_NONE &&
+            (json_object_get(s, "minLength") || json_object_get(s, "maxLength"))) {
             jc_fail(c, TW_INVALID_ARGUMENT,
                     "json_schema: minLength or maxLength beside \"format\"%s (at %s)", NULL);
             return false;
@@ -616,7 +629,9 @@ static uint32_t compile_typed(compiler *c, const json_t *s, unsigned types, int 
         classes[n++] = 1u << JC_ARRAY;
     }
     jformat format = JF_NONE;
-    if (!format_of(c, s, types, &format))
+    const char *format_pattern;
+    uint32_t format_max;
+    if (!format_of(c, s, types, &format, &format_pattern, &format_max))
         return JN_NONE;
     if (types & T_STRING) {
         uint32_t lo, hi, node = JN_NONE;
@@ -625,15 +640,15 @@ static uint32_t compile_typed(compiler *c, const json_t *s, unsigned types, int 
             node = lo > hi ? jc_fail(c, TW_INVALID_ARGUMENT,
                                      "json_schema: minLength is above maxLength%s (at %s)", NULL)
                            : jc_new_node(c, JN_STRING);
-            if (node != JN_NONE && format != JF_NONE && json_object_get(s, "pattern"))
-                node = jc_fail(c, TW_INVALID_ARGUMENT,
-                               "json_schema: \"pattern\" beside \"format\"%s (at %s)", NULL);
-            const uint32_t pattern = node != JN_NONE ? jc_pattern(c, s) : JN_NONE;
+            const uint32_t pattern =
+                node == JN_NONE  ? JN_NONE
+                : format_pattern ? jc_pattern_source(c, format_pattern, strlen(format_pattern))
+                                 : jc_pattern(c, s);
             if (c->st != TW_OK)
                 node = JN_NONE;
             if (node != JN_NONE) {
                 c->g->nodes[node].min = lo;
-                c->g->nodes[node].max = hi;
+                c->g->nodes[node].max = hi < format_max ? hi : format_max;
                 c->g->nodes[node].format = (uint8_t)format;
                 c->g->nodes[node].extra = pattern;
             }

@@ -16,6 +16,7 @@
  *   by a property all of them require, with different const or enum
  *   values: that property is then written first), $ref to #/$defs/... or
  *   #/definitions/..., format (date, time, date-time and uuid strings;
+ *   ipv4, ipv6, hostname, email and duration strings, read as patterns;
  *   int64, float and double numbers), minimum, maximum, exclusiveMinimum
  *   and exclusiveMaximum (as numbers, or draft 4's booleans beside
  *   minimum and maximum), multipleOf, and the annotations title,
@@ -89,6 +90,11 @@ tw_status tw_json_grammar_compile(const char *schema, size_t len, tw_json_gramma
                                   tw_err *err);
 
 void tw_json_grammar_free(tw_json_grammar *g);
+
+/* Whether g holds strings read as patterns ("pattern", or the formats read
+ * as one), the one place where the matcher may reach a state no byte
+ * continues (see above). */
+bool tw_json_grammar_has_patterns(const tw_json_grammar *g);
 
 /* A grammar whose documents are exactly one of the n raw texts (1 to
  * TW_JSON_MAX_ENUM, non-empty UTF-8 of at most TW_JSON_MAX_LITERAL bytes),

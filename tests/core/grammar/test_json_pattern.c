@@ -1,12 +1,15 @@
 /* Strings held to a schema's "pattern": the matcher's verdicts on whole
  * documents and prefixes, the refusals, and random walks whose strings
  * glibc's POSIX regex engine (not PCRE2, which the matcher uses) finds
- * matching. */
+ * matching; the formats read as patterns (ipv4, ipv6, hostname, email,
+ * duration) against glibc's address parser and the RFCs' rules. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <arpa/inet.h>
+#include <ctype.h>
 #include <jansson.h>
 #include <regex.h>
 #include <stdio.h>
@@ -65,6 +68,7 @@ static void test_verdicts(void **state)
     (void)state;
     /* anchored at both ends: each character is asked at once */
     tw_json_grammar *g = string_schema("^[A-Z]{2}-\\d{3}$", NULL);
+    assert_true(tw_json_grammar_has_patterns(g));
     assert_true(accepts(g, "\"AB-123\""));
     assert_false(accepts(g, "\"AB-12\""));
     assert_int_equal(taken(g, "\"AB-1234\""), 7); /* the fourth digit */
@@ -127,6 +131,10 @@ static void test_verdicts(void **state)
     assert_false(accepts(g, "{\"id\": \"\"}"));
     tw_json_grammar_free(g);
 
+    g = compile_ok("{\"type\":\"string\",\"maxLength\":3}");
+    assert_false(tw_json_grammar_has_patterns(g));
+    tw_json_grammar_free(g);
+
     /* enum and const values are checked against the pattern once */
     g = compile_ok("{\"enum\":[\"AB\",\"CD\",3],\"pattern\":\"^[A-Z]+$\"}");
     assert_true(accepts(g, "\"CD\""));
@@ -152,6 +160,8 @@ static void test_refusals(void **state)
         {"{\"type\":\"string\",\"pattern\":7}", "\"pattern\" must be a string"},
         {"{\"type\":\"string\",\"format\":\"date\",\"pattern\":\"^2\"}",
          "\"pattern\" beside \"format\""},
+        {"{\"type\":\"string\",\"format\":\"email\",\"pattern\":\"^a\"}",
+         "\"pattern\" beside \"format\""},
         {"{\"enum\":[\"AB\",\"c\"],\"pattern\":\"^[A-Z]+$\"}",
          "c, an enum or const value, does not"},
         {"{\"const\":\"x\",\"pattern\":\"y\"}", "does not match its \"pattern\""},
@@ -167,8 +177,10 @@ static void test_refusals(void **state)
     }
 }
 
-/* Takes random accepted bytes until the document is whole (the closing
- * quote preferred once allowed past `soft` bytes); fails on a dead end. */
+/* Takes random accepted bytes until the document is whole (past `soft`
+ * bytes, the closing quote preferred once allowed, else an e-mail's @, so
+ * that a walk ends long before the string's room does); fails on a dead
+ * end. */
 static size_t walk(const tw_json_grammar *g, tw_test_rng *rng, char *out, size_t cap, size_t soft)
 {
     tw_json_state s, t;
@@ -177,17 +189,20 @@ static size_t walk(const tw_json_grammar *g, tw_test_rng *rng, char *out, size_t
     while (!tw_json_state_closed(&s) && n + 1 < cap) {
         unsigned char ok[256];
         int n_ok = 0;
-        bool close = false;
+        bool close = false, at = false;
         for (int c = 1; c < 256; c++) {
             tw_json_state_copy(&t, &s);
             if (tw_json_state_feed_byte(&t, (unsigned char)c)) {
                 ok[n_ok++] = (unsigned char)c;
                 close |= c == '"' && n > 0;
+                at |= c == '@';
             }
         }
         if (n_ok == 0)
             fail_msg("dead end after %zu bytes: %.*s", n, (int)n, out);
-        const unsigned char c = n > soft && close ? '"' : ok[tw_test_rand_u64(rng) % n_ok];
+        const unsigned char c = n > soft && close ? '"'
+                                : n > soft && at  ? '@'
+                                                  : ok[tw_test_rand_u64(rng) % n_ok];
         assert_true(tw_json_state_feed_byte(&s, c));
         out[n++] = (char)c;
     }
@@ -228,12 +243,184 @@ static void test_random_walks(void **state)
     }
 }
 
+/* Independent readings of the pattern-backed formats: glibc's address
+ * parser for ipv4 and ipv6, and the RFCs' rules written out here for the
+ * rest. */
+static bool host_fits(const char *h, size_t n)
+{
+    if (n == 0 || n > 253)
+        return false;
+    for (size_t at = 0; at <= n;) {
+        size_t end = at;
+        while (end < n && h[end] != '.')
+            end++;
+        const size_t len = end - at;
+        if (len == 0 || len > 63 || h[at] == '-' || h[end - 1] == '-')
+            return false;
+        for (size_t i = at; i < end; i++)
+            if (!isalnum((unsigned char)h[i]) && h[i] != '-')
+                return false;
+        at = end + 1;
+    }
+    return true;
+}
+
+static bool email_fits(const char *e)
+{
+    const char *at = strrchr(e, '@');
+    if (!at || at == e || e[0] == '.' || at[-1] == '.' || strstr(e, "..") ||
+        !host_fits(at + 1, strlen(at + 1)) || strlen(e) > 254)
+        return false;
+    for (const char *p = e; p < at; p++)
+        if (!isalnum((unsigned char)*p) && !strchr("!#$%&'*+/=?^_`{|}~-.", *p))
+            return false;
+    return true;
+}
+
+/* Digits then the unit; advances *p past both. */
+static bool dur_part(const char **p, char unit)
+{
+    const char *q = *p;
+    while (isdigit((unsigned char)*q))
+        q++;
+    if (q == *p || *q != unit)
+        return false;
+    *p = q + 1;
+    return true;
+}
+
+/* The next part's unit, if digits are followed by one. */
+static char dur_next(const char *p)
+{
+    while (isdigit((unsigned char)*p))
+        p++;
+    return *p;
+}
+
+/* RFC 3339 appendix A, read front to back. */
+static bool duration_fits(const char *d)
+{
+    if (*d++ != 'P')
+        return false;
+    if (dur_next(d) == 'W' && d[0] != 'T')
+        return dur_part(&d, 'W') && *d == '\0';
+    bool date = false;
+    const char units[] = "YMD";
+    for (int u = 0; u < 3 && *d && *d != 'T'; u++) {
+        if (dur_next(d) != units[u])
+            continue;
+        /* years carry months only, months carry days only */
+        if (date && u > 0 && units[u - 1] != d[-1])
+            return false;
+        if (!dur_part(&d, units[u]))
+            return false;
+        date = true;
+    }
+    bool time = false;
+    if (*d == 'T') {
+        d++;
+        const char tunits[] = "HMS";
+        for (int u = 0; u < 3 && *d; u++) {
+            if (dur_next(d) != tunits[u])
+                continue;
+            if (time && tunits[u - 1] != d[-1])
+                return false;
+            if (!dur_part(&d, tunits[u]))
+                return false;
+            time = true;
+        }
+        if (!time)
+            return false;
+    }
+    return *d == '\0' && (date || time);
+}
+
+static bool format_fits(const char *format, const char *v)
+{
+    unsigned char addr[16];
+    if (!strcmp(format, "ipv4"))
+        return inet_pton(AF_INET, v, addr) == 1;
+    if (!strcmp(format, "ipv6"))
+        return inet_pton(AF_INET6, v, addr) == 1;
+    if (!strcmp(format, "hostname"))
+        return host_fits(v, strlen(v));
+    if (!strcmp(format, "email"))
+        return email_fits(v);
+    return duration_fits(v);
+}
+
+static void test_formats(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *format, *good[8], *bad[8];
+    } cases[] = {
+        {"ipv4",
+         {"0.0.0.0", "255.255.255.255", "192.168.1.10"},
+         {"256.1.1.1", "01.2.3.4", "1.2.3", "1.2.3.4.5", "a.b.c.d", "1.2.3.4 "}},
+        {"ipv6",
+         {"::", "::1", "2001:db8::8a2e:370:7334", "fe80::1:2:3:4", "1:2:3:4:5:6:7:8",
+          "::ffff:192.0.2.128", "1::", "A:b::C"},
+         {"1:2:3:4:5:6:7:8:9", "12345::", "1::2::3", ":1", "1:2:3:4:5:6:7", "::ffff:256.0.0.1",
+          "g::"}},
+        {"hostname",
+         {"example.com", "a", "xn--bcher-kva.example", "a-b.c9"},
+         {"-a.com", "a-.com", "a..b", ".a", "a_b", "a.",
+          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.b"}},
+        {"email",
+         {"ada@example.org", "first.last+tag@sub.example.co", "x@y", "o'neil@x.io"},
+         {"ada", "@example.org", "a..b@x.org", ".a@x", "a@-x.org", "a b@x.org", "a@b@c"}},
+        {"duration",
+         {"P1Y", "P1Y2M3D", "PT4H5M6S", "P3W", "P1DT2H", "PT0S", "P1M", "P2MT30M"},
+         {"P", "PT", "P1H", "P1Y2D", "P1W2D", "1Y", "P1.5Y", "PT1H2S"}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char schema[128], doc[300];
+        snprintf(schema, sizeof schema, "{\"type\":\"string\",\"format\":\"%s\"}", cases[i].format);
+        tw_json_grammar *g = compile_ok(schema);
+        for (int k = 0; k < 8 && cases[i].good[k]; k++) {
+            assert_true(format_fits(cases[i].format, cases[i].good[k]));
+            snprintf(doc, sizeof doc, "\"%s\"", cases[i].good[k]);
+            if (!accepts(g, doc))
+                fail_msg("%s refused %s", cases[i].format, doc);
+        }
+        for (int k = 0; k < 8 && cases[i].bad[k]; k++) {
+            assert_false(format_fits(cases[i].format, cases[i].bad[k]));
+            snprintf(doc, sizeof doc, "\"%s\"", cases[i].bad[k]);
+            if (accepts(g, doc))
+                fail_msg("%s accepted %s", cases[i].format, doc);
+        }
+        /* random walks: every finished string is the format's */
+        tw_test_rng rng = {0xf00d + i};
+        int finished = 0;
+        for (int w = 0; w < 150; w++) {
+            const size_t n = walk(g, &rng, doc, sizeof doc, 6 + (size_t)w % 40);
+            if (!n)
+                continue;
+            finished++;
+            json_t *v = json_loadb(doc, n, JSON_DECODE_ANY, NULL);
+            if (!json_is_string(v) || !format_fits(cases[i].format, json_string_value(v)))
+                fail_msg("%s: walk %d gave %s", cases[i].format, w, doc);
+            json_decref(v);
+        }
+        assert_true(finished > 100);
+        tw_json_grammar_free(g);
+    }
+    /* these formats take length bounds, the shorter bound winning */
+    tw_json_grammar *g =
+        compile_ok("{\"type\":\"string\",\"format\":\"hostname\",\"maxLength\":5}");
+    assert_true(accepts(g, "\"ab.cd\""));
+    assert_false(accepts(g, "\"abc.de\""));
+    tw_json_grammar_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_verdicts),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_random_walks),
+        cmocka_unit_test(test_formats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
