@@ -83,6 +83,17 @@ static tw_status parse_u64(const char *name, const char *v, uint64_t lo, uint64_
     return TW_OK;
 }
 
+static tw_status parse_bool(const char *name, const char *v, bool *out, tw_err *err)
+{
+    if (!strcasecmp(v, "true") || !strcmp(v, "1") || !strcasecmp(v, "yes"))
+        *out = true;
+    else if (!strcasecmp(v, "false") || !strcmp(v, "0") || !strcasecmp(v, "no"))
+        *out = false;
+    else
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "%s: expected true or false, got '%s'", name, v);
+    return TW_OK;
+}
+
 static tw_status set_string(char *dst, size_t cap, const char *name, const char *v,
                             tw_err *err)
 {
@@ -152,15 +163,14 @@ static tw_status apply(tw_bridge_config *c, const char *name, const char *v, tw_
     }
     if (!strcmp(name, "responses_store_file"))
         return set_string(c->responses_store_file, sizeof c->responses_store_file, name, v, err);
-    if (!strcmp(name, "quiet")) {
-        if (!strcasecmp(v, "true") || !strcmp(v, "1") || !strcasecmp(v, "yes"))
-            c->quiet = true;
-        else if (!strcasecmp(v, "false") || !strcmp(v, "0") || !strcasecmp(v, "no"))
-            c->quiet = false;
-        else
-            return tw_errorf(err, TW_INVALID_ARGUMENT, "quiet: expected true or false");
-        return TW_OK;
+    if (!strcmp(name, "responses_store_sync")) {
+        bool sync;
+        if ((st = parse_bool(name, v, &sync, err)) == TW_OK)
+            c->responses_store_nosync = !sync;
+        return st;
     }
+    if (!strcmp(name, "quiet"))
+        return parse_bool(name, v, &c->quiet, err);
     return tw_errorf(err, TW_INVALID_ARGUMENT, "unknown setting '%s'", name);
 }
 
@@ -216,6 +226,9 @@ const char *tw_bridge_config_usage(void)
            "                           recently used dropped first; 0 keeps none (64)\n"
            "  --responses-store-file F read the kept responses from F at start and append\n"
            "                           each one kept or deleted to it (default: memory only)\n"
+           "  --responses-store-sync B sync each appended line to the disk before the answer\n"
+           "                           goes out (true, the default), or leave it to the\n"
+           "                           system's write-back (false)\n"
            "  --quiet                  no access log\n";
 }
 

@@ -33,6 +33,7 @@ typedef struct tw_bridge_config {
     unsigned queue;                      /* requests waiting for a worker */
     size_t responses_store_bytes;        /* kept /v1/responses answers; 0: none */
     char responses_store_file[TW_BRIDGE_URL_MAX]; /* kept across restarts; "": not */
+    bool responses_store_nosync;                  /* journal lines not synced to disk one by one */
     bool quiet;                          /* no access log on stderr */
 } tw_bridge_config;
 

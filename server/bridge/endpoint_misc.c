@@ -185,6 +185,8 @@ void tw_bridge_ep_metrics(tw_bridge *b, tw_bridge_http_resp *resp)
         atomic_store(&b->metrics.responses_kept_bytes, bytes);
         atomic_store(&b->metrics.responses_journal_errors,
                      (size_t)tw_bridge_resp_store_journal_errors(b->store));
+        atomic_store(&b->metrics.responses_journal_syncs,
+                     (size_t)tw_bridge_resp_store_journal_syncs(b->store));
     }
     char *text = tw_bridge_metrics_render(&b->metrics, tw_bridge_engine_up(b->engine),
                                           have ? rep->stats : NULL);

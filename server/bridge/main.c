@@ -65,6 +65,7 @@ int main(int argc, char **argv)
         /* Written back at once, so that a file that cannot be written is
          * found now rather than later, and from then on every answer kept
          * or deleted is appended to it as it happens. */
+        tw_bridge_resp_store_journal_sync(bridge.store, !cfg.responses_store_nosync);
         if (tw_bridge_resp_store_journal(bridge.store, store_file, &err) != TW_OK) {
             fprintf(stderr, "tokenwire-bridge: %s\n", err.msg);
             tw_bridge_fini(&bridge);

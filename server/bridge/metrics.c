@@ -35,6 +35,7 @@ void tw_bridge_metrics_init(tw_bridge_metrics *m)
     atomic_init(&m->responses_kept, 0);
     atomic_init(&m->responses_kept_bytes, 0);
     atomic_init(&m->responses_journal_errors, 0);
+    atomic_init(&m->responses_journal_syncs, 0);
 }
 
 void tw_bridge_metrics_request(tw_bridge_metrics *m, tw_bridge_route route, int http_status,
@@ -205,6 +206,10 @@ char *tw_bridge_metrics_render(tw_bridge_metrics *m, bool engine_up,
                 "Kept or deleted responses the --responses-store-file journal could not record.");
     out(&b, "tokenwire_bridge_responses_journal_errors_total %zu\n",
         atomic_load(&m->responses_journal_errors));
+    metric_head(&b, "tokenwire_bridge_responses_journal_syncs_total", "counter",
+                "Journal lines synced to the disk (--responses-store-sync).");
+    out(&b, "tokenwire_bridge_responses_journal_syncs_total %zu\n",
+        atomic_load(&m->responses_journal_syncs));
     metric_head(&b, "tokenwire_engine_up", "gauge", "1 when the engine answers.");
     out(&b, "tokenwire_engine_up %d\n", engine_up ? 1 : 0);
     if (stats)

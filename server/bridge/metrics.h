@@ -45,6 +45,7 @@ typedef struct tw_bridge_metrics {
     atomic_int streams_active;
     /* the kept /v1/responses answers, read from the store at each scrape */
     atomic_size_t responses_kept, responses_kept_bytes, responses_journal_errors;
+    atomic_size_t responses_journal_syncs;
 } tw_bridge_metrics;
 
 void tw_bridge_metrics_init(tw_bridge_metrics *m);

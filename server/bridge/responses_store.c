@@ -30,6 +30,8 @@ struct tw_bridge_resp_store {
     size_t journal_bytes;   /* the file's length */
     size_t journal_backoff; /* added to the rewrite length after a failed rewrite */
     unsigned long journal_errors;
+    bool journal_sync; /* each line synced to the disk as it is written */
+    unsigned long journal_syncs;
 };
 
 /* A journal longer than twice what the store holds, plus this, is
@@ -55,6 +57,7 @@ tw_status tw_bridge_resp_store_open(size_t max_bytes, tw_bridge_resp_store **out
     }
     s->max_bytes = max_bytes;
     s->journal_fd = -1;
+    s->journal_sync = true;
     *out = s;
     return TW_OK;
 }
@@ -181,6 +184,14 @@ static void journal_append(tw_bridge_resp_store *s, const char *line, size_t len
         done += (size_t)w;
     }
     s->journal_bytes += len;
+    /* under the lock: the next line waits for this one to be on the disk,
+     * and so does the answer that put it here */
+    if (s->journal_sync) {
+        if (fdatasync(s->journal_fd) == 0)
+            s->journal_syncs++;
+        else
+            s->journal_errors++;
+    }
     if (s->journal_bytes > 2 * s->bytes + JOURNAL_SLACK + s->journal_backoff) {
         char path[sizeof s->journal_path];
         memcpy(path, s->journal_path, sizeof path);
@@ -334,6 +345,25 @@ static tw_status open_journal(tw_bridge_resp_store *s, const char *path, tw_err 
     return TW_OK;
 }
 
+/* The rename of a file into path made lasting: its directory synced.
+ * Best effort, as a directory that cannot be opened cannot be helped. */
+static void sync_dir(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if ((size_t)(slash - path) < sizeof dir)
+        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    else
+        return;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+}
+
 static tw_status save_locked(tw_bridge_resp_store *s, const char *path, tw_err *err)
 {
     char tmp[4096];
@@ -364,6 +394,7 @@ static tw_status save_locked(tw_bridge_resp_store *s, const char *path, tw_err *
         unlink(tmp);
         return st;
     }
+    sync_dir(path);
     /* the journal's file was just replaced: go on appending to the new one */
     if (s->journal_fd >= 0 && strcmp(path, s->journal_path) == 0)
         return open_journal(s, path, err);
@@ -386,6 +417,21 @@ tw_status tw_bridge_resp_store_journal(tw_bridge_resp_store *s, const char *path
         st = open_journal(s, path, err);
     pthread_mutex_unlock(&s->mu);
     return st;
+}
+
+void tw_bridge_resp_store_journal_sync(tw_bridge_resp_store *s, bool each_line)
+{
+    pthread_mutex_lock(&s->mu);
+    s->journal_sync = each_line;
+    pthread_mutex_unlock(&s->mu);
+}
+
+unsigned long tw_bridge_resp_store_journal_syncs(tw_bridge_resp_store *s)
+{
+    pthread_mutex_lock(&s->mu);
+    unsigned long n = s->journal_syncs;
+    pthread_mutex_unlock(&s->mu);
+    return n;
 }
 
 unsigned long tw_bridge_resp_store_journal_errors(tw_bridge_resp_store *s)

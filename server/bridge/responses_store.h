@@ -60,9 +60,19 @@ tw_status tw_bridge_resp_store_save(tw_bridge_resp_store *s, const char *path, t
  * line) and delete (a line {"owner":..., "delete": id}) to it, and
  * rewrites it whenever it grows past twice what the store holds plus
  * 1 MiB. Call it after load: lines load reads are not appended again.
- * The lines reach the kernel at once (a killed bridge loses none), the
- * disk when the system writes them back. */
+ * The lines reach the kernel at once (a killed bridge loses none) and,
+ * unless tw_bridge_resp_store_journal_sync turned it off, the disk before
+ * the call that wrote them returns (a machine that loses power loses
+ * none either); a rewrite is synced, its directory too. */
 tw_status tw_bridge_resp_store_journal(tw_bridge_resp_store *s, const char *path, tw_err *err);
+
+/* Whether each journal line is synced to the disk as it is written (true
+ * from open): false leaves it to the system's write-back, for a disk
+ * whose syncs cost more than the answers are worth. */
+void tw_bridge_resp_store_journal_sync(tw_bridge_resp_store *s, bool each_line);
+
+/* Journal lines synced to the disk so far. */
+unsigned long tw_bridge_resp_store_journal_syncs(tw_bridge_resp_store *s);
 
 /* Journal lines that could not be written (disk full, an unwritable
  * rewrite); those answers are still kept in memory. */

@@ -337,7 +337,7 @@ static void test_streamed_and_off(void **state)
 typedef struct store_file {
     char dir[32];
     char path[128];
-    const char *flags[3];
+    const char *flags[5];
 } store_file;
 
 static void store_file_make(store_file *f)
@@ -348,6 +348,19 @@ static void store_file_make(store_file *f)
     f->flags[0] = "--responses-store-file";
     f->flags[1] = f->path;
     f->flags[2] = NULL;
+}
+
+/* The value of a counter on /metrics (-1 when it is not there). */
+static long metric(const twb_service *s, const char *name)
+{
+    twb_result m = twb_http(s, "GET", "/metrics", NULL, 0);
+    assert_int_equal(m.status, 200);
+    char line[128];
+    snprintf(line, sizeof line, "\n%s ", name);
+    const char *at = strstr(m.body, line);
+    const long v = at ? strtol(at + strlen(line), NULL, 10) : -1;
+    free(m.body);
+    return v;
 }
 
 static void store_file_remove(const store_file *f)
@@ -365,11 +378,17 @@ static void test_restart(void **state)
     store_file sf;
     store_file_make(&sf);
     const char *const *flags = sf.flags;
+    /* the journal's lines left to the system's write-back: none synced */
+    sf.flags[2] = "--responses-store-sync";
+    sf.flags[3] = "false";
+    sf.flags[4] = NULL;
     twb_service s;
     start(&s, flags);
     json_t *r = post_ok(&s, "/v1/responses", "{\"input\":\"" ASK_ADD "\"," SETTINGS "}",
                         "response before the restart");
+    assert_int_equal(metric(&s, "tokenwire_bridge_responses_journal_syncs_total"), 0);
     twb_stop(&s);
+    sf.flags[2] = NULL;
     start(&s, flags);
     char path[256], body[512];
     snprintf(path, sizeof path, "/v1/responses/%s", str(r, "id"));
@@ -419,6 +438,9 @@ static void test_killed(void **state)
     twb_result d = twb_http(&s, "DELETE", gone_path, NULL, 0);
     assert_int_equal(d.status, 200);
     free(d.body);
+    /* two answers kept and one deleted, each line on the disk before the
+     * call that wrote it returned */
+    assert_int_equal(metric(&s, "tokenwire_bridge_responses_journal_syncs_total"), 3);
     twb_kill_bridge(&s);
     twb_stop(&s);
     struct stat st;

@@ -328,7 +328,8 @@ static off_t file_size(const char *path)
 
 /* With a journal, a store closed without a save (as a killed bridge ends)
  * leaves a file that loads to what it held: later puts, replaced ids and
- * deletes included, and an entry cut short by the kill is skipped. */
+ * deletes included, and an entry cut short by the kill is skipped. Each
+ * line is synced to the disk as it is written, unless that is turned off. */
 static void test_journal(void **state)
 {
     (void)state;
@@ -346,6 +347,11 @@ static void test_journal(void **state)
     assert_true(tw_bridge_resp_store_delete(s, alice, "resp_0"));
     assert_false(tw_bridge_resp_store_delete(s, alice, "resp_3")); /* bob's: not deleted */
     assert_int_equal(tw_bridge_resp_store_journal_errors(s), 0);
+    /* each line written (three puts and a delete) synced as it was */
+    assert_int_equal(tw_bridge_resp_store_journal_syncs(s), 4);
+    tw_bridge_resp_store_journal_sync(s, false);
+    put_n(s, alice, 7, 8);
+    assert_int_equal(tw_bridge_resp_store_journal_syncs(s), 4);
     tw_bridge_resp_store_close(s);
     FILE *f = fopen(path, "a");
     fputs("{\"owner\":\"", f); /* a line the kill cut */
@@ -358,13 +364,14 @@ static void test_journal(void **state)
     assert_false(kept(t, alice, "resp_0"));
     assert_true(kept(t, alice, "resp_1"));
     assert_true(kept(t, bob, "resp_3"));
+    assert_true(kept(t, alice, "resp_7")); /* not synced, but written */
     json_t *r2 = NULL, *it2 = NULL;
     assert_true(tw_bridge_resp_store_get(t, bob, "resp_2", &r2, &it2));
     assert_true(json_equal(r, r2));
     assert_true(json_equal(it, it2));
     size_t n, bytes;
     tw_bridge_resp_store_usage(t, &n, &bytes);
-    assert_int_equal(n, 3);
+    assert_int_equal(n, 4);
     json_decref(r), json_decref(it), json_decref(r2), json_decref(it2);
     tw_bridge_resp_store_close(t);
     tmp_file_remove(&tf);
