@@ -41,6 +41,21 @@
     "(?:" NUM "D|" NUM "M(?:" NUM "D)?|" NUM "Y(?:" NUM "M(?:" NUM "D)?)?)(?:" DUR_TIME ")?"
 #define DURATION "P(?:" DUR_DATE "|" DUR_TIME "|" NUM "W)"
 
+/* RFC 3986 URIs: scheme ":" hier-part [ "?" query ] [ "#" fragment ],
+ * the authority's host a bracketed IPv6 or IPvFuture literal or a
+ * registered name (which dotted quads are a case of). */
+#define PCT       "%[0-9A-Fa-f]{2}"
+#define SUB_UNRES "\\-A-Za-z0-9._~!$&'()*+,;="
+#define PCHAR     "(?:[" SUB_UNRES ":@]|" PCT ")"
+#define SCHEME    "[A-Za-z][A-Za-z0-9+.-]*"
+#define IP_LIT    "\\[(?:" IPV6 "|v[0-9A-Fa-f]+\\.[" SUB_UNRES ":]+)\\]"
+#define AUTHORITY                                                                                  \
+    "(?:(?:[" SUB_UNRES ":]|" PCT ")*@)?(?:" IP_LIT "|(?:[" SUB_UNRES "]|" PCT ")*)(?::[0-9]*)?"
+#define HIER_PART                                                                                  \
+    "(?://" AUTHORITY "(?:/" PCHAR "*)*|/(?:" PCHAR "+(?:/" PCHAR "*)*)?|" PCHAR "+(?:/" PCHAR     \
+    "*)*)?"
+#define URI SCHEME ":" HIER_PART "(?:\\?(?:" PCHAR "|[/?])*)?(?:#(?:" PCHAR "|[/?])*)?"
+
 typedef struct format_pattern {
     const char *name, *pattern;
     uint32_t max_chars; /* the longest text the format allows */
@@ -52,6 +67,7 @@ static const format_pattern formats[] = {
     {"hostname", "^" HOSTNAME "$", 253},
     {"email", "^" EMAIL "$", 254},
     {"duration", "^" DURATION "$", UINT32_MAX},
+    {"uri", "^" URI "$", UINT32_MAX},
 };
 
 const char *json_format_pattern(const char *name, uint32_t *max_chars)

@@ -23,29 +23,43 @@
  * is one that backtracks without end. */
 #define MATCH_LIMIT 100000
 
-/* Whether pattern text p can match a character outside ASCII: a dot, a
- * negated class or escape, a property, a code point escape, a byte past
- * 0x7F, or caseless matching (which folds k to the Kelvin sign). False
- * means every character it matches is ASCII, which lets the matcher refuse
- * a UTF-8 lead byte at once instead of when its character is whole. */
+/* Escapes that can match a character outside ASCII: negated classes,
+ * properties, code points, octal and back-reference numbers. */
+static bool wide_escape(char e)
+{
+    return strchr("DWSHVRXNCpPxuo0123456789", e) != NULL;
+}
+
+/* Whether pattern text p can match a character outside ASCII: a dot
+ * outside a class, a negated class, a wide escape, a byte past 0x7F, or
+ * caseless matching (which folds k to the Kelvin sign). False means every
+ * character it matches is ASCII, which lets the matcher refuse a UTF-8
+ * lead byte at once instead of when its character is whole. */
 static bool may_match_non_ascii(const char *p, size_t n)
 {
+    bool in_class = false;
     for (size_t i = 0; i < n; i++) {
         const unsigned char c = (unsigned char)p[i];
-        if (c >= 0x80 || c == '.')
+        if (c >= 0x80)
             return true;
-        if (c == '[' && i + 1 < n && p[i + 1] == '^')
+        if (c == '\\' && i + 1 < n) {
+            if (wide_escape(p[++i]))
+                return true;
+        } else if (in_class) {
+            in_class = c != ']';
+        } else if (c == '[') {
+            if (i + 1 < n && p[i + 1] == '^')
+                return true;
+            in_class = true;
+            if (i + 1 < n && p[i + 1] == ']') /* a ] first is one of the class */
+                i++;
+        } else if (c == '.') {
             return true;
-        if (c == '(' && i + 1 < n && p[i + 1] == '?') {
+        } else if (c == '(' && i + 1 < n && p[i + 1] == '?') {
             /* the option letters of (?i), (?si:, (?-i) ... */
             for (size_t k = i + 2; k < n && (isalpha((unsigned char)p[k]) || p[k] == '-'); k++)
                 if (p[k] == 'i')
                     return true;
-        }
-        if (c == '\\' && i + 1 < n) {
-            if (strchr("DWSHVRXNCpPxuo0123456789", p[i + 1]))
-                return true;
-            i++;
         }
     }
     return false;

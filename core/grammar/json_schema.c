@@ -572,7 +572,7 @@ static uint32_t compile_union(compiler *c, const json_t *alts, const char *kw, i
 
 /* "format": date, time, date-time and uuid strings are generated as such
  * (a length bound beside them is refused: the format fixes the length);
- * ipv4, ipv6, hostname, email and duration strings as the pattern that
+ * ipv4, ipv6, hostname, email, duration and uri strings as the pattern that
  * stands for them (*pattern, with the most characters the format allows);
  * int64, float and double numbers are what every number here already is;
  * any other format is refused, as is a "pattern" beside a string format. */

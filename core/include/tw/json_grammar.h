@@ -16,7 +16,8 @@
  *   by a property all of them require, with different const or enum
  *   values: that property is then written first), $ref to #/$defs/... or
  *   #/definitions/..., format (date, time, date-time and uuid strings;
- *   ipv4, ipv6, hostname, email and duration strings, read as patterns;
+ *   ipv4, ipv6, hostname, email, duration and uri strings, read as
+ *   patterns;
  *   int64, float and double numbers), minimum, maximum, exclusiveMinimum
  *   and exclusiveMaximum (as numbers, or draft 4's booleans beside
  *   minimum and maximum), multipleOf, and the annotations title,

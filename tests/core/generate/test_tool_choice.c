@@ -216,7 +216,7 @@ static void test_forced_calls(void **state)
 }
 
 /* Tools whose parameters the grammar understands (get_weather) and does
- * not (get_news: the format "uri"), for the calls' grammar. */
+ * not (get_news: the format "uri-template"), for the calls' grammar. */
 #define WEATHER_TOOL                                                                               \
     {                                                                                              \
         .name = "get_weather",                                                                     \
@@ -230,7 +230,7 @@ static const tw_tool g_strict_tools[] = {
     WEATHER_TOOL,
     {.name = "get_news",
      .parameters_json = "{\"type\":\"object\",\"properties\":{\"day\":{\"type\":\"string\","
-                        "\"format\":\"uri\"}}}"},
+                        "\"format\":\"uri-template\"}}}"},
 };
 
 /* Tools that all have schemas the grammar understands, so "required"
@@ -321,7 +321,7 @@ static void test_forced_call_grammar(void **state)
         tw_engine *e = engine_with(src, TW_OK, &err);
         /* the last "required" offers tools whose schemas all compile, so
          * every call keeps to its own tool's (and ends: they are bounded);
-         * the first one's get_news uses the format "uri", so its calls take any
+         * the first one's get_news uses the format "uri-template", so its calls take any
          * object of arguments */
         const char *choices[] = {"get_weather", "required", "get_news", "required"};
         for (size_t c = 0; c < 4; c++) {

@@ -357,8 +357,8 @@ static void test_refusals(void **state)
     } cases[] = {
         {"{\"type\":\"object\",\"patternProperties\":{}}",
          "unsupported keyword \"patternProperties\" (at the top"},
-        {"{\"properties\":{\"a\":{\"format\":\"uri\"}}}",
-         "unsupported format \"uri\" (at /properties/a)"},
+        {"{\"properties\":{\"a\":{\"format\":\"uri-template\"}}}",
+         "unsupported format \"uri-template\" (at /properties/a)"},
         {"{\"type\":\"integer\",\"format\":\"int32\"}", "unsupported format \"int32\""},
         {"{\"type\":\"string\",\"format\":\"date\",\"maxLength\":4}", "beside \"format\""},
         {"{\"format\":7}", "\"format\" must be a string"},

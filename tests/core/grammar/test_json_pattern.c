@@ -2,7 +2,7 @@
  * documents and prefixes, the refusals, and random walks whose strings
  * glibc's POSIX regex engine (not PCRE2, which the matcher uses) finds
  * matching; the formats read as patterns (ipv4, ipv6, hostname, email,
- * duration) against glibc's address parser and the RFCs' rules. */
+ * duration, uri) against glibc's address parser and the RFCs' rules. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -335,6 +335,113 @@ static bool duration_fits(const char *d)
     return *d == '\0' && (date || time);
 }
 
+/* RFC 3986's pchar at *p (a %-escape, unreserved, sub-delims, : or @);
+ * advances past it. */
+static bool uri_pchar(const char **p, const char *extra)
+{
+    const char *q = *p;
+    if (*q == '%') {
+        if (!isxdigit((unsigned char)q[1]) || !isxdigit((unsigned char)q[2]))
+            return false;
+        *p = q + 3;
+        return true;
+    }
+    if (*q && (isalnum((unsigned char)*q) || strchr("-._~!$&'()*+,;=:@", *q) ||
+               (extra && strchr(extra, *q)))) {
+        *p = q + 1;
+        return true;
+    }
+    return false;
+}
+
+/* The host of an authority (n bytes at h): a bracketed IPv6 address or
+ * IPvFuture, or a registered name. */
+static bool uri_host(const char *h, size_t n)
+{
+    char buf[128];
+    if (n > 0 && h[0] == '[') {
+        if (n < 3 || h[n - 1] != ']' || n - 2 >= sizeof buf)
+            return false;
+        memcpy(buf, h + 1, n - 2);
+        buf[n - 2] = '\0';
+        unsigned char addr[16];
+        if (buf[0] != 'v')
+            return inet_pton(AF_INET6, buf, addr) == 1;
+        const char *dot = strchr(buf, '.');
+        if (!dot || dot == buf + 1 || !dot[1])
+            return false;
+        for (const char *q = buf + 1; q < dot; q++)
+            if (!isxdigit((unsigned char)*q))
+                return false;
+        for (const char *q = dot + 1; *q; q++) /* no %-escapes there */
+            if (!isalnum((unsigned char)*q) && !strchr("-._~!$&'()*+,;=:", *q))
+                return false;
+        return true;
+    }
+    for (const char *q = h; q < h + n;)
+        if (!uri_pchar(&q, NULL) || q[-1] == ':' || q[-1] == '@')
+            return false;
+    return true;
+}
+
+/* RFC 3986 section 3, read front to back. */
+static bool uri_fits(const char *u)
+{
+    const char *p = u;
+    if (!isalpha((unsigned char)*p))
+        return false;
+    while (isalnum((unsigned char)*p) || strchr("+-.", *p))
+        p++;
+    if (*p++ != ':')
+        return false;
+    if (p[0] == '/' && p[1] == '/') {
+        p += 2;
+        const char *end = p + strcspn(p, "/?#");
+        const char *at = memchr(p, '@', (size_t)(end - p));
+        if (at) {
+            for (const char *q = p; q < at;)
+                if (!uri_pchar(&q, NULL) || q[-1] == '@')
+                    return false;
+            p = at + 1;
+        }
+        const char *host_end = end;
+        if (*p == '[') {
+            const char *close = memchr(p, ']', (size_t)(end - p));
+            if (!close)
+                return false;
+            host_end = close + 1;
+        } else {
+            const char *colon = memchr(p, ':', (size_t)(end - p));
+            if (colon)
+                host_end = colon;
+        }
+        if (!uri_host(p, (size_t)(host_end - p)))
+            return false;
+        if (host_end < end) {
+            if (*host_end != ':')
+                return false;
+            for (const char *q = host_end + 1; q < end; q++)
+                if (!isdigit((unsigned char)*q))
+                    return false;
+        }
+        p = end;
+    }
+    while (*p && *p != '?' && *p != '#')
+        if (*p == '/')
+            p++;
+        else if (!uri_pchar(&p, NULL))
+            return false;
+    if (*p == '?')
+        for (p++; *p && *p != '#';)
+            if (!uri_pchar(&p, "/?"))
+                return false;
+    if (*p == '#')
+        for (p++; *p;)
+            if (!uri_pchar(&p, "/?"))
+                return false;
+    return *p == '\0';
+}
+
 static bool format_fits(const char *format, const char *v)
 {
     unsigned char addr[16];
@@ -346,6 +453,8 @@ static bool format_fits(const char *format, const char *v)
         return host_fits(v, strlen(v));
     if (!strcmp(format, "email"))
         return email_fits(v);
+    if (!strcmp(format, "uri"))
+        return uri_fits(v);
     return duration_fits(v);
 }
 
@@ -373,6 +482,12 @@ static void test_formats(void **state)
         {"duration",
          {"P1Y", "P1Y2M3D", "PT4H5M6S", "P3W", "P1DT2H", "PT0S", "P1M", "P2MT30M"},
          {"P", "PT", "P1H", "P1Y2D", "P1W2D", "1Y", "P1.5Y", "PT1H2S"}},
+        {"uri",
+         {"https://example.com/a/b?x=1#frag", "mailto:ada@example.org", "urn:isbn:0451450523",
+          "http://[2001:db8::1]:8080/", "ftp://user:pw@host:21/file%20name",
+          "a:", "file:///etc/hosts", "x://[v1f.a:b]"},
+         {"example.com", "1http://x", "http://exa mple.com", "http://x/%zz", "http://[::1/",
+          "http://x#a#b", "ht tp://x", "http://[1::2::3]/"}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char schema[128], doc[300];
@@ -411,6 +526,12 @@ static void test_formats(void **state)
         compile_ok("{\"type\":\"string\",\"format\":\"hostname\",\"maxLength\":5}");
     assert_true(accepts(g, "\"ab.cd\""));
     assert_false(accepts(g, "\"abc.de\""));
+    tw_json_grammar_free(g);
+    /* what pydantic writes for an HttpUrl */
+    g = compile_ok("{\"type\":\"string\",\"format\":\"uri\",\"minLength\":1,"
+                   "\"maxLength\":2083}");
+    assert_true(accepts(g, "\"https://example.org/x?y=1\""));
+    assert_false(accepts(g, "\"\""));
     tw_json_grammar_free(g);
 }
 
