@@ -11,24 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar_test.h"
 #include "test_support.h"
-#include "tw/json_grammar.h"
-
-static tw_json_grammar *compile_ok(const char *schema)
-{
-    tw_json_grammar *g = NULL;
-    tw_err err;
-    if (tw_json_grammar_compile(schema, strlen(schema), &g, &err) != TW_OK)
-        fail_msg("compile %s: %s", schema, err.msg);
-    return g;
-}
-
-static bool accepts(const tw_json_grammar *g, const char *text, size_t n)
-{
-    tw_json_state s;
-    tw_json_state_init(&s, g);
-    return tw_json_state_feed(&s, text, n) && tw_json_state_complete(&s);
-}
 
 /* ---------------------------------------------- an independent reading */
 
@@ -304,10 +288,10 @@ static void test_in_documents(void **state)
     for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
         tw_json_grammar *g = compile_ok(docs[i].schema);
         for (int k = 0; k < 5 && docs[i].good[k]; k++)
-            if (!accepts(g, docs[i].good[k], strlen(docs[i].good[k])))
+            if (!accepts_n(g, docs[i].good[k], strlen(docs[i].good[k])))
                 fail_msg("%s refused %s", docs[i].schema, docs[i].good[k]);
         for (int k = 0; k < 6 && docs[i].bad[k]; k++)
-            if (accepts(g, docs[i].bad[k], strlen(docs[i].bad[k])))
+            if (accepts_n(g, docs[i].bad[k], strlen(docs[i].bad[k])))
                 fail_msg("%s accepted %s", docs[i].schema, docs[i].bad[k]);
         tw_json_grammar_free(g);
     }
@@ -350,7 +334,7 @@ static void test_refusals(void **state)
     }
     /* bounds do not apply to other types, as JSON Schema reads them */
     tw_json_grammar *g = compile_ok("{\"type\":\"string\",\"minimum\":3}");
-    assert_true(accepts(g, "\"ab\"", 4));
+    assert_true(accepts_n(g, "\"ab\"", 4));
     tw_json_grammar_free(g);
 }
 

@@ -15,26 +15,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "grammar_test.h"
 #include "test_support.h"
-#include "tw/json_grammar.h"
-
-static tw_json_grammar *compile_ok(const char *schema)
-{
-    tw_json_grammar *g = NULL;
-    tw_err err;
-    tw_status st = tw_json_grammar_compile(schema, schema ? strlen(schema) : 0, &g, &err);
-    if (st != TW_OK)
-        fail_msg("compile %s: %s", schema ? schema : "(any object)", err.msg);
-    return g;
-}
-
-/* Whole text accepted and complete. */
-static bool accepts(const tw_json_grammar *g, const char *text)
-{
-    tw_json_state s;
-    tw_json_state_init(&s, g);
-    return tw_json_state_feed(&s, text, strlen(text)) && tw_json_state_complete(&s);
-}
 
 /* Every prefix accepted (a prefix of a refused document may be accepted). */
 static bool prefix_ok(const tw_json_grammar *g, const char *text)

@@ -16,17 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar_test.h"
 #include "test_support.h"
-#include "tw/json_grammar.h"
-
-static tw_json_grammar *compile_ok(const char *schema)
-{
-    tw_json_grammar *g = NULL;
-    tw_err err;
-    if (tw_json_grammar_compile(schema, strlen(schema), &g, &err) != TW_OK)
-        fail_msg("compile %s: %s", schema, err.msg);
-    return g;
-}
 
 /* The schema {"type":"string","pattern":p, extra...}. */
 static tw_json_grammar *string_schema(const char *pattern, const char *extra)
@@ -54,13 +45,6 @@ static size_t taken(const tw_json_grammar *g, const char *text)
     while (text[i] && tw_json_state_feed_byte(&s, (unsigned char)text[i]))
         i++;
     return i;
-}
-
-static bool accepts(const tw_json_grammar *g, const char *text)
-{
-    tw_json_state s;
-    tw_json_state_init(&s, g);
-    return tw_json_state_feed(&s, text, strlen(text)) && tw_json_state_complete(&s);
 }
 
 static void test_verdicts(void **state)
