@@ -129,9 +129,9 @@ static uint32_t add_literal(compiler *c, const json_t *v)
  * which the compiler finds by itself. */
 static bool is_annotation(const char *k)
 {
-    static const char *const names[] = {"title",       "description", "default",      "examples",
-                                        "$schema",     "$id",         "$comment",     "$defs",
-                                        "definitions", "strict",      "discriminator"};
+    static const char *const names[] = {
+        "title", "description", "default", "examples",      "$schema",    "$id",      "$comment",
+        "$defs", "definitions", "strict",  "discriminator", "deprecated", "readOnly", "writeOnly"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(k, names[i]) == 0)
             return true;
@@ -152,6 +152,7 @@ static bool is_understood(const char *k)
                                         "pattern",
                                         "enum",
                                         "const",
+                                        "allOf",
                                         "anyOf",
                                         "oneOf",
                                         "$ref",
@@ -498,6 +499,9 @@ static unsigned schema_classes(compiler *c, const json_t *s, int depth)
 {
     if (depth > MAX_SCHEMA_DEPTH || json_is_true(s) || !json_is_object(s))
         return (1u << JC_COUNT) - 1;
+    const json_t *all = json_object_get(s, "allOf");
+    if (json_is_array(all) && json_array_size(all) == 1)
+        return schema_classes(c, json_array_get(all, 0), depth + 1);
     const json_t *ref = json_object_get(s, "$ref");
     if (ref) {
         const json_t *t = resolve_ref(c, ref);
@@ -687,6 +691,31 @@ static uint32_t compile_typed(compiler *c, const json_t *s, unsigned types, int 
     return n == 1 ? nodes[0] : jc_join(c, nodes, classes, n);
 }
 
+/* "allOf" of one schema (how pydantic and others wrap a $ref to give it a
+ * description or a default) is that schema; beside it only annotations.
+ * Several are refused: merging them is not done. */
+static uint32_t compile_all_of(compiler *c, const json_t *s, int depth)
+{
+    const json_t *all = json_object_get(s, "allOf");
+    if (!json_is_array(all) || json_array_size(all) != 1)
+        return jc_fail(c, TW_INVALID_ARGUMENT,
+                       "json_schema: \"allOf\" of other than one schema%s (at %s)", NULL);
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)s, key, v)
+    {
+        if (strcmp(key, "allOf") != 0 && !is_annotation(key))
+            return jc_fail(c, TW_INVALID_ARGUMENT,
+                           "json_schema: \"%.64s\" beside \"allOf\" (at %s)", key);
+    }
+    const size_t back = path_push(c, "allOf");
+    const size_t at = path_push(c, "0");
+    const uint32_t node = compile(c, json_array_get(all, 0), depth + 1);
+    path_pop(c, at);
+    path_pop(c, back);
+    return node;
+}
+
 static uint32_t compile(compiler *c, const json_t *s, int depth)
 {
     if (c->st != TW_OK)
@@ -710,6 +739,8 @@ static uint32_t compile(compiler *c, const json_t *s, int depth)
             return jc_fail(c, TW_INVALID_ARGUMENT,
                            "json_schema: unsupported keyword \"%.64s\" (at %s)", key);
     }
+    if (json_object_get(s, "allOf"))
+        return compile_all_of(c, s, depth);
     const json_t *ref = json_object_get(s, "$ref");
     const json_t *any = json_object_get(s, "anyOf");
     const json_t *one = json_object_get(s, "oneOf");

@@ -176,6 +176,19 @@ static void test_schema_objects(void **state)
 static void test_refs_and_unions(void **state)
 {
     (void)state;
+    /* allOf of one schema, as pydantic wraps a $ref to describe it, and
+     * the annotations it writes beside fields */
+    tw_json_grammar *w = compile_ok(
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"allOf\":[{\"$ref\":\"#/$defs/P\"}],"
+        "\"description\":\"x\",\"default\":{\"n\":1},\"deprecated\":true},\"s\":{\"type\":"
+        "\"string\",\"writeOnly\":true,\"readOnly\":false},\"u\":{\"anyOf\":[{\"allOf\":[{"
+        "\"type\":\"string\"}]},{\"type\":\"null\"}]}},\"$defs\":{\"P\":{\"type\":\"object\","
+        "\"properties\":{\"n\":{\"type\":\"integer\"}},\"required\":[\"n\"]}}}");
+    assert_true(accepts(w, "{\"a\":{\"n\":2},\"s\":\"k\",\"u\":null}"));
+    assert_true(accepts(w, "{\"u\":\"t\"}"));
+    assert_false(accepts(w, "{\"a\":{\"m\":2}}"));
+    assert_false(accepts(w, "{\"u\":3}"));
+    tw_json_grammar_free(w);
     /* a recursive tree through $defs, nullable through anyOf */
     tw_json_grammar *g = compile_ok(
         "{\"$ref\":\"#/$defs/node\",\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{"
@@ -342,6 +355,10 @@ static void test_refusals(void **state)
         {"{\"properties\":{\"a\":{\"format\":\"uri-template\"}}}",
          "unsupported format \"uri-template\" (at /properties/a)"},
         {"{\"type\":\"integer\",\"format\":\"int32\"}", "unsupported format \"int32\""},
+        {"{\"allOf\":[{\"type\":\"string\"},{\"maxLength\":3}]}", "\"allOf\" of other than one"},
+        {"{\"allOf\":[{\"type\":\"string\"}],\"maxLength\":3}", "\"maxLength\" beside \"allOf\""},
+        {"{\"properties\":{\"p\":{\"allOf\":[{\"pattern\":\"(\"}]}}}",
+         "(at /properties/p/allOf/0)"},
         {"{\"type\":\"string\",\"format\":\"date\",\"maxLength\":4}", "beside \"format\""},
         {"{\"format\":7}", "\"format\" must be a string"},
         {"{\"type\":\"strng\"}", "\"type\" must name JSON types"},
