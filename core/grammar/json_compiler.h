@@ -33,6 +33,25 @@ typedef struct compiler {
  * JSON pointer of the schema being compiled. Returns JN_NONE. */
 uint32_t jc_fail(compiler *c, tw_status code, const char *fmt, const char *what);
 
+/* Appends "/seg" (JSON-pointer escaped) to the path of the schema being
+ * compiled; returns the length jc_path_pop restores. */
+size_t jc_path_push(compiler *c, const char *seg);
+void jc_path_pop(compiler *c, size_t len);
+
+/* s's non-negative integer keyword key into *out (dflt when absent);
+ * false with c->st set when it is not one. */
+bool jc_count_keyword(compiler *c, const json_t *s, const char *key, uint32_t dflt, uint32_t *out);
+
+/* The node of schema s (depth: nesting so far); JN_NONE with c->st set
+ * when it fails. */
+uint32_t jc_compile(compiler *c, const json_t *s, int depth);
+
+/* "Any JSON value", built once per grammar. */
+uint32_t jc_any_node(compiler *c);
+
+/* An array schema's node (json_array.c). */
+uint32_t jc_array(compiler *c, const json_t *s, int depth);
+
 /* Grows *p (elements of elem bytes, *cap of them) to hold need. */
 bool jc_grow(void **p, uint32_t *cap, uint32_t need, size_t elem);
 

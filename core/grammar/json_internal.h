@@ -26,7 +26,8 @@ typedef enum jclass {
 typedef enum jnode_kind {
     JN_UNION = 0, /* alt[class] */
     JN_OBJECT,    /* props [first, first + n); extra: other keys' values (JN_NONE: none) */
-    JN_ARRAY,     /* extra: items; min..max items */
+    JN_ARRAY,     /* extra: items (JN_NONE: none past the tuple); min..max items; a tuple's
+                     first n elements' nodes: tuple_items[first, first + n) */
     JN_STRING,    /* min..max characters; extra: its pattern (JN_NONE: none) */
     JN_NUMBER,    /* extra: its bounds (JN_NONE: none) */
     JN_INTEGER,   /* the same */
@@ -144,6 +145,8 @@ struct tw_json_grammar {
     uint32_t key_string; /* a plain string node for the keys of open objects */
     jbounds *bounds;
     uint32_t n_bounds, cap_bounds;
+    uint32_t *tuple_items; /* JN_ARRAY: the nodes of a tuple's elements */
+    uint32_t n_tuple_items, cap_tuple_items;
     jpattern *patterns; /* JN_STRING's extra indexes them (JN_NONE: no pattern) */
     uint32_t n_patterns, cap_patterns;
 };

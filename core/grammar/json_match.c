@@ -588,9 +588,11 @@ bool tw_json_state_feed_byte(tw_json_state *s, unsigned char c)
             }
             if (f->count >= n->max)
                 return false;
+            /* a tuple's element, or one past it */
+            const uint32_t item = f->count < n->n ? g->tuple_items[n->first + f->count] : n->extra;
             f->count++;
             f->phase = AP_AFTER;
-            if (!push(s, FK_VALUE, n->extra))
+            if (item == JN_NONE || !push(s, FK_VALUE, item))
                 return false;
             continue;
         }

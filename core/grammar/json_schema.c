@@ -38,7 +38,7 @@ uint32_t jc_fail(compiler *c, tw_status code, const char *fmt, const char *what)
 
 /* Appends "/seg" (JSON-pointer escaped, cut to fit) and returns the length
  * to restore. */
-static size_t path_push(compiler *c, const char *seg)
+size_t jc_path_push(compiler *c, const char *seg)
 {
     size_t old = c->path_len, at = old;
     const size_t cap = sizeof c->path - 1;
@@ -59,7 +59,7 @@ static size_t path_push(compiler *c, const char *seg)
     return old;
 }
 
-static void path_pop(compiler *c, size_t len)
+void jc_path_pop(compiler *c, size_t len)
 {
     c->path_len = len;
     c->path[len] = '\0';
@@ -145,6 +145,8 @@ static bool is_understood(const char *k)
                                         "required",
                                         "additionalProperties",
                                         "items",
+                                        "prefixItems",
+                                        "additionalItems",
                                         "minItems",
                                         "maxItems",
                                         "minLength",
@@ -178,8 +180,8 @@ static unsigned schema_types(compiler *c, const json_t *s)
         if (json_object_get(s, "properties") || json_object_get(s, "required") ||
             json_object_get(s, "additionalProperties"))
             m |= T_OBJECT;
-        if (json_object_get(s, "items") || json_object_get(s, "minItems") ||
-            json_object_get(s, "maxItems"))
+        if (json_object_get(s, "items") || json_object_get(s, "prefixItems") ||
+            json_object_get(s, "minItems") || json_object_get(s, "maxItems"))
             m |= T_ARRAY;
         if (json_object_get(s, "minLength") || json_object_get(s, "maxLength") ||
             json_object_get(s, "pattern"))
@@ -217,8 +219,7 @@ static unsigned schema_types(compiler *c, const json_t *s)
 }
 
 /* A non-negative integer keyword, UINT32_MAX when absent as a maximum. */
-static bool count_keyword(compiler *c, const json_t *s, const char *key, uint32_t dflt,
-                          uint32_t *out)
+bool jc_count_keyword(compiler *c, const json_t *s, const char *key, uint32_t dflt, uint32_t *out)
 {
     const json_t *v = json_object_get(s, key);
     *out = dflt;
@@ -234,10 +235,8 @@ static bool count_keyword(compiler *c, const json_t *s, const char *key, uint32_
     return true;
 }
 
-static uint32_t compile(compiler *c, const json_t *s, int depth);
-
 /* "Any JSON value", built once per grammar. */
-static uint32_t any_node(compiler *c)
+uint32_t jc_any_node(compiler *c)
 {
     if (c->any != JN_NONE)
         return c->any;
@@ -318,17 +317,17 @@ static uint32_t compile_object(compiler *c, const json_t *s, int depth)
     size_t i = 0;
     const char *key;
     json_t *sub;
-    size_t at = path_push(c, "properties");
+    size_t at = jc_path_push(c, "properties");
     json_object_foreach((json_t *)props, key, sub)
     {
-        size_t back = path_push(c, key);
+        size_t back = jc_path_push(c, key);
         keys[i] = key;
-        nodes[i] = compile(c, sub, depth + 1);
-        path_pop(c, back);
+        nodes[i] = jc_compile(c, sub, depth + 1);
+        jc_path_pop(c, back);
         if (nodes[i++] == JN_NONE)
             return JN_NONE;
     }
-    path_pop(c, at);
+    jc_path_pop(c, at);
     for (size_t r = 0; req && r < json_array_size(req); r++) {
         const char *name = json_string_value(json_array_get(req, r));
         size_t k = 0;
@@ -343,9 +342,9 @@ static uint32_t compile_object(compiler *c, const json_t *s, int depth)
     }
     uint32_t extra = JN_NONE;
     if (n == 0 && !json_is_false(addl)) {
-        size_t back = path_push(c, "additionalProperties");
-        extra = (!addl || json_is_true(addl)) ? any_node(c) : compile(c, addl, depth + 1);
-        path_pop(c, back);
+        size_t back = jc_path_push(c, "additionalProperties");
+        extra = (!addl || json_is_true(addl)) ? jc_any_node(c) : jc_compile(c, addl, depth + 1);
+        jc_path_pop(c, back);
         if (extra == JN_NONE)
             return JN_NONE;
     }
@@ -373,33 +372,6 @@ static uint32_t compile_object(compiler *c, const json_t *s, int depth)
     on->extra = extra;
     on->close_at = close_at;
     return o;
-}
-
-static uint32_t compile_array(compiler *c, const json_t *s, int depth)
-{
-    const json_t *items = json_object_get(s, "items");
-    uint32_t lo, hi;
-    if (!count_keyword(c, s, "minItems", 0, &lo) ||
-        !count_keyword(c, s, "maxItems", UINT32_MAX, &hi))
-        return JN_NONE;
-    if (lo > hi)
-        return jc_fail(c, TW_INVALID_ARGUMENT, "json_schema: minItems is above maxItems%s (at %s)",
-                       NULL);
-    if (items && json_is_array(items))
-        return jc_fail(c, TW_INVALID_ARGUMENT,
-                       "json_schema: \"items\" as a list (tuples)%s is not supported (at %s)",
-                       NULL);
-    size_t back = path_push(c, "items");
-    uint32_t it = items ? compile(c, items, depth + 1) : any_node(c);
-    path_pop(c, back);
-    uint32_t a = it == JN_NONE ? JN_NONE : jc_new_node(c, JN_ARRAY);
-    if (a == JN_NONE)
-        return JN_NONE;
-    jnode *an = &c->g->nodes[a];
-    an->extra = it;
-    an->min = lo;
-    an->max = hi;
-    return a;
 }
 
 static uint32_t compile_enum(compiler *c, const json_t *s)
@@ -486,7 +458,7 @@ static uint32_t compile_ref(compiler *c, const json_t *s, int depth)
         c->cap_seen = cap;
     }
     c->seen[c->n_seen++] = (seen_ref){.schema = t, .node = slot};
-    uint32_t body = compile(c, t, depth + 1);
+    uint32_t body = jc_compile(c, t, depth + 1);
     if (body == JN_NONE)
         return JN_NONE;
     c->g->nodes[slot] = c->g->nodes[body];
@@ -558,19 +530,19 @@ static uint32_t compile_union(compiler *c, const json_t *alts, const char *kw, i
     size_t n = json_array_size(alts);
     uint32_t nodes[TW_JSON_MAX_ENUM];
     unsigned classes[TW_JSON_MAX_ENUM];
-    size_t at = path_push(c, kw);
+    size_t at = jc_path_push(c, kw);
     for (size_t i = 0; i < n; i++) {
         char idx[8];
         snprintf(idx, sizeof idx, "%zu", i);
-        size_t back = path_push(c, idx);
-        nodes[i] = compile(c, json_array_get(alts, i), depth + 1);
+        size_t back = jc_path_push(c, idx);
+        nodes[i] = jc_compile(c, json_array_get(alts, i), depth + 1);
         classes[i] = nodes[i] == JN_NONE ? 0 : schema_classes(c, json_array_get(alts, i), 0);
-        path_pop(c, back);
+        jc_path_pop(c, back);
         if (nodes[i] == JN_NONE)
             return JN_NONE;
     }
     uint32_t u = jc_join(c, nodes, classes, n);
-    path_pop(c, at);
+    jc_path_pop(c, at);
     return u;
 }
 
@@ -629,7 +601,7 @@ static uint32_t compile_typed(compiler *c, const json_t *s, unsigned types, int 
         classes[n++] = 1u << JC_OBJECT;
     }
     if (types & T_ARRAY) {
-        nodes[n] = compile_array(c, s, depth);
+        nodes[n] = jc_array(c, s, depth);
         classes[n++] = 1u << JC_ARRAY;
     }
     jformat format = JF_NONE;
@@ -639,8 +611,8 @@ static uint32_t compile_typed(compiler *c, const json_t *s, unsigned types, int 
         return JN_NONE;
     if (types & T_STRING) {
         uint32_t lo, hi, node = JN_NONE;
-        if (count_keyword(c, s, "minLength", 0, &lo) &&
-            count_keyword(c, s, "maxLength", UINT32_MAX, &hi)) {
+        if (jc_count_keyword(c, s, "minLength", 0, &lo) &&
+            jc_count_keyword(c, s, "maxLength", UINT32_MAX, &hi)) {
             node = lo > hi ? jc_fail(c, TW_INVALID_ARGUMENT,
                                      "json_schema: minLength is above maxLength%s (at %s)", NULL)
                            : jc_new_node(c, JN_STRING);
@@ -708,15 +680,15 @@ static uint32_t compile_all_of(compiler *c, const json_t *s, int depth)
             return jc_fail(c, TW_INVALID_ARGUMENT,
                            "json_schema: \"%.64s\" beside \"allOf\" (at %s)", key);
     }
-    const size_t back = path_push(c, "allOf");
-    const size_t at = path_push(c, "0");
-    const uint32_t node = compile(c, json_array_get(all, 0), depth + 1);
-    path_pop(c, at);
-    path_pop(c, back);
+    const size_t back = jc_path_push(c, "allOf");
+    const size_t at = jc_path_push(c, "0");
+    const uint32_t node = jc_compile(c, json_array_get(all, 0), depth + 1);
+    jc_path_pop(c, at);
+    jc_path_pop(c, back);
     return node;
 }
 
-static uint32_t compile(compiler *c, const json_t *s, int depth)
+uint32_t jc_compile(compiler *c, const json_t *s, int depth)
 {
     if (c->st != TW_OK)
         return JN_NONE;
@@ -724,7 +696,7 @@ static uint32_t compile(compiler *c, const json_t *s, int depth)
         return jc_fail(c, TW_INVALID_ARGUMENT,
                        "json_schema: nested deeper than 64 levels%s (at %s)", NULL);
     if (json_is_true(s))
-        return any_node(c);
+        return jc_any_node(c);
     if (json_is_false(s))
         return jc_fail(c, TW_INVALID_ARGUMENT,
                        "json_schema: the schema false admits no value%s (at %s)", NULL);
@@ -765,7 +737,7 @@ static uint32_t compile(compiler *c, const json_t *s, int depth)
     if (!types)
         return JN_NONE;
     if (types == T_ALL && !json_object_get(s, "type"))
-        return any_node(c);
+        return jc_any_node(c);
     return compile_typed(c, s, types, depth);
 }
 
@@ -774,6 +746,7 @@ void tw_json_grammar_free(tw_json_grammar *g)
     if (!g)
         return;
     json_patterns_free(g);
+    free(g->tuple_items);
     free(g->tail);
     free(g->bounds);
     free(g->tag_alts);
@@ -825,7 +798,7 @@ tw_status tw_json_grammar_compile(const char *schema, size_t len, tw_json_gramma
         free(g);
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory");
     }
-    g->root = compile(&c, root, 0);
+    g->root = jc_compile(&c, root, 0);
     if (c.st == TW_OK && node_classes(g, g->root) == 0)
         jc_fail(&c, TW_INVALID_ARGUMENT, "json_schema: the schema admits no value%s (at %s)", NULL);
     if (c.st == TW_OK)

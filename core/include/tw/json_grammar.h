@@ -10,7 +10,8 @@
  * Schemas understood (anything else is refused with its JSON pointer, never
  * ignored, so an answer never silently breaks the caller's schema):
  *   type (a name or a list of names), properties, required,
- *   additionalProperties (false, true or a schema), items, minItems,
+ *   additionalProperties (false, true or a schema), items, tuples
+ *   (prefixItems, or items as a list with additionalItems), minItems,
  *   maxItems, minLength, maxLength, pattern, enum, const, anyOf / oneOf whose
  *   alternatives start with different JSON types (or are objects told apart
  *   by a property all of them require, with different const or enum

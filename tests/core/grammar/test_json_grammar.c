@@ -374,7 +374,11 @@ static void test_refusals(void **state)
         {"{\"$ref\":\"#/components/x\"}", "does not name an entry"},
         {"{\"$ref\":\"#/$defs/nope\"}", "does not name an entry"},
         {"{\"enum\":[]}", "non-empty array"},
-        {"{\"type\":\"array\",\"items\":[{}]}", "tuples"},
+        {"{\"type\":\"array\",\"prefixItems\":[{}],\"items\":[{}]}",
+         "both \"prefixItems\" and \"items\" as a list"},
+        {"{\"prefixItems\":[{},{}],\"items\":false,\"minItems\":3}", "or the tuple's length"},
+        {"{\"prefixItems\":[{},{\"pattern\":\"(\"}]}", "(at /prefixItems/1)"},
+        {"{\"prefixItems\":{}}", "\"prefixItems\" must be a list"},
         {"{\"type\":\"array\",\"minItems\":3,\"maxItems\":2}", "minItems is above maxItems"},
         {"{\"type\":\"string\",\"maxLength\":-1}", "\"maxLength\" must be a non-negative"},
         {"false", "admits no value"},
@@ -522,9 +526,19 @@ static bool fits(const json_t *schema, const json_t *root, const json_t *v)
         if ((json_int_t)json_array_size(v) < lo ||
             (hi && (json_int_t)json_array_size(v) > json_integer_value(hi)))
             return false;
-        for (size_t i = 0; i < json_array_size(v); i++)
-            if (!fits(json_object_get(schema, "items"), root, json_array_get(v, i)))
+        /* a tuple's elements, then items (or additionalItems after a list) */
+        const json_t *items = json_object_get(schema, "items");
+        const json_t *prefix = json_object_get(schema, "prefixItems");
+        const json_t *rest = items;
+        if (json_is_array(items)) {
+            prefix = items;
+            rest = json_object_get(schema, "additionalItems");
+        }
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            const json_t *sub = i < json_array_size(prefix) ? json_array_get(prefix, i) : rest;
+            if (json_is_false(sub) || !fits(sub ? sub : json_true(), root, json_array_get(v, i)))
                 return false;
+        }
         return true;
     }
     if (strcmp(t, "string") == 0) {
@@ -614,6 +628,38 @@ static void check_walks(const char *schema_text, int walks, bool object_root)
     tw_json_grammar_free(g);
 }
 
+/* Tuples: prefixItems (2020-12) and items as a list (drafts 4 to 7), with
+ * the elements after them held to items / additionalItems. */
+static void test_tuples(void **state)
+{
+    (void)state;
+    tw_json_grammar *g = compile_ok("{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},"
+                                    "{\"type\":\"string\"}],\"minItems\":2,\"maxItems\":2}");
+    assert_true(accepts(g, "[1, \"a\"]"));
+    assert_false(accepts(g, "[\"a\", 1]"));
+    assert_false(accepts(g, "[1]"));
+    assert_false(accepts(g, "[1, \"a\", 2]"));
+    tw_json_grammar_free(g);
+    g = compile_ok("{\"prefixItems\":[{\"type\":\"boolean\"}],\"items\":{\"type\":\"null\"}}");
+    assert_true(accepts(g, "[true, null, null]"));
+    assert_true(accepts(g, "[]"));
+    assert_false(accepts(g, "[true, 1]"));
+    tw_json_grammar_free(g);
+    g = compile_ok("{\"items\":[{\"type\":\"integer\"}],\"additionalItems\":false}");
+    assert_true(accepts(g, "[1]"));
+    assert_false(accepts(g, "[1, 2]"));
+    tw_json_grammar_free(g);
+    g = compile_ok("{\"prefixItems\":[{\"const\":\"x\"}],\"items\":false,\"maxItems\":9}");
+    assert_true(accepts(g, "[\"x\"]"));
+    assert_false(accepts(g, "[\"x\", \"x\"]"));
+    tw_json_grammar_free(g);
+    /* no tuple: items for every element, as before */
+    g = compile_ok("{\"items\":{\"type\":\"integer\"}}");
+    assert_true(accepts(g, "[1, 2, 3]"));
+    assert_false(accepts(g, "[1, \"2\"]"));
+    tw_json_grammar_free(g);
+}
+
 static void test_random_walks(void **state)
 {
     (void)state;
@@ -630,6 +676,10 @@ static void test_random_walks(void **state)
                 "{\"type\":\"null\"}]}},\"required\":[\"v\"]}}}",
                 300, true);
     check_walks("{\"type\":\"array\",\"items\":{\"type\":[\"number\",\"string\"]}}", 200, false);
+    check_walks("{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"object\","
+                "\"properties\":{\"k\":{\"type\":\"boolean\"}},\"additionalProperties\":false}],"
+                "\"items\":{\"type\":\"string\",\"maxLength\":3},\"maxItems\":5}",
+                200, false);
     check_walks("{\"type\":\"object\",\"properties\":{\"d\":{\"type\":\"string\",\"format\":"
                 "\"date\"},\"t\":{\"type\":\"string\",\"format\":\"date-time\"},\"u\":{\"type\":"
                 "\"string\",\"format\":\"uuid\"},\"h\":{\"type\":\"string\",\"format\":\"time\"}},"
@@ -651,7 +701,7 @@ int main(void)
         cmocka_unit_test(test_schema_objects), cmocka_unit_test(test_refs_and_unions),
         cmocka_unit_test(test_tail),           cmocka_unit_test(test_formats),
         cmocka_unit_test(test_choices),        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_random_walks),
+        cmocka_unit_test(test_tuples),         cmocka_unit_test(test_random_walks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
