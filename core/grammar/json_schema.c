@@ -163,7 +163,8 @@ static bool is_understood(const char *k)
                                         "maximum",
                                         "exclusiveMinimum",
                                         "exclusiveMaximum",
-                                        "multipleOf"};
+                                        "multipleOf",
+                                        "nullable"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(k, names[i]) == 0)
             return true;
@@ -215,7 +216,15 @@ static unsigned schema_types(compiler *c, const json_t *s)
     }
     if (!m)
         jc_fail(c, TW_INVALID_ARGUMENT, "json_schema: \"type\" lists no type%s (at %s)", NULL);
-    return m;
+    /* OpenAPI 3.0's "nullable": null beside the named type(s); without a
+     * "type" it means nothing there */
+    const json_t *nullable = json_object_get(s, "nullable");
+    if (m && nullable && !json_is_boolean(nullable)) {
+        jc_fail(c, TW_INVALID_ARGUMENT, "json_schema: \"nullable\" must be true or false%s (at %s)",
+                NULL);
+        return 0;
+    }
+    return m | (json_is_true(nullable) ? T_NULL : 0);
 }
 
 /* A non-negative integer keyword, UINT32_MAX when absent as a maximum. */

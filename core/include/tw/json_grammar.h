@@ -12,16 +12,19 @@
  *   type (a name or a list of names), properties, required,
  *   additionalProperties (false, true or a schema), items, tuples
  *   (prefixItems, or items as a list with additionalItems), minItems,
- *   maxItems, minLength, maxLength, pattern, enum, const, anyOf / oneOf whose
- *   alternatives start with different JSON types (or are objects told apart
- *   by a property all of them require, with different const or enum
- *   values: that property is then written first), $ref to #/$defs/... or
- *   #/definitions/..., allOf of one schema (beside annotations only), format (date, time, date-time
- * and uuid strings; ipv4, ipv6, hostname, email, duration and uri strings, read as patterns; int64,
- * float and double numbers), minimum, maximum, exclusiveMinimum and exclusiveMaximum (as numbers,
- * or draft 4's booleans beside minimum and maximum), multipleOf, and the annotations title,
- *   description, default, examples, $schema, $id, $comment, $defs,
- *   definitions, strict, discriminator, deprecated, readOnly, writeOnly.
+ *   maxItems, minLength, maxLength, pattern, enum, const, anyOf / oneOf
+ *   whose alternatives start with different JSON types (or are objects
+ *   told apart by a property all of them require, with different const or
+ *   enum values: that property is then written first), $ref to
+ *   #/$defs/... or #/definitions/..., allOf of one schema (beside
+ *   annotations only), format (date, time, date-time and uuid strings;
+ *   ipv4, ipv6, hostname, email, duration and uri strings, read as
+ *   patterns; int64, float and double numbers), nullable (OpenAPI 3.0's,
+ *   beside a type), minimum, maximum, exclusiveMinimum and
+ *   exclusiveMaximum (as numbers, or draft 4's booleans beside minimum and
+ *   maximum), multipleOf, and the annotations title, description,
+ *   default, examples, $schema, $id, $comment, $defs, definitions, strict,
+ *   discriminator, deprecated, readOnly, writeOnly.
  * What is generated is a subset of what the schema allows, chosen so that
  * the matcher stays deterministic:
  *   - an object with properties takes them in the order the schema lists

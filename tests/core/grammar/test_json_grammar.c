@@ -189,6 +189,14 @@ static void test_refs_and_unions(void **state)
     assert_false(accepts(w, "{\"a\":{\"m\":2}}"));
     assert_false(accepts(w, "{\"u\":3}"));
     tw_json_grammar_free(w);
+    /* OpenAPI 3.0's nullable adds null to the type it stands beside */
+    w = compile_ok(
+        "{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"nullable\":true},"
+        "\"i\":{\"type\":\"integer\",\"nullable\":false}}}");
+    assert_true(accepts(w, "{\"s\":null,\"i\":1}"));
+    assert_true(accepts(w, "{\"s\":\"x\"}"));
+    assert_false(accepts(w, "{\"i\":null}"));
+    tw_json_grammar_free(w);
     /* a recursive tree through $defs, nullable through anyOf */
     tw_json_grammar *g = compile_ok(
         "{\"$ref\":\"#/$defs/node\",\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{"
@@ -356,6 +364,7 @@ static void test_refusals(void **state)
          "unsupported format \"uri-template\" (at /properties/a)"},
         {"{\"type\":\"integer\",\"format\":\"int32\"}", "unsupported format \"int32\""},
         {"{\"allOf\":[{\"type\":\"string\"},{\"maxLength\":3}]}", "\"allOf\" of other than one"},
+        {"{\"type\":\"string\",\"nullable\":1}", "\"nullable\" must be true or false"},
         {"{\"allOf\":[{\"type\":\"string\"}],\"maxLength\":3}", "\"maxLength\" beside \"allOf\""},
         {"{\"properties\":{\"p\":{\"allOf\":[{\"pattern\":\"(\"}]}}}",
          "(at /properties/p/allOf/0)"},
