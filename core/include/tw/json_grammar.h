@@ -48,12 +48,14 @@
  *     character is taken only while PCRE2 finds the string a partial
  *     match (for a pattern anchored with ^; one that is not can match
  *     later), and the closing quote, like the character that reaches
- *     maxLength or the last of those bytes, only on a match. A partial match can still have no
- *     completion (a lookahead no character satisfies, a character that
- *     needs an escape, a pattern longer than what is left of maxLength),
- *     and a pattern that may match characters outside ASCII takes a UTF-8
- *     lead byte before its character is whole, so for such patterns the
- *     matcher can reach a string no byte continues;
+ *     maxLength or the last of those bytes, only on a match. A partial
+ *     match can still have no completion (a lookahead no character
+ *     satisfies, a character that needs an escape, a pattern longer than
+ *     what is left of maxLength), and a pattern that may match characters
+ *     outside ASCII takes a UTF-8 lead byte before its character is whole,
+ *     so for such patterns the matcher can reach a string no byte
+ *     continues (the formats read as patterns are written so that it
+ *     cannot, but at the end of their room);
  *   - whitespace between tokens is at most TW_JSON_MAX_WS bytes per gap, so
  *     a model cannot loop on blank space;
  *   - dates are real calendar days (Gregorian leap years); times and
