@@ -36,6 +36,7 @@ void tw_json_state_init(tw_json_state *s, const tw_json_grammar *g)
     s->tail = 0;
     s->ws = 0;
     s->plen = 0;
+    s->klen = s->kcur = s->khigh = 0;
     memset(&s->f[0], 0, sizeof s->f[0]);
     s->f[0].kind = FK_VALUE;
     s->f[0].node = g->root;
@@ -53,8 +54,13 @@ void tw_json_state_copy(tw_json_state *dst, const tw_json_state *src)
     dst->tail = src->tail;
     dst->ws = src->ws;
     dst->plen = src->plen;
+    dst->klen = src->klen;
+    dst->kcur = src->kcur;
+    dst->khigh = src->khigh;
     memcpy(dst->f, src->f, src->depth * sizeof src->f[0]);
     memcpy(dst->pbuf, src->pbuf, src->plen);
+    const size_t keys = (size_t)src->klen + (src->kcur ? 1u + src->kcur : 0u);
+    memcpy(dst->kbuf, src->kbuf, keys < sizeof dst->kbuf ? keys : sizeof dst->kbuf);
 }
 
 static bool push(tw_json_state *s, uint8_t kind, uint32_t node)
@@ -119,12 +125,124 @@ static bool pattern_byte(tw_json_state *s, tw_json_frame *f, const jnode *n, uns
     return r == JP_MATCH || (r == JP_VIABLE && !last);
 }
 
+/* An open object's frame flag (in its bits, which only objects with
+ * properties use otherwise): its keys no longer fit the state's buffer, so
+ * they are not compared. */
+#define KEYS_UNTRACKED 1u
+
+/* Appends k decoded bytes to the key being read, or gives up on the
+ * object's keys when they do not fit. */
+static void key_append(tw_json_state *s, tw_json_frame *obj, const unsigned char *p, size_t k)
+{
+    if (s->kcur + k > 255 || (size_t)s->klen + 1 + s->kcur + k > TW_JSON_KEY_BYTES) {
+        obj->bits |= KEYS_UNTRACKED;
+        return;
+    }
+    memcpy(s->kbuf + s->klen + 1 + s->kcur, p, k);
+    s->kcur = (uint16_t)(s->kcur + k);
+}
+
+/* Whether the key just read is one of the object's keys before it (they
+ * start at obj->count in kbuf, each a length byte and the key). */
+static bool key_seen(const tw_json_state *s, const tw_json_frame *obj)
+{
+    const unsigned char *key = s->kbuf + s->klen + 1;
+    for (size_t o = obj->count; o < s->klen; o += 1u + s->kbuf[o])
+        if (s->kbuf[o] == s->kcur && memcmp(s->kbuf + o + 1, key, s->kcur) == 0)
+            return true;
+    return false;
+}
+
+/* The UTF-8 form of code point cp into out; its length. */
+static size_t utf8_of(uint32_t cp, unsigned char out[4])
+{
+    if (cp < 0x80) {
+        out[0] = (unsigned char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (unsigned char)(0xC0 | cp >> 6);
+        out[1] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (unsigned char)(0xE0 | cp >> 12);
+        out[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
+        out[2] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (unsigned char)(0xF0 | cp >> 18);
+    out[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3F));
+    out[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
+    out[3] = (unsigned char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* A key of an open object: read as any string is, its text decoded into
+ * the state's key buffer (escapes as the characters they stand for), and
+ * its closing quote taken only when the object has no such key yet. */
+static bool key_byte(tw_json_state *s, tw_json_frame *f, const jnode *n, unsigned char c)
+{
+    tw_json_frame *obj = &s->f[s->depth - 2];
+    const bool tracked = !(obj->bits & KEYS_UNTRACKED);
+    const uint8_t phase = f->phase;
+    if (phase == SP_BODY && c == '"') {
+        if (f->count < n->min || (tracked && key_seen(s, obj)))
+            return false;
+        if (tracked && (size_t)s->klen + 1 + s->kcur > TW_JSON_KEY_BYTES) {
+            obj->bits |= KEYS_UNTRACKED;
+        } else if (tracked) {
+            s->kbuf[s->klen] = (unsigned char)s->kcur;
+            s->klen = (uint16_t)(s->klen + 1 + s->kcur);
+        }
+        s->kcur = 0;
+        s->depth--;
+        return true;
+    }
+    if (!body_byte(s, f, n, c))
+        return false;
+    if (!tracked)
+        return true;
+    unsigned char out[4];
+    size_t k = 0;
+    switch (phase) {
+    case SP_BODY:
+    case SP_UTF8:
+        if (c != '\\')
+            out[k++] = c;
+        break;
+    case SP_ESC:
+        if (c != 'u') {
+            static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+            out[k++] = (unsigned char)to[strchr(from, c) - from];
+        }
+        break;
+    case SP_HEX:
+        if (f->pos == 4 && f->phase == SP_PAIR_BS)
+            s->khigh = (uint16_t)f->bits;
+        else if (f->pos == 4)
+            k = utf8_of((uint32_t)f->bits, out);
+        break;
+    case SP_LOW_HEX:
+        if (f->pos == 4)
+            k = utf8_of(0x10000u + ((uint32_t)(s->khigh - 0xD800u) << 10) +
+                            ((uint32_t)f->bits - 0xDC00u),
+                        out);
+        break;
+    }
+    if (k)
+        key_append(s, obj, out, k);
+    return true;
+}
+
 static bool string_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
 {
     const tw_json_grammar *g = s->g;
     const jnode *n = &g->nodes[f->node];
     if (n->extra != JN_NONE)
         return pattern_byte(s, f, n, c);
+    if (f->node == g->key_string)
+        return key_byte(s, f, n, c);
     if (n->format != JF_NONE) {
         /* a formatted string is plain ASCII, position by position */
         if (c == '"') {
@@ -443,6 +561,7 @@ static bool object_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
         if (is_ws(c))
             return take_ws(s);
         if (c == '}' && f->phase == OP_START && may_close(n, f)) {
+            s->klen = (uint16_t)f->count; /* its keys are done with */
             s->depth--;
             return true;
         }
@@ -457,6 +576,7 @@ static bool object_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
         if (n->extra == JN_NONE)
             return false;
         f->phase = OP_COLON;
+        s->kcur = 0;
         return push(s, FK_STRING, g->key_string);
     case OP_KEY: {
         uint64_t next = 0;
@@ -494,6 +614,7 @@ static bool object_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
             return true;
         }
         if (c == '}' && may_close(n, f)) {
+            s->klen = (uint16_t)f->count;
             s->depth--;
             return true;
         }
@@ -542,6 +663,7 @@ bool tw_json_state_feed_byte(tw_json_state *s, unsigned char c)
             case JN_OBJECT:
             case JN_TAGGED:
                 f->kind = FK_OBJECT;
+                f->count = s->klen; /* where its keys will start */
                 return c == '{';
             case JN_ARRAY:
                 f->kind = FK_ARRAY;

@@ -30,7 +30,8 @@
  *   - an object with properties takes them in the order the schema lists
  *     them, each at most once, optional ones may be left out, and no
  *     others; an object without properties takes any keys (values fitting
- *     additionalProperties);
+ *     additionalProperties), each at most once (compared as decoded text,
+ *     within TW_JSON_KEY_BYTES);
  *   - enum and const values are written compactly, byte for byte as
  *     jansson's compact dump of them;
  *   - "integer" is -?digits (no fraction or exponent); numbers have at most
@@ -84,6 +85,11 @@
 /* Bytes a string held to a "pattern" may take (the pattern is asked about
  * the whole string so far, which the state carries). */
 #define TW_JSON_PATTERN_BYTES 512
+/* Bytes of the keys of the open objects being read (each decoded, after a
+ * length byte) that the state keeps, so that no key comes twice in one of
+ * them; an object whose keys do not fit, or that has a key of more than
+ * 255 bytes, is no longer held to it. */
+#define TW_JSON_KEY_BYTES 1024
 
 typedef struct tw_json_grammar tw_json_grammar;
 
@@ -134,8 +140,12 @@ typedef struct tw_json_state {
     uint16_t tail;  /* bytes of the grammar's tail taken */
     uint8_t ws;     /* whitespace bytes in the current gap */
     uint16_t plen;  /* bytes of the string being read, when it has a pattern */
+    uint16_t klen;  /* bytes of kbuf in use: open objects' keys so far */
+    uint16_t kcur;  /* bytes of the key being read, after kbuf[klen] */
+    uint16_t khigh; /* a \u escape's high surrogate, in a key */
     tw_json_frame f[TW_JSON_MAX_DEPTH];
     unsigned char pbuf[TW_JSON_PATTERN_BYTES];
+    unsigned char kbuf[TW_JSON_KEY_BYTES];
 } tw_json_state;
 
 void tw_json_state_init(tw_json_state *s, const tw_json_grammar *g);

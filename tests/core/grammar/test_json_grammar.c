@@ -26,6 +26,49 @@ static bool prefix_ok(const tw_json_grammar *g, const char *text)
     return tw_json_state_feed(&s, text, strlen(text));
 }
 
+/* An open object takes each key once, keys compared as decoded text;
+ * each object has its own. */
+static void test_repeated_keys(void **state)
+{
+    (void)state;
+    tw_json_grammar *g = compile_ok(NULL);
+    assert_true(accepts(g, "{\"a\":1,\"b\":2,\"ab\":3,\"\":4}"));
+    assert_false(prefix_ok(g, "{\"a\":1,\"a\""));
+    assert_true(prefix_ok(g, "{\"a\":1,\"a\\n\"")); /* a longer key */
+    assert_false(prefix_ok(g, "{\"a\":1,\"\\u0061\""));
+    assert_false(prefix_ok(g, "{\"\xc3\xa9\":1,\"\\u00e9\""));
+    assert_false(prefix_ok(g, "{\"\\ud83d\\ude00\":1,\"\xf0\x9f\x98\x80\""));
+    assert_false(prefix_ok(g, "{\"\\n\":1,\"\\u000a\""));
+    assert_false(prefix_ok(g, "{\"\":1,\"\""));
+    /* per object, and the outer object's keys come back after an inner one */
+    assert_true(accepts(g, "{\"a\":{\"a\":1,\"b\":{\"a\":2}},\"b\":{\"a\":3}}"));
+    assert_false(prefix_ok(g, "{\"a\":{\"x\":1},\"a\""));
+    assert_false(prefix_ok(g, "{\"k\":[{\"a\":1,\"a\""));
+    tw_json_grammar_free(g);
+
+    /* additionalProperties with a schema is an open object too */
+    g = compile_ok("{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}");
+    assert_true(accepts(g, "{\"x\":1,\"y\":2}"));
+    assert_false(accepts(g, "{\"x\":1,\"x\":2}"));
+    tw_json_grammar_free(g);
+
+    /* keys past what the state keeps are no longer compared, so a long
+     * object never meets a dead end */
+    g = compile_ok(NULL);
+    char doc[4096] = "{";
+    char key[300];
+    memset(key, 'k', 299);
+    key[299] = '\0';
+    snprintf(doc + 1, sizeof doc - 1, "\"%s\":1,\"%s\":2}", key, key);
+    assert_true(accepts(g, doc)); /* a key longer than 255 bytes */
+    size_t at = 1;
+    for (int i = 0; i < 12; i++)
+        at += (size_t)snprintf(doc + at, sizeof doc - at, "\"%.100s%02d\":0,", key, i);
+    snprintf(doc + at, sizeof doc - at, "\"%.100s00\":0}", key);
+    assert_true(accepts(g, doc)); /* 12 keys of 102 bytes: 9 are kept */
+    tw_json_grammar_free(g);
+}
+
 static void test_any_object(void **state)
 {
     (void)state;
@@ -622,7 +665,7 @@ static void check_walks(const char *schema_text, int walks, bool object_root)
             continue;
         finished++;
         json_error_t je;
-        json_t *v = json_loadb(doc, n, JSON_DECODE_ANY, &je);
+        json_t *v = json_loadb(doc, n, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
         if (!v)
             fail_msg("walk %d gave what jansson refuses (%s): %s", i, je.text, doc);
         if (object_root)
@@ -706,11 +749,17 @@ static void test_random_walks(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_any_object),     cmocka_unit_test(test_whitespace_and_number_bounds),
-        cmocka_unit_test(test_schema_objects), cmocka_unit_test(test_refs_and_unions),
-        cmocka_unit_test(test_tail),           cmocka_unit_test(test_formats),
-        cmocka_unit_test(test_choices),        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_tuples),         cmocka_unit_test(test_random_walks),
+        cmocka_unit_test(test_repeated_keys),
+        cmocka_unit_test(test_any_object),
+        cmocka_unit_test(test_whitespace_and_number_bounds),
+        cmocka_unit_test(test_schema_objects),
+        cmocka_unit_test(test_refs_and_unions),
+        cmocka_unit_test(test_tail),
+        cmocka_unit_test(test_formats),
+        cmocka_unit_test(test_choices),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_tuples),
+        cmocka_unit_test(test_random_walks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
