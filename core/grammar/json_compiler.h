@@ -49,6 +49,16 @@ uint32_t jc_compile(compiler *c, const json_t *s, int depth);
 /* "Any JSON value", built once per grammar. */
 uint32_t jc_any_node(compiler *c);
 
+/* Whether keyword k is an annotation (no effect on what is generated). */
+bool jc_is_annotation(const char *k);
+
+/* The schema a "$ref" names (#, #/$defs/..., #/definitions/...); NULL
+ * with c->st set when it names none. */
+const json_t *jc_resolve_ref(compiler *c, const json_t *ref);
+
+/* A schema with "allOf" (json_all_of.c). */
+uint32_t jc_all_of(compiler *c, const json_t *s, int depth);
+
 /* An array schema's node (json_array.c). */
 uint32_t jc_array(compiler *c, const json_t *s, int depth);
 

@@ -127,7 +127,7 @@ static uint32_t add_literal(compiler *c, const json_t *v)
 
 /* "discriminator" (OpenAPI) names the property that tells objects apart,
  * which the compiler finds by itself. */
-static bool is_annotation(const char *k)
+bool jc_is_annotation(const char *k)
 {
     static const char *const names[] = {
         "title", "description", "default", "examples",      "$schema",    "$id",      "$comment",
@@ -168,7 +168,7 @@ static bool is_understood(const char *k)
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(k, names[i]) == 0)
             return true;
-    return is_annotation(k);
+    return jc_is_annotation(k);
 }
 
 /* The types a schema object admits: its "type", else what its keywords
@@ -418,7 +418,7 @@ static uint32_t compile_enum(compiler *c, const json_t *s)
 }
 
 /* Follows "#/$defs/name" or "#/definitions/name" (or "#" itself). */
-static const json_t *resolve_ref(compiler *c, const json_t *ref)
+const json_t *jc_resolve_ref(compiler *c, const json_t *ref)
 {
     const char *r = json_string_value(ref);
     if (!r) {
@@ -448,7 +448,7 @@ static const json_t *resolve_ref(compiler *c, const json_t *ref)
 
 static uint32_t compile_ref(compiler *c, const json_t *s, int depth)
 {
-    const json_t *t = resolve_ref(c, json_object_get(s, "$ref"));
+    const json_t *t = jc_resolve_ref(c, json_object_get(s, "$ref"));
     if (!t)
         return JN_NONE;
     for (size_t i = 0; i < c->n_seen; i++)
@@ -483,9 +483,11 @@ static unsigned schema_classes(compiler *c, const json_t *s, int depth)
     const json_t *all = json_object_get(s, "allOf");
     if (json_is_array(all) && json_array_size(all) == 1)
         return schema_classes(c, json_array_get(all, 0), depth + 1);
+    if (json_is_array(all)) /* several: merged objects, or refused */
+        return 1u << JC_OBJECT;
     const json_t *ref = json_object_get(s, "$ref");
     if (ref) {
-        const json_t *t = resolve_ref(c, ref);
+        const json_t *t = jc_resolve_ref(c, ref);
         return t ? schema_classes(c, t, depth + 1) : 0;
     }
     const json_t *alts = json_object_get(s, "anyOf");
@@ -672,31 +674,6 @@ static uint32_t compile_typed(compiler *c, const json_t *s, unsigned types, int 
     return n == 1 ? nodes[0] : jc_join(c, nodes, classes, n);
 }
 
-/* "allOf" of one schema (how pydantic and others wrap a $ref to give it a
- * description or a default) is that schema; beside it only annotations.
- * Several are refused: merging them is not done. */
-static uint32_t compile_all_of(compiler *c, const json_t *s, int depth)
-{
-    const json_t *all = json_object_get(s, "allOf");
-    if (!json_is_array(all) || json_array_size(all) != 1)
-        return jc_fail(c, TW_INVALID_ARGUMENT,
-                       "json_schema: \"allOf\" of other than one schema%s (at %s)", NULL);
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)s, key, v)
-    {
-        if (strcmp(key, "allOf") != 0 && !is_annotation(key))
-            return jc_fail(c, TW_INVALID_ARGUMENT,
-                           "json_schema: \"%.64s\" beside \"allOf\" (at %s)", key);
-    }
-    const size_t back = jc_path_push(c, "allOf");
-    const size_t at = jc_path_push(c, "0");
-    const uint32_t node = jc_compile(c, json_array_get(all, 0), depth + 1);
-    jc_path_pop(c, at);
-    jc_path_pop(c, back);
-    return node;
-}
-
 uint32_t jc_compile(compiler *c, const json_t *s, int depth)
 {
     if (c->st != TW_OK)
@@ -721,7 +698,7 @@ uint32_t jc_compile(compiler *c, const json_t *s, int depth)
                            "json_schema: unsupported keyword \"%.64s\" (at %s)", key);
     }
     if (json_object_get(s, "allOf"))
-        return compile_all_of(c, s, depth);
+        return jc_all_of(c, s, depth);
     const json_t *ref = json_object_get(s, "$ref");
     const json_t *any = json_object_get(s, "anyOf");
     const json_t *one = json_object_get(s, "oneOf");

@@ -16,15 +16,17 @@
  *   whose alternatives start with different JSON types (or are objects
  *   told apart by a property all of them require, with different const or
  *   enum values: that property is then written first), $ref to
- *   #/$defs/... or #/definitions/..., allOf of one schema (beside
- *   annotations only), format (date, time, date-time and uuid strings;
- *   ipv4, ipv6, hostname, email, duration and uri strings, read as
- *   patterns; int64, float and double numbers), nullable (OpenAPI 3.0's,
- *   beside a type), minimum, maximum, exclusiveMinimum and
- *   exclusiveMaximum (as numbers, or draft 4's booleans beside minimum and
- *   maximum), multipleOf, and the annotations title, description,
- *   default, examples, $schema, $id, $comment, $defs, definitions, strict,
- *   discriminator, deprecated, readOnly, writeOnly.
+ *   #/$defs/... or #/definitions/..., allOf (beside annotations only) of
+ *   one schema or of object schemas, merged (properties in order, one
+ *   named twice only with the same schema, the required names of all,
+ *   only those an additionalProperties false names), format (date, time,
+ *   date-time and uuid strings; ipv4, ipv6, hostname, email, duration and
+ *   uri strings, read as patterns; int64, float and double numbers),
+ *   nullable (OpenAPI 3.0's, beside a type), minimum, maximum,
+ *   exclusiveMinimum and exclusiveMaximum (as numbers, or draft 4's
+ *   booleans beside minimum and maximum), multipleOf, and the annotations
+ *   title, description, default, examples, $schema, $id, $comment, $defs,
+ *   definitions, strict, discriminator, deprecated, readOnly, writeOnly.
  * What is generated is a subset of what the schema allows, chosen so that
  * the matcher stays deterministic:
  *   - an object with properties takes them in the order the schema lists

@@ -232,6 +232,29 @@ static void test_refs_and_unions(void **state)
     assert_false(accepts(w, "{\"a\":{\"m\":2}}"));
     assert_false(accepts(w, "{\"u\":3}"));
     tw_json_grammar_free(w);
+    /* several object schemas merged, as OpenAPI composes a type */
+    w = compile_ok("{\"$defs\":{\"Base\":{\"type\":\"object\",\"properties\":{\"id\":{\"type\":"
+                   "\"integer\"}},\"required\":[\"id\"]}},\"allOf\":[{\"$ref\":\"#/$defs/Base\"},"
+                   "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"id\":{"
+                   "\"type\":\"integer\"}},\"required\":[\"name\"]}],\"description\":\"d\"}");
+    assert_true(accepts(w, "{\"id\":1,\"name\":\"x\"}"));
+    assert_false(accepts(w, "{\"name\":\"x\"}"));
+    assert_false(accepts(w, "{\"id\":1}"));
+    assert_false(accepts(w, "{\"id\":1,\"name\":\"x\",\"z\":0}"));
+    tw_json_grammar_free(w);
+    w = compile_ok("{\"allOf\":[{\"properties\":{\"a\":{}},\"additionalProperties\":false},"
+                   "{\"properties\":{\"b\":{}}}]}");
+    assert_true(accepts(w, "{\"a\":1}"));
+    assert_false(accepts(w, "{\"a\":1,\"b\":2}"));
+    tw_json_grammar_free(w);
+    /* a union around a merge */
+    w = compile_ok(
+        "{\"anyOf\":[{\"allOf\":[{\"properties\":{\"a\":{}}},{\"properties\":{\"b\":{}}}]},"
+        "{\"type\":\"null\"}]}");
+    assert_true(accepts(w, "{\"a\":1,\"b\":2}"));
+    assert_true(accepts(w, "null"));
+    tw_json_grammar_free(w);
+
     /* OpenAPI 3.0's nullable adds null to the type it stands beside */
     w = compile_ok(
         "{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"nullable\":true},"
@@ -406,7 +429,17 @@ static void test_refusals(void **state)
         {"{\"properties\":{\"a\":{\"format\":\"uri-template\"}}}",
          "unsupported format \"uri-template\" (at /properties/a)"},
         {"{\"type\":\"integer\",\"format\":\"int32\"}", "unsupported format \"int32\""},
-        {"{\"allOf\":[{\"type\":\"string\"},{\"maxLength\":3}]}", "\"allOf\" of other than one"},
+        {"{\"allOf\":[{\"type\":\"string\"},{\"maxLength\":3}]}",
+         "\"allOf\" merges object schemas only (at /allOf/0)"},
+        {"{\"allOf\":[{\"properties\":{}},{\"maxProperties\":3}]}",
+         "\"maxProperties\" in a schema \"allOf\" merges (at /allOf/1)"},
+        {"{\"allOf\":[{\"properties\":{\"a\":{\"type\":\"string\"}}},{\"properties\":{\"a\":{"
+         "\"type\":\"integer\"}}}]}",
+         "property \"a\" has two schemas"},
+        {"{\"allOf\":[{\"properties\":{\"a\":{}},\"additionalProperties\":false},{\"properties\":{"
+         "\"b\":{}},\"required\":[\"b\"]}]}",
+         "required property \"b\" is shut out"},
+        {"{\"allOf\":[]}", "\"allOf\" must be a non-empty list"},
         {"{\"type\":\"string\",\"nullable\":1}", "\"nullable\" must be true or false"},
         {"{\"allOf\":[{\"type\":\"string\"}],\"maxLength\":3}", "\"maxLength\" beside \"allOf\""},
         {"{\"properties\":{\"p\":{\"allOf\":[{\"pattern\":\"(\"}]}}}",
