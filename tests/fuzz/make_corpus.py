@@ -284,6 +284,15 @@ def main():
         "id": {"type": "string", "pattern": "^[A-Z]{2}-\\d{3}$"},
         "note": {"type": "string", "pattern": "é|x", "maxLength": 8}}}).encode()
         + b'\0{"id": "AB-123", "note": "caf\xc3\xa9"}')
+    put(jg, "formats_re", json.dumps({"type": "array", "items": {"anyOf": [
+        {"type": "string", "format": "uri"}, {"type": "object", "properties": {
+            "ip": {"type": "string", "format": "ipv6"}, "at": {"type": "string", "format": "email"}}}]
+        }}).encode() + b'\0["https://x.org/a?b#c", {"ip": "::1", "at": "a@b.c"}]')
+    put(jg, "compose", json.dumps({"$defs": {"B": {"type": "object", "properties": {
+        "id": {"type": "integer"}}, "required": ["id"]}}, "allOf": [{"$ref": "#/$defs/B"}, {
+        "properties": {"t": {"prefixItems": [{"type": "boolean"}, {"type": "string", "nullable":
+        True}], "items": False}, "m": {"type": "object"}}}]}).encode()
+        + b'\0{"id": 1, "t": [true, null], "m": {"a": 1, "\\u0061": 2}}')
     put(jg, "bad_schema", b'{"type": "object", "patternProperties": {}}\0{}')
     put(jg, "bounds", json.dumps({"type": "object", "properties": {
         "age": {"type": "integer", "minimum": 0, "exclusiveMaximum": 150},
