@@ -1,8 +1,8 @@
 /* String formats read as patterns (json_pattern.c): the formats a schema
  * may name whose texts are regular languages with no calendar in them.
  * Each expression is written so that every partial match it allows can
- * still be finished (no lookaround), which keeps the matcher from
- * stranding an answer in them, and each is anchored at both ends. */
+ * still be finished, within the format's length, which keeps the matcher
+ * from stranding an answer in them, and each is anchored at both ends. */
 #include <string.h>
 
 #include "json_internal.h"
@@ -28,9 +28,15 @@
 #define HOSTNAME LABEL "(?:\\." LABEL ")*"
 
 /* RFC 5321 mailboxes in their common form: a dot-atom local part and a
- * host name (no quoted local parts, no address literals). */
+ * host name (no quoted local parts, no address literals). The local part
+ * is a character and at most 31 more, each with a dot before it or not,
+ * so it stays within RFC 5321's 64 octets by its form alone: a lookahead
+ * that counted them would make every string a partial match (PCRE2 finds
+ * a lookahead that meets the end of the text partial), and with no bound
+ * an answer could write a local part up to the address's 254 characters
+ * and find no way to an @ there. */
 #define ATEXT "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
-#define EMAIL ATEXT "+(?:\\." ATEXT "+)*@" HOSTNAME
+#define EMAIL ATEXT "(?:\\.?" ATEXT "){0,31}@" HOSTNAME
 
 /* RFC 3339 appendix A durations: P then a date part (years, months and
  * days, each with the smaller ones it may carry) with an optional time
