@@ -2,7 +2,9 @@
  * may name whose texts are regular languages with no calendar in them.
  * Each expression is written so that every partial match it allows can
  * still be finished, within the format's length, which keeps the matcher
- * from stranding an answer in them, and each is anchored at both ends. */
+ * from stranding an answer in them (but for a URI whose userinfo or IPv6
+ * literal runs into the last bytes of TW_JSON_PATTERN_BYTES), and each is
+ * anchored at both ends. */
 #include <string.h>
 
 #include "json_internal.h"
@@ -53,7 +55,9 @@
 #define PCT       "%[0-9A-Fa-f]{2}"
 #define SUB_UNRES "\\-A-Za-z0-9._~!$&'()*+,;="
 #define PCHAR     "(?:[" SUB_UNRES ":@]|" PCT ")"
-#define SCHEME    "[A-Za-z][A-Za-z0-9+.-]*"
+/* at most 32 characters, as no scheme in use is longer, so that a scheme
+ * cannot run to the end of the string's room with no ":" in reach */
+#define SCHEME    "[A-Za-z][A-Za-z0-9+.-]{0,31}"
 #define IP_LIT    "\\[(?:" IPV6 "|v[0-9A-Fa-f]+\\.[" SUB_UNRES ":]+)\\]"
 #define AUTHORITY                                                                                  \
     "(?:(?:[" SUB_UNRES ":]|" PCT ")*@)?(?:" IP_LIT "|(?:[" SUB_UNRES "]|" PCT ")*)(?::[0-9]*)?"

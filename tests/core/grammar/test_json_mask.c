@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +160,76 @@ static void test_model_vocab(void **state)
     tw_tokenizer_free(tok);
 }
 
+/* Random token walks through strings read as patterns (the formats and a
+ * pattern of the schema's own), a tuple and an open object, on the shipped
+ * model's vocabulary: every walk reaches a whole document with a token
+ * allowed at each step on the way (an email's local part once ran to the
+ * address's last character with no @ in reach), and jansson reads it. */
+static void test_pattern_walks(void **state)
+{
+    (void)state;
+    static const char schema[] =
+        "{\"type\":\"object\",\"properties\":{\"u\":{\"type\":\"string\",\"format\":\"uri\"},"
+        "\"h\":{\"type\":\"string\",\"format\":\"hostname\"},\"i\":{\"type\":\"string\","
+        "\"format\":\"ipv6\"},\"d\":{\"type\":\"string\",\"format\":\"duration\"},\"e\":{"
+        "\"type\":\"string\",\"format\":\"email\"},\"k\":{\"type\":\"object\"},\"t\":{"
+        "\"prefixItems\":[{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}[0-9]+$\"},{\"type\":"
+        "\"integer\"}],\"items\":false,\"minItems\":2}},\"required\":[\"u\",\"h\",\"i\",\"d\","
+        "\"e\",\"k\",\"t\"],\"additionalProperties\":false}";
+    tw_tokenizer *tok;
+    tw_err err;
+    assert_int_equal(tw_tokenizer_load_gguf(g_model, &tok, &err), TW_OK);
+    tw_json_vocab *v;
+    tw_json_masker *mk;
+    tw_json_grammar *g;
+    assert_int_equal(tw_json_vocab_build(tok, NULL, 0, &v, &err), TW_OK);
+    assert_int_equal(tw_json_masker_create(v, &mk, &err), TW_OK);
+    assert_int_equal(tw_json_grammar_compile(schema, strlen(schema), &g, &err), TW_OK);
+    const uint32_t n = tw_tokenizer_vocab_size(tok);
+    uint8_t *allowed = malloc(n);
+    char *doc = malloc(1 << 16);
+    assert_non_null(allowed);
+    assert_non_null(doc);
+    tw_test_rng rng = {0x7a11c0de};
+    int finished = 0;
+    for (int w = 0; w < 10; w++) {
+        tw_json_state s;
+        tw_json_state_init(&s, g);
+        size_t len = 0;
+        for (int step = 0; step < 800 && !tw_json_state_closed(&s); step++) {
+            const size_t kept = tw_json_mask_allowed(mk, &s, NULL, 0, allowed, n);
+            if (kept == 0)
+                fail_msg("walk %d: no token continues %.*s", w, (int)len, doc);
+            uint64_t pick = tw_test_rand_u64(&rng) % kept;
+            uint32_t id = 0;
+            while (!allowed[id] || pick-- > 0)
+                id++;
+            size_t tl;
+            const char *b = tw_tokenizer_token_bytes(tok, id, &tl);
+            assert_true(tw_json_state_feed(&s, b, tl));
+            assert_true(len + tl < (1 << 16));
+            memcpy(doc + len, b, tl);
+            len += tl;
+        }
+        if (!tw_json_state_closed(&s))
+            continue;
+        finished++;
+        json_error_t je;
+        json_t *d = json_loadb(doc, len, JSON_REJECT_DUPLICATES, &je);
+        if (!json_is_object(d) || json_object_size(d) != 7)
+            fail_msg("walk %d gave what jansson reads otherwise (%s): %.*s", w, je.text, (int)len,
+                     doc);
+        json_decref(d);
+    }
+    assert_true(finished >= 5);
+    free(doc);
+    free(allowed);
+    tw_json_grammar_free(g);
+    tw_json_masker_destroy(mk);
+    tw_json_vocab_free(v);
+    tw_tokenizer_free(tok);
+}
+
 static void test_shared_vocabs(void **state)
 {
     (void)state;
@@ -186,6 +257,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_vocab),
         cmocka_unit_test(test_shared_vocabs),
+        cmocka_unit_test(test_pattern_walks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
