@@ -374,7 +374,7 @@ static bool uri_fits(const char *u)
     const char *p = u;
     if (!isalpha((unsigned char)*p))
         return false;
-    while (isalnum((unsigned char)*p) || strchr("+-.", *p))
+    while (isalnum((unsigned char)*p) || (*p && strchr("+-.", *p)))
         p++;
     if (*p++ != ':')
         return false;
