@@ -24,15 +24,16 @@
 #define MATCH_LIMIT 100000
 
 /* Escapes that can match a character outside ASCII: negated classes,
+ * horizontal and vertical space (no-break space, line separators),
  * properties, code points, octal and back-reference numbers. */
 static bool wide_escape(char e)
 {
-    return strchr("DWSHVRXNCpPxuo0123456789", e) != NULL;
+    return e && strchr("DWSHVhvRXNCpPxuo0123456789", e) != NULL;
 }
 
 /* Whether pattern text p can match a character outside ASCII: a dot
- * outside a class, a negated class, a wide escape, a byte past 0x7F, or
- * caseless matching (which folds k to the Kelvin sign). False means every
+ * outside a class, a negated class (or POSIX class), a wide escape, a
+ * byte past 0x7F, or caseless matching (which folds k to the Kelvin sign). False means every
  * character it matches is ASCII, which lets the matcher refuse a UTF-8
  * lead byte at once instead of when its character is whole. */
 static bool may_match_non_ascii(const char *p, size_t n)
@@ -46,6 +47,9 @@ static bool may_match_non_ascii(const char *p, size_t n)
             if (wide_escape(p[++i]))
                 return true;
         } else if (in_class) {
+            /* a negated POSIX class, [:^alpha:] */
+            if (c == '[' && i + 2 < n && p[i + 1] == ':' && p[i + 2] == '^')
+                return true;
             in_class = c != ']';
         } else if (c == '[') {
             if (i + 1 < n && p[i + 1] == '^')

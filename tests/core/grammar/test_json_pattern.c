@@ -100,6 +100,13 @@ static void test_verdicts(void **state)
     assert_true(accepts(g, "\"cafe\""));
     assert_int_equal(taken(g, "\"caf\xc3\xa8\""), 5); /* è: its second byte */
     tw_json_grammar_free(g);
+    /* \\h matches the no-break space, [:^alpha:] all but letters */
+    g = string_schema("^a\\h$", NULL);
+    assert_true(accepts(g, "\"a\xc2\xa0\""));
+    tw_json_grammar_free(g);
+    g = string_schema("^[[:^alpha:]]$", NULL);
+    assert_true(accepts(g, "\"\xc3\x97\""));
+    tw_json_grammar_free(g);
     g = string_schema("^.{2}$", NULL);
     assert_true(accepts(g, "\"\xe2\x82\xac\xc3\xa9\""));
     assert_false(accepts(g, "\"abc\""));
