@@ -133,19 +133,23 @@ bool jc_pattern_admits_literals(compiler *c, const json_t *s)
         return c->st == TW_OK;
     const json_t *one = json_object_get(s, "const"), *all = json_object_get(s, "enum");
     const size_t n = all && json_is_array(all) ? json_array_size(all) : 0;
-    for (size_t k = 0; k < n + (one != NULL); k++) {
+    bool ok = true;
+    for (size_t k = 0; ok && k < n + (one != NULL); k++) {
         const json_t *v = k < n ? json_array_get(all, k) : one;
-        if (json_is_string(v) &&
-            json_pattern_test(&c->g->patterns[i], (const unsigned char *)json_string_value(v),
-                              json_string_length(v), true) != JP_MATCH) {
+        ok = !json_is_string(v) ||
+             json_pattern_test(&c->g->patterns[i], (const unsigned char *)json_string_value(v),
+                               json_string_length(v), true) == JP_MATCH;
+        if (!ok)
             jc_fail(c, TW_INVALID_ARGUMENT,
                     "json_schema: %.64s, an enum or const value, does not match its \"pattern\" "
                     "(at %s)",
                     json_string_value(v));
-            return false;
-        }
     }
-    return true;
+    /* the literals are written as they are: no string node reads the
+     * pattern, so it is not kept (the last one compiled) */
+    pcre2_code_free((pcre2_code *)c->g->patterns[i].code);
+    c->g->n_patterns--;
+    return ok;
 }
 
 bool tw_json_grammar_has_patterns(const tw_json_grammar *g)

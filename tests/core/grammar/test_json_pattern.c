@@ -128,6 +128,7 @@ static void test_verdicts(void **state)
 
     /* enum and const values are checked against the pattern once */
     g = compile_ok("{\"enum\":[\"AB\",\"CD\",3],\"pattern\":\"^[A-Z]+$\"}");
+    assert_false(tw_json_grammar_has_patterns(g)); /* the literals need none */
     assert_true(accepts(g, "\"CD\""));
     assert_true(accepts(g, "3"));
     tw_json_grammar_free(g);
