@@ -1,13 +1,51 @@
 /* Array schemas: "items" for every element, or a tuple: "prefixItems"
  * (JSON Schema 2020-12) or "items" as a list (drafts 4 to 7) for the first
  * elements, one schema each, then "items" (2020-12) or "additionalItems"
- * (the older drafts) for the rest: a schema, true, or false (no more). */
+ * (the older drafts) for the rest: a schema, true, or false (no more);
+ * and "uniqueItems". */
 #include <stdio.h>
 
 #include "json_compiler.h"
 
 /* Elements a tuple may name. */
 #define MAX_TUPLE 64
+
+/* uniqueItems: the items must be values the matcher can tell apart as they
+ * are written (strings, numbers, booleans, null, enum values), and no more
+ * of them than there are different values (max clamped to that, so that
+ * the array closes once every value is taken). */
+static bool unique_items(compiler *c, size_t n_prefix, uint32_t items, uint32_t lo, uint32_t *hi)
+{
+    if (n_prefix) {
+        jc_fail(c, TW_INVALID_ARGUMENT, "json_schema: uniqueItems on a tuple%s (at %s)", NULL);
+        return false;
+    }
+    if (items == JN_NONE) /* items: false; no element to compare */
+        return true;
+    uint32_t count;
+    bool numbers;
+    const int r = json_unique_domain(c->g, items, &count, &numbers);
+    if (r != JU_OK) {
+        jc_fail(c, r == JU_NOMEM ? TW_RESOURCE_EXHAUSTED : TW_INVALID_ARGUMENT,
+                r == JU_NOMEM ? "json_schema: out of memory%s (at %s)"
+                              : "json_schema: uniqueItems over items that may be objects or "
+                                "arrays%s (at %s)",
+                NULL);
+        return false;
+    }
+    if (lo > count) {
+        char what[80];
+        snprintf(what, sizeof what, " (%u, where the items can take %u different values)", lo,
+                 count);
+        jc_fail(c, TW_INVALID_ARGUMENT,
+                "json_schema: minItems above what uniqueItems allows%s (at %s)", what);
+        return false;
+    }
+    if (*hi > count)
+        *hi = count;
+    c->g->unique_numbers |= numbers;
+    return true;
+}
 
 uint32_t jc_array(compiler *c, const json_t *s, int depth)
 {
@@ -63,6 +101,13 @@ uint32_t jc_array(compiler *c, const json_t *s, int depth)
         return jc_fail(c, TW_INVALID_ARGUMENT,
                        "json_schema: minItems is above maxItems (or the tuple's length)%s (at %s)",
                        NULL);
+    const json_t *uq = json_object_get(s, "uniqueItems");
+    if (uq && !json_is_boolean(uq))
+        return jc_fail(c, TW_INVALID_ARGUMENT,
+                       "json_schema: uniqueItems must be true or false%s (at %s)", NULL);
+    const bool unique = json_is_true(uq);
+    if (unique && !unique_items(c, n_prefix, it, lo, &hi))
+        return JN_NONE;
     tw_json_grammar *g = c->g;
     if (!jc_grow((void **)&g->tuple_items, &g->cap_tuple_items,
                  g->n_tuple_items + (uint32_t)n_prefix, sizeof *g->tuple_items))
@@ -76,6 +121,7 @@ uint32_t jc_array(compiler *c, const json_t *s, int depth)
     an->n = (uint32_t)n_prefix;
     an->min = lo;
     an->max = hi;
+    an->unique = unique;
     for (size_t i = 0; i < n_prefix; i++)
         g->tuple_items[g->n_tuple_items++] = tuple[i];
     return a;

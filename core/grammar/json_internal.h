@@ -109,6 +109,7 @@ bool json_bounded_accepting(const jbounds *b, const tw_json_frame *f);
 typedef struct jnode {
     uint8_t kind;
     uint8_t format; /* JN_STRING: a jformat */
+    bool unique;    /* JN_ARRAY: uniqueItems, its items all different */
     uint32_t alt[JC_COUNT];
     uint32_t first, n;
     uint32_t extra;
@@ -149,7 +150,55 @@ struct tw_json_grammar {
     uint32_t n_tuple_items, cap_tuple_items;
     jpattern *patterns; /* JN_STRING's extra indexes them (JN_NONE: no pattern) */
     uint32_t n_patterns, cap_patterns;
+    bool unique_numbers; /* an array with uniqueItems holds numbers */
 };
+
+/* Values that must differ (json_unique.c): an open object's keys and the
+ * items of an array with uniqueItems, kept in the state's kbuf as records
+ * of at most JREC_MAX bytes after a length byte. An item's record is a tag
+ * and a text: 's' and a string's decoded bytes, 'n' and a number in
+ * json_number_canonical's form, 'l' and another literal's compact JSON. */
+#define JREC_MAX 255
+
+/* Appends k bytes to the record being read (kcur bytes after kbuf[klen]);
+ * false when the record or the buffer would overflow (nothing appended). */
+bool json_rec_append(tw_json_state *s, const void *p, size_t k);
+
+/* Whether rec (len bytes) is one of the records from kbuf[start] on. */
+bool json_rec_seen(const tw_json_state *s, size_t start, const unsigned char *rec, size_t len);
+
+/* Keeps the record being read; false when its length byte does not fit. */
+bool json_rec_commit(tw_json_state *s);
+
+/* The number whose JSON text is t (n bytes) in one form per value: "0", or
+ * [-]digits (no leading or trailing zero) "e" exponent; its length in out
+ * (cap bytes), 0 when it is not a number or does not fit. */
+size_t json_number_canonical(const unsigned char *t, size_t n, unsigned char *out, size_t cap);
+
+/* A literal's record (tag and text) into out; its length, 0 when it does
+ * not fit. */
+size_t json_literal_record(const jlit *l, unsigned char out[JREC_MAX]);
+
+/* The UTF-8 bytes of code point cp; how many. */
+size_t json_utf8_of(uint32_t cp, unsigned char out[4]);
+
+/* How many different values node's values can be (*count, UINT32_MAX: no
+ * bound), and whether among them are numbers, for which the matcher may
+ * reach digits all of whose continuations are values already taken. */
+enum { JU_OK = 0, JU_CONTAINERS, JU_NOMEM };
+int json_unique_domain(const tw_json_grammar *g, uint32_t node, uint32_t *count, bool *numbers);
+
+/* A hexadecimal digit's value; -1 for another byte. */
+static inline int json_hex_value(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
 
 /* The class of a value's first byte; JC_COUNT when no value starts so. */
 static inline jclass json_class_of(unsigned char c)

@@ -4,29 +4,14 @@
  * (which only a following byte ends) pops and hands that byte on. */
 #include <string.h>
 
-#include "json_internal.h"
-
-enum frame_kind { FK_VALUE = 0, FK_OBJECT, FK_ARRAY, FK_STRING, FK_NUMBER, FK_LIT };
+#include "json_match.h"
 
 enum { OP_START = 0, OP_NEXT, OP_KEY, OP_COLON, OP_AFTER };
 enum { AP_START = 0, AP_NEXT, AP_AFTER };
-/* A pair's second half is read in SP_LOW_* phases: \uDC00-\uDFFF only. */
-enum { SP_BODY = 0, SP_ESC, SP_HEX, SP_UTF8, SP_PAIR_BS, SP_PAIR_U, SP_LOW_HEX };
 
 static bool is_ws(unsigned char c)
 {
     return c == ' ' || c == '\n' || c == '\r' || c == '\t';
-}
-
-static int hex_value(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 void tw_json_state_init(tw_json_state *s, const tw_json_grammar *g)
@@ -81,283 +66,6 @@ static bool take_ws(tw_json_state *s)
     s->ws++;
     return true;
 }
-
-/* ------------------------------------------------------------- strings */
-
-/* Starts one character (ASCII, an escape or a UTF-8 lead byte), within
- * maxLength. */
-static bool string_char(const tw_json_grammar *g, tw_json_frame *f)
-{
-    if (f->count >= g->nodes[f->node].max)
-        return false;
-    f->count++;
-    return true;
-}
-
-static bool body_byte(tw_json_state *s, tw_json_frame *f, const jnode *n, unsigned char c);
-
-/* A string held to a pattern: written without escapes, each whole
- * character asked of the pattern with the string so far (json_pattern.c);
- * the character that fills maxLength, or leaves no room in the state's
- * copy of the string for another, must make a match, as the closing quote
- * must. */
-static bool pattern_byte(tw_json_state *s, tw_json_frame *f, const jnode *n, unsigned char c)
-{
-    const jpattern *p = &s->g->patterns[n->extra];
-    if (f->phase == SP_BODY) {
-        if (c == '"') {
-            if (f->count < n->min || json_pattern_test(p, s->pbuf, s->plen, true) != JP_MATCH)
-                return false;
-            s->plen = 0;
-            s->depth--;
-            return true;
-        }
-        if (c == '\\' || (c >= 0x80 && p->ascii))
-            return false;
-    }
-    if (s->plen >= TW_JSON_PATTERN_BYTES || !body_byte(s, f, n, c))
-        return false;
-    s->pbuf[s->plen++] = c;
-    if (f->phase != SP_BODY)
-        return true;
-    const bool last = f->count >= n->max || s->plen + 4 > TW_JSON_PATTERN_BYTES;
-    const int r = json_pattern_test(p, s->pbuf, s->plen, last);
-    return r == JP_MATCH || (r == JP_VIABLE && !last);
-}
-
-/* An open object's frame flag (in its bits, which only objects with
- * properties use otherwise): its keys no longer fit the state's buffer, so
- * they are not compared. */
-#define KEYS_UNTRACKED 1u
-
-/* Appends k decoded bytes to the key being read, or gives up on the
- * object's keys when they do not fit. */
-static void key_append(tw_json_state *s, tw_json_frame *obj, const unsigned char *p, size_t k)
-{
-    if (s->kcur + k > 255 || (size_t)s->klen + 1 + s->kcur + k > TW_JSON_KEY_BYTES) {
-        obj->bits |= KEYS_UNTRACKED;
-        return;
-    }
-    memcpy(s->kbuf + s->klen + 1 + s->kcur, p, k);
-    s->kcur = (uint16_t)(s->kcur + k);
-}
-
-/* Whether the key just read is one of the object's keys before it (they
- * start at obj->count in kbuf, each a length byte and the key). */
-static bool key_seen(const tw_json_state *s, const tw_json_frame *obj)
-{
-    const unsigned char *key = s->kbuf + s->klen + 1;
-    for (size_t o = obj->count; o < s->klen; o += 1u + s->kbuf[o])
-        if (s->kbuf[o] == s->kcur && memcmp(s->kbuf + o + 1, key, s->kcur) == 0)
-            return true;
-    return false;
-}
-
-/* The UTF-8 form of code point cp into out; its length. */
-static size_t utf8_of(uint32_t cp, unsigned char out[4])
-{
-    if (cp < 0x80) {
-        out[0] = (unsigned char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (unsigned char)(0xC0 | cp >> 6);
-        out[1] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (unsigned char)(0xE0 | cp >> 12);
-        out[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
-        out[2] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (unsigned char)(0xF0 | cp >> 18);
-    out[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3F));
-    out[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
-    out[3] = (unsigned char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
-/* A key of an open object: read as any string is, its text decoded into
- * the state's key buffer (escapes as the characters they stand for), and
- * its closing quote taken only when the object has no such key yet. */
-static bool key_byte(tw_json_state *s, tw_json_frame *f, const jnode *n, unsigned char c)
-{
-    tw_json_frame *obj = &s->f[s->depth - 2];
-    const bool tracked = !(obj->bits & KEYS_UNTRACKED);
-    const uint8_t phase = f->phase;
-    if (phase == SP_BODY && c == '"') {
-        if (f->count < n->min || (tracked && key_seen(s, obj)))
-            return false;
-        if (tracked && (size_t)s->klen + 1 + s->kcur > TW_JSON_KEY_BYTES) {
-            obj->bits |= KEYS_UNTRACKED;
-        } else if (tracked) {
-            s->kbuf[s->klen] = (unsigned char)s->kcur;
-            s->klen = (uint16_t)(s->klen + 1 + s->kcur);
-        }
-        s->kcur = 0;
-        s->depth--;
-        return true;
-    }
-    if (!body_byte(s, f, n, c))
-        return false;
-    if (!tracked)
-        return true;
-    unsigned char out[4];
-    size_t k = 0;
-    switch (phase) {
-    case SP_BODY:
-    case SP_UTF8:
-        if (c != '\\')
-            out[k++] = c;
-        break;
-    case SP_ESC:
-        if (c != 'u') {
-            static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
-            out[k++] = (unsigned char)to[strchr(from, c) - from];
-        }
-        break;
-    case SP_HEX:
-        if (f->pos == 4 && f->phase == SP_PAIR_BS)
-            s->khigh = (uint16_t)f->bits;
-        else if (f->pos == 4)
-            k = utf8_of((uint32_t)f->bits, out);
-        break;
-    case SP_LOW_HEX:
-        if (f->pos == 4)
-            k = utf8_of(0x10000u + ((uint32_t)(s->khigh - 0xD800u) << 10) +
-                            ((uint32_t)f->bits - 0xDC00u),
-                        out);
-        break;
-    }
-    if (k)
-        key_append(s, obj, out, k);
-    return true;
-}
-
-static bool string_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
-{
-    const tw_json_grammar *g = s->g;
-    const jnode *n = &g->nodes[f->node];
-    if (n->extra != JN_NONE)
-        return pattern_byte(s, f, n, c);
-    if (f->node == g->key_string)
-        return key_byte(s, f, n, c);
-    if (n->format != JF_NONE) {
-        /* a formatted string is plain ASCII, position by position */
-        if (c == '"') {
-            if (!json_format_final((jformat)n->format, f->pos))
-                return false;
-            s->depth--;
-            return true;
-        }
-        uint32_t mem = (uint32_t)f->bits;
-        int next = json_format_step((jformat)n->format, f->pos, &mem, c);
-        if (next < 0)
-            return false;
-        f->pos = (uint16_t)next;
-        f->bits = mem;
-        return true;
-    }
-    return body_byte(s, f, n, c);
-}
-
-/* A byte of a string without a format: the quote, escapes, UTF-8. */
-static bool body_byte(tw_json_state *s, tw_json_frame *f, const jnode *n, unsigned char c)
-{
-    const tw_json_grammar *g = s->g;
-    switch (f->phase) {
-    case SP_BODY:
-        if (c == '"') {
-            if (f->count < n->min)
-                return false;
-            s->depth--;
-            return true;
-        }
-        if (c < 0x20)
-            return false;
-        if (c == '\\') {
-            if (!string_char(g, f))
-                return false;
-            f->phase = SP_ESC;
-            return true;
-        }
-        if (c < 0x80)
-            return string_char(g, f);
-        {
-            unsigned lo = 0x80, hi = 0xBF, more;
-            if (c >= 0xC2 && c <= 0xDF)
-                more = 1;
-            else if (c >= 0xE0 && c <= 0xEF)
-                more = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-            else if (c >= 0xF0 && c <= 0xF4)
-                more = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-            else
-                return false;
-            if (!string_char(g, f))
-                return false;
-            f->phase = SP_UTF8;
-            f->pos = (uint16_t)more;
-            f->bits = lo | hi << 8;
-            return true;
-        }
-    case SP_UTF8:
-        if (c < (f->bits & 0xFF) || c > (f->bits >> 8 & 0xFF))
-            return false;
-        f->bits = 0x80 | 0xBF << 8;
-        if (--f->pos == 0)
-            f->phase = SP_BODY;
-        return true;
-    case SP_ESC:
-        if (c == 'u') {
-            f->phase = SP_HEX;
-            f->pos = 0;
-            f->bits = 0;
-            return true;
-        }
-        if (!strchr("\"\\/bfnrt", c) || c == '\0')
-            return false;
-        f->phase = SP_BODY;
-        return true;
-    case SP_HEX:
-    case SP_LOW_HEX: {
-        int v = hex_value(c);
-        if (v < 0)
-            return false;
-        f->bits = f->bits << 4 | (unsigned)v;
-        f->pos++;
-        const bool low = f->phase == SP_LOW_HEX;
-        if (f->pos == 1 && low && v != 0xD)
-            return false;
-        if (f->pos == 2) {
-            /* a lone low half, or a high half where a low one must be */
-            const bool is_low = f->bits >= 0xDC && f->bits <= 0xDF;
-            if (low != is_low)
-                return false;
-        }
-        if (f->pos == 4) {
-            if (f->bits == 0) /* NUL would cut the string for C readers */
-                return false;
-            f->phase = !low && f->bits >= 0xD800 && f->bits <= 0xDBFF ? SP_PAIR_BS : SP_BODY;
-        }
-        return true;
-    }
-    case SP_PAIR_BS:
-        if (c != '\\')
-            return false;
-        f->phase = SP_PAIR_U;
-        return true;
-    case SP_PAIR_U:
-        if (c != 'u')
-            return false;
-        f->phase = SP_LOW_HEX;
-        f->pos = 0;
-        f->bits = 0;
-        return true;
-    }
-    return false;
-}
-
 /* ------------------------------------------------------------- numbers */
 
 /* Integers of more digits may not fit a 64-bit integer, which strict
@@ -448,6 +156,63 @@ static int number_byte(const tw_json_grammar *g, tw_json_frame *f, unsigned char
     return number_accepting(g, f) ? 0 : -1;
 }
 
+/* Whether a byte can still lengthen the number f reads. */
+static bool number_goes_on(const tw_json_grammar *g, const tw_json_frame *f)
+{
+    static const char next[] = "0123456789.eE+-";
+    for (const char *b = next; *b; b++) {
+        tw_json_frame t = *f;
+        if (number_byte(g, &t, (unsigned char)*b) == 1)
+            return true;
+    }
+    return false;
+}
+
+/* The record of the number item being read (its text after the tag in
+ * kbuf) in canonical form, into rec; its length, 0 when it has none. */
+static size_t number_record(const tw_json_state *s, unsigned char rec[JREC_MAX])
+{
+    rec[0] = 'n';
+    const size_t w = json_number_canonical(s->kbuf + s->klen + 2, s->kcur > 0 ? s->kcur - 1u : 0,
+                                           rec + 1, JREC_MAX - 1);
+    return w ? 1 + w : 0;
+}
+
+/* A number item's byte c, taken: into its text; refused when the array
+ * holds the number's value already and no byte after c could change it
+ * (the number can only end here, or it is a zero taking an exponent). */
+static bool item_number_byte(tw_json_state *s, const tw_json_frame *f, tw_json_frame *a,
+                             unsigned char c)
+{
+    unsigned char rec[JREC_MAX];
+    if (c == 'e' || c == 'E') {
+        const size_t len = number_record(s, rec);
+        if (len == 2 && rec[1] == '0' && json_rec_seen(s, json_set_start(a), rec, len))
+            return false;
+    }
+    json_set_append(s, a, &c, 1);
+    if ((a->bits & JSET_UNTRACKED) || !number_accepting(s->g, f) || number_goes_on(s->g, f))
+        return true;
+    const size_t len = number_record(s, rec);
+    return !len || !json_rec_seen(s, json_set_start(a), rec, len);
+}
+
+/* A number item ended: refused when the array holds its value already,
+ * else kept in canonical form. */
+static bool item_number_end(tw_json_state *s, tw_json_frame *a)
+{
+    unsigned char rec[JREC_MAX];
+    const size_t len = number_record(s, rec);
+    if (len && json_rec_seen(s, json_set_start(a), rec, len))
+        return false;
+    s->kcur = 0;
+    if (!len || !json_rec_append(s, rec, len))
+        a->bits |= JSET_UNTRACKED;
+    else
+        json_set_commit(s, a);
+    return true;
+}
+
 /* ------------------------------------------------------------ literals */
 
 /* A tagged union's tag value is read: its object goes on as the object
@@ -468,6 +233,44 @@ static void literal_done(tw_json_state *s, const tw_json_frame *f)
             parent->prop = 1;
             return;
         }
+}
+
+/* A literal item ended (the candidate as long as what was read): its
+ * record kept. */
+static void literal_item(tw_json_state *s, const tw_json_frame *f)
+{
+    tw_json_frame *a = json_set_of(s);
+    if (!a)
+        return;
+    const jnode *n = &s->g->nodes[f->node];
+    for (uint32_t i = 0; i < n->n; i++) {
+        const jlit *l = &s->g->lits[n->first + i];
+        if (!(f->bits >> i & 1) || l->len != f->pos)
+            continue;
+        unsigned char rec[JREC_MAX];
+        const size_t len = json_literal_record(l, rec);
+        s->kcur = 0;
+        if (!len || !json_rec_append(s, rec, len))
+            a->bits |= JSET_UNTRACKED;
+        else
+            json_set_commit(s, a);
+        return;
+    }
+}
+
+/* Leaves out of a literal item's candidates the values its array holds;
+ * false when none is left. */
+static bool drop_taken_literals(const tw_json_state *s, tw_json_frame *f, const tw_json_frame *a)
+{
+    const jnode *n = &s->g->nodes[f->node];
+    for (uint32_t i = 0; i < n->n; i++) {
+        unsigned char rec[JREC_MAX];
+        const size_t len =
+            f->bits >> i & 1 ? json_literal_record(&s->g->lits[n->first + i], rec) : 0;
+        if (len && json_rec_seen(s, json_set_start(a), rec, len))
+            f->bits &= ~(1ull << i);
+    }
+    return f->bits != 0;
 }
 
 /* 1: taken; 0: a candidate ended before this byte (it goes to the
@@ -495,6 +298,7 @@ static int literal_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
             longer = true;
     if (!longer) {
         literal_done(s, f);
+        literal_item(s, f);
         s->depth--;
     }
     return 1;
@@ -623,6 +427,14 @@ static bool object_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
     return false;
 }
 
+/* An array closes; its items' records are done with. */
+static void array_close(tw_json_state *s, const tw_json_frame *f)
+{
+    if (s->g->nodes[f->node].unique)
+        s->klen = (uint16_t)json_set_start(f);
+    s->depth--;
+}
+
 /* -------------------------------------------------------------- values */
 
 /* The node that reads a value starting with c, through unions. */
@@ -667,26 +479,33 @@ bool tw_json_state_feed_byte(tw_json_state *s, unsigned char c)
                 return c == '{';
             case JN_ARRAY:
                 f->kind = FK_ARRAY;
+                f->bits = g->nodes[node].unique ? s->klen : 0; /* where its items will start */
                 return c == '[';
             case JN_STRING:
                 f->kind = FK_STRING;
                 s->plen = 0;
+                json_set_item_start(s, 's');
                 return c == '"';
             case JN_NUMBER:
             case JN_INTEGER:
                 f->kind = FK_NUMBER;
+                json_set_item_start(s, 'n');
                 continue;
-            case JN_ENUM:
+            case JN_ENUM: {
                 f->kind = FK_LIT;
                 f->bits = g->nodes[node].n >= 64 ? UINT64_MAX : (1ull << g->nodes[node].n) - 1;
+                const tw_json_frame *a = json_set_of(s);
+                if (a && !drop_taken_literals(s, f, a))
+                    return false;
                 continue;
+            }
             case JN_UNION:
                 return false;
             }
             return false;
         }
         case FK_STRING:
-            return string_byte(s, f, c);
+            return json_string_byte(s, f, c);
         case FK_OBJECT:
             return object_byte(s, f, c);
         case FK_ARRAY: {
@@ -699,13 +518,13 @@ bool tw_json_state_feed_byte(tw_json_state *s, unsigned char c)
                     return true;
                 }
                 if (c == ']' && f->count >= n->min) {
-                    s->depth--;
+                    array_close(s, f);
                     return true;
                 }
                 return false;
             }
             if (c == ']' && f->phase == AP_START && n->min == 0) {
-                s->depth--;
+                array_close(s, f);
                 return true;
             }
             if (f->count >= n->max)
@@ -722,10 +541,15 @@ bool tw_json_state_feed_byte(tw_json_state *s, unsigned char c)
         case FK_LIT: {
             /* 0: the value ended before c, which goes to the parent */
             int r = f->kind == FK_NUMBER ? number_byte(g, f, c) : literal_byte(s, f, c);
+            tw_json_frame *a = f->kind == FK_NUMBER ? json_set_of(s) : NULL;
             if (r != 0)
-                return r > 0;
-            if (f->kind == FK_LIT)
+                return r > 0 && (!a || item_number_byte(s, f, a, c));
+            if (a && !item_number_end(s, a))
+                return false;
+            if (f->kind == FK_LIT) {
                 literal_done(s, f);
+                literal_item(s, f);
+            }
             s->depth--;
             continue;
         }
@@ -768,6 +592,10 @@ bool tw_json_state_in_plain_string(const tw_json_state *s, uint32_t *room)
     if (f->kind != FK_STRING || f->phase != SP_BODY || n->format != JF_NONE || n->extra != JN_NONE)
         return false;
     const uint32_t max = s->g->nodes[f->node].max;
+    /* an item that fills maxLength must differ from its array's others,
+     * which only the byte-by-byte walk checks */
+    if (max != UINT32_MAX && json_set_open(s))
+        return false;
     *room = max == UINT32_MAX ? UINT32_MAX : max - f->count;
     return true;
 }

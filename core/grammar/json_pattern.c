@@ -157,6 +157,11 @@ bool tw_json_grammar_has_patterns(const tw_json_grammar *g)
     return g && g->n_patterns > 0;
 }
 
+bool tw_json_grammar_may_strand(const tw_json_grammar *g)
+{
+    return g && (g->n_patterns > 0 || g->unique_numbers);
+}
+
 void json_patterns_free(tw_json_grammar *g)
 {
     for (uint32_t i = 0; i < g->n_patterns; i++)

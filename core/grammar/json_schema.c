@@ -149,6 +149,7 @@ static bool is_understood(const char *k)
                                         "additionalItems",
                                         "minItems",
                                         "maxItems",
+                                        "uniqueItems",
                                         "minLength",
                                         "maxLength",
                                         "pattern",

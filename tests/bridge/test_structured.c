@@ -205,6 +205,31 @@ static void test_structured_outputs(void **state)
     }
     regfree(&hex);
 
+    /* uniqueItems (pydantic's sets): the items differ, compared by jansson */
+    for (unsigned seed = 1; seed <= 2; seed++) {
+        twb_result r = json_chat(&s,
+                                 "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"tags\","
+                                 "\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":{"
+                                 "\"tags\":{\"type\":\"array\",\"uniqueItems\":true,\"minItems\":3,"
+                                 "\"maxItems\":6,\"items\":{\"type\":\"string\",\"maxLength\":2}}},"
+                                 "\"required\":[\"tags\"],\"additionalProperties\":false}}}",
+                                 seed, "");
+        char *content, *finish;
+        whole_choice(&r, "uniqueItems", &content, &finish);
+        json_t *doc = json_loads(content, 0, NULL);
+        const json_t *tags = json_object_get(doc, "tags");
+        const size_t n = json_array_size(tags);
+        if (strcmp(finish, "stop") != 0 || n < 3 || n > 6)
+            fail_msg("a set answer (%s) does not fit: %s", finish, content);
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = i + 1; j < n; j++)
+                if (json_equal(json_array_get(tags, i), json_array_get(tags, j)))
+                    fail_msg("a set answer repeats an item: %s", content);
+        json_decref(doc);
+        free(content);
+        free(finish);
+    }
+
     /* vLLM's guided_choice: the answer is one of the texts, raw */
     for (unsigned seed = 1; seed <= 3; seed++) {
         char body[512];

@@ -87,11 +87,12 @@
 /* Bytes a string held to a "pattern" may take (the pattern is asked about
  * the whole string so far, which the state carries). */
 #define TW_JSON_PATTERN_BYTES 512
-/* Bytes of the keys of the open objects being read (each decoded, after a
- * length byte) that the state keeps, so that no key comes twice in one of
- * them; an object whose keys do not fit, or that has a key of more than
- * 255 bytes, is no longer held to it. */
-#define TW_JSON_KEY_BYTES 1024
+/* Bytes of the keys of the open objects being read, and of the items of
+ * the open arrays with uniqueItems, that the state keeps (each decoded,
+ * after a length byte), so that no key comes twice in one object and no
+ * value twice in one such array; an object or array whose records do not
+ * fit, or that has one of more than 255 bytes, is no longer held to it. */
+#define TW_JSON_KEY_BYTES 2048
 
 typedef struct tw_json_grammar tw_json_grammar;
 
@@ -108,6 +109,11 @@ void tw_json_grammar_free(tw_json_grammar *g);
  * as one), the one place where the matcher may reach a state no byte
  * continues (see above). */
 bool tw_json_grammar_has_patterns(const tw_json_grammar *g);
+
+/* Whether the matcher may reach a state no byte continues: g has patterns,
+ * or an array with uniqueItems over numbers (where every value the digits
+ * so far can still become may be taken already). */
+bool tw_json_grammar_may_strand(const tw_json_grammar *g);
 
 /* A grammar whose documents are exactly one of the n raw texts (1 to
  * TW_JSON_MAX_ENUM, non-empty UTF-8 of at most TW_JSON_MAX_LITERAL bytes),
@@ -142,9 +148,9 @@ typedef struct tw_json_state {
     uint16_t tail;  /* bytes of the grammar's tail taken */
     uint8_t ws;     /* whitespace bytes in the current gap */
     uint16_t plen;  /* bytes of the string being read, when it has a pattern */
-    uint16_t klen;  /* bytes of kbuf in use: open objects' keys so far */
-    uint16_t kcur;  /* bytes of the key being read, after kbuf[klen] */
-    uint16_t khigh; /* a \u escape's high surrogate, in a key */
+    uint16_t klen;  /* bytes of kbuf in use: open objects' keys, open sets' items */
+    uint16_t kcur;  /* bytes of the key or item being read, after kbuf[klen] */
+    uint16_t khigh; /* a \u escape's high surrogate, in a key or an item */
     tw_json_frame f[TW_JSON_MAX_DEPTH];
     unsigned char pbuf[TW_JSON_PATTERN_BYTES];
     unsigned char kbuf[TW_JSON_KEY_BYTES];

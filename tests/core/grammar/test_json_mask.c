@@ -1,9 +1,10 @@
 /* The vocabulary mask against the plain definition: a token is allowed
  * when a copy of the state takes all its bytes (and an end id when the
  * document is whole). Checked at every prefix of documents that pass
- * through strings, escapes, numbers, keys, literals and strings held to a
- * pattern, on the shipped model's vocabulary and, with ../shared, on
- * GPT-2's byte-level BPE and Llama's SentencePiece vocabularies.
+ * through strings, escapes, numbers, keys, literals, strings held to a
+ * pattern and the items of a set, on the shipped model's vocabulary and,
+ * with ../shared, on GPT-2's byte-level BPE and Llama's SentencePiece
+ * vocabularies.
  *
  *   test_json_mask MODEL.gguf */
 #include <setjmp.h>
@@ -27,12 +28,13 @@ static const char *const g_schema =
     "[\"alpha\",\"beta\",12]}},\"more\":{\"type\":\"object\"},\"code\":{\"type\":\"string\","
     "\"pattern\":\"^[A-Z]{2}-\\\\d+$\"},\"word\":{\"type\":\"string\",\"pattern\":\"[a-z\xc3\xa9]$"
     "\","
-    "\"maxLength\":9}},\"required\":[\"name\"]}";
+    "\"maxLength\":9},\"set\":{\"type\":\"array\",\"uniqueItems\":true,\"items\":{\"type\":"
+    "\"string\",\"maxLength\":2}}},\"required\":[\"name\"]}";
 
 static const char *const g_docs[] = {
     "{\"name\": \"J\\u00e9 \\\"x\",\n \"n\": -12.5e+3, \"tags\": [\"beta\", 12],"
     " \"more\": {\"k\": [true, null, \"\xf0\x9f\x98\x80\"]}, \"code\": \"AB-12\","
-    " \"word\": \"\xe2\x82\xac caf\xc3\xa9\"}",
+    " \"word\": \"\xe2\x82\xac caf\xc3\xa9\", \"set\": [\"ab\", \"a\", \"b\", \"\\u0062a\"]}",
     "{ \"name\" : \"ab\\ud83d\\ude00\" }",
 };
 
@@ -161,10 +163,11 @@ static void test_model_vocab(void **state)
 }
 
 /* Random token walks through strings read as patterns (the formats and a
- * pattern of the schema's own), a tuple and an open object, on the shipped
- * model's vocabulary: every walk reaches a whole document with a token
- * allowed at each step on the way (an email's local part once ran to the
- * address's last character with no @ in reach), and jansson reads it. */
+ * pattern of the schema's own), a tuple, an open object and two arrays
+ * with uniqueItems, on the shipped model's vocabulary: every walk reaches a
+ * whole document with a token allowed at each step on the way (an email's
+ * local part once ran to the address's last character with no @ in
+ * reach), jansson reads it, and no set repeats an item. */
 static void test_pattern_walks(void **state)
 {
     (void)state;
@@ -174,8 +177,11 @@ static void test_pattern_walks(void **state)
         "\"format\":\"ipv6\"},\"d\":{\"type\":\"string\",\"format\":\"duration\"},\"e\":{"
         "\"type\":\"string\",\"format\":\"email\"},\"k\":{\"type\":\"object\"},\"t\":{"
         "\"prefixItems\":[{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}[0-9]+$\"},{\"type\":"
-        "\"integer\"}],\"items\":false,\"minItems\":2}},\"required\":[\"u\",\"h\",\"i\",\"d\","
-        "\"e\",\"k\",\"t\"],\"additionalProperties\":false}";
+        "\"integer\"}],\"items\":false,\"minItems\":2},\"s\":{\"type\":\"array\",\"uniqueItems\":"
+        "true,\"items\":{\"type\":\"string\",\"maxLength\":1},\"minItems\":3},\"n\":{\"type\":"
+        "\"array\",\"uniqueItems\":true,\"items\":{\"enum\":[\"a\",\"b\",\"ab\",1,true]},"
+        "\"minItems\":4}},\"required\":[\"u\",\"h\",\"i\",\"d\",\"e\",\"k\",\"t\",\"s\",\"n\"],"
+        "\"additionalProperties\":false}";
     tw_tokenizer *tok;
     tw_err err;
     assert_int_equal(tw_tokenizer_load_gguf(g_model, &tok, &err), TW_OK);
@@ -216,9 +222,16 @@ static void test_pattern_walks(void **state)
         finished++;
         json_error_t je;
         json_t *d = json_loadb(doc, len, JSON_REJECT_DUPLICATES, &je);
-        if (!json_is_object(d) || json_object_size(d) != 7)
+        if (!json_is_object(d) || json_object_size(d) != 9)
             fail_msg("walk %d gave what jansson reads otherwise (%s): %.*s", w, je.text, (int)len,
                      doc);
+        for (const char *k = "sn"; *k; k++) {
+            const json_t *set = json_object_getn(d, k, 1);
+            for (size_t i = 0; i < json_array_size(set); i++)
+                for (size_t j = i + 1; j < json_array_size(set); j++)
+                    if (json_equal(json_array_get(set, i), json_array_get(set, j)))
+                        fail_msg("walk %d repeats an item of %c: %.*s", w, *k, (int)len, doc);
+        }
         json_decref(d);
     }
     assert_true(finished >= 5);

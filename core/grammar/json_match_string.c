@@ -1,0 +1,306 @@
+/* The matcher's strings: plain ones (escapes and UTF-8 checked), those
+ * held to a format or a pattern, the keys of open objects (each kept
+ * decoded so that none comes twice) and the string items of sets. */
+#include <string.h>
+
+#include "json_match.h"
+
+/* Starts one character (ASCII, an escape or a UTF-8 lead byte), within
+ * maxLength. */
+static bool string_char(const tw_json_grammar *g, tw_json_frame *f)
+{
+    if (f->count >= g->nodes[f->node].max)
+        return false;
+    f->count++;
+    return true;
+}
+
+static bool body_byte(tw_json_state *s, tw_json_frame *f, const jnode *n, unsigned char c);
+
+/* A string held to a pattern: written without escapes, each whole
+ * character asked of the pattern with the string so far (json_pattern.c);
+ * the character that fills maxLength, or leaves no room in the state's
+ * copy of the string for another, must make a match, as the closing quote
+ * must. */
+static bool pattern_byte(tw_json_state *s, tw_json_frame *f, const jnode *n, unsigned char c)
+{
+    const jpattern *p = &s->g->patterns[n->extra];
+    if (f->phase == SP_BODY) {
+        if (c == '"') {
+            if (f->count < n->min || json_pattern_test(p, s->pbuf, s->plen, true) != JP_MATCH)
+                return false;
+            s->plen = 0;
+            s->depth--;
+            return true;
+        }
+        if (c == '\\' || (c >= 0x80 && p->ascii))
+            return false;
+    }
+    if (s->plen >= TW_JSON_PATTERN_BYTES || !body_byte(s, f, n, c))
+        return false;
+    s->pbuf[s->plen++] = c;
+    if (f->phase != SP_BODY)
+        return true;
+    const bool last = f->count >= n->max || s->plen + 4 > TW_JSON_PATTERN_BYTES;
+    const int r = json_pattern_test(p, s->pbuf, s->plen, last);
+    return r == JP_MATCH || (r == JP_VIABLE && !last);
+}
+
+/* An open object's frame flag (in its bits, which only objects with
+ * properties use otherwise): its keys no longer fit the state's buffer, so
+ * they are not compared. */
+#define KEYS_UNTRACKED 1u
+
+/* Appends k decoded bytes to the key being read, or gives up on the
+ * object's keys when they do not fit. */
+static void key_append(tw_json_state *s, tw_json_frame *obj, const unsigned char *p, size_t k)
+{
+    if (!json_rec_append(s, p, k))
+        obj->bits |= KEYS_UNTRACKED;
+}
+
+/* Whether the key just read is one of the object's keys before it (they
+ * start at obj->count in kbuf). */
+static bool key_seen(const tw_json_state *s, const tw_json_frame *obj)
+{
+    return json_rec_seen(s, obj->count, s->kbuf + s->klen + 1, s->kcur);
+}
+
+/* The bytes that string byte c (read in phase, f now past it) adds to the
+ * string's decoded text, into out; how many. */
+static size_t decoded_bytes(tw_json_state *s, const tw_json_frame *f, uint8_t phase,
+                            unsigned char c, unsigned char out[4])
+{
+    size_t k = 0;
+    switch (phase) {
+    case SP_BODY:
+    case SP_UTF8:
+        if (c != '\\')
+            out[k++] = c;
+        break;
+    case SP_ESC:
+        if (c != 'u') {
+            static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+            out[k++] = (unsigned char)to[strchr(from, c) - from];
+        }
+        break;
+    case SP_HEX:
+        if (f->pos == 4 && f->phase == SP_PAIR_BS)
+            s->khigh = (uint16_t)f->bits;
+        else if (f->pos == 4)
+            k = json_utf8_of((uint32_t)f->bits, out);
+        break;
+    case SP_LOW_HEX:
+        if (f->pos == 4)
+            k = json_utf8_of(0x10000u + ((uint32_t)(s->khigh - 0xD800u) << 10) +
+                                 ((uint32_t)f->bits - 0xDC00u),
+                             out);
+        break;
+    }
+    return k;
+}
+
+/* A key of an open object: read as any string is, its text decoded into
+ * the state's key buffer (escapes as the characters they stand for), and
+ * its closing quote taken only when the object has no such key yet. */
+static bool key_byte(tw_json_state *s, tw_json_frame *f, const jnode *n, unsigned char c)
+{
+    tw_json_frame *obj = &s->f[s->depth - 2];
+    const bool tracked = !(obj->bits & KEYS_UNTRACKED);
+    const uint8_t phase = f->phase;
+    if (phase == SP_BODY && c == '"') {
+        if (f->count < n->min || (tracked && key_seen(s, obj)))
+            return false;
+        if (tracked && !json_rec_commit(s))
+            obj->bits |= KEYS_UNTRACKED;
+        s->kcur = 0;
+        s->depth--;
+        return true;
+    }
+    if (!body_byte(s, f, n, c))
+        return false;
+    if (!tracked)
+        return true;
+    unsigned char out[4];
+    const size_t k = decoded_bytes(s, f, phase, c, out);
+    if (k)
+        key_append(s, obj, out, k);
+    return true;
+}
+
+/* A string value's byte, by its kind: pattern, format or plain. */
+static bool value_string_byte(tw_json_state *s, tw_json_frame *f, const jnode *n, unsigned char c)
+{
+    if (n->extra != JN_NONE)
+        return pattern_byte(s, f, n, c);
+    if (n->format != JF_NONE) {
+        /* a formatted string is plain ASCII, position by position */
+        if (c == '"') {
+            if (!json_format_final((jformat)n->format, f->pos))
+                return false;
+            s->depth--;
+            return true;
+        }
+        uint32_t mem = (uint32_t)f->bits;
+        int next = json_format_step((jformat)n->format, f->pos, &mem, c);
+        if (next < 0)
+            return false;
+        f->pos = (uint16_t)next;
+        f->bits = mem;
+        return true;
+    }
+    return body_byte(s, f, n, c);
+}
+
+/* Whether some printable ASCII byte continues a formatted string at pos. */
+static bool format_goes_on(jformat fmt, uint16_t pos, uint32_t mem)
+{
+    for (unsigned char b = 0x20; b < 0x7F; b++) {
+        uint32_t m = mem;
+        if (json_format_step(fmt, pos, &m, b) >= 0)
+            return true;
+    }
+    return false;
+}
+
+/* Whether a string item, its last character whole, can only close now: a
+ * repeated item must then not be written to its end. */
+static bool string_must_close(const tw_json_state *s, const tw_json_frame *f, const jnode *n)
+{
+    if (f->phase != SP_BODY)
+        return false;
+    if (n->extra != JN_NONE)
+        return f->count >= n->max || s->plen + 4 > TW_JSON_PATTERN_BYTES;
+    if (n->format != JF_NONE)
+        return json_format_final((jformat)n->format, f->pos) &&
+               !format_goes_on((jformat)n->format, f->pos, (uint32_t)f->bits);
+    return f->count >= n->max;
+}
+
+/* A string item of an array with uniqueItems: its decoded text is its
+ * record, and neither its closing quote nor the character after which only
+ * the quote can come is taken when the array holds the string already. */
+static bool item_string_byte(tw_json_state *s, tw_json_frame *f, const jnode *n, tw_json_frame *a,
+                             unsigned char c)
+{
+    const uint8_t phase = f->phase;
+    if (phase == SP_BODY && c == '"') {
+        if (json_set_seen(s, a) || !value_string_byte(s, f, n, c))
+            return false;
+        json_set_commit(s, a);
+        return true;
+    }
+    if (!value_string_byte(s, f, n, c))
+        return false;
+    unsigned char out[4];
+    const size_t k = decoded_bytes(s, f, phase, c, out);
+    if (k)
+        json_set_append(s, a, out, k);
+    return (a->bits & JSET_UNTRACKED) || !string_must_close(s, f, n) || !json_set_seen(s, a);
+}
+
+bool json_string_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
+{
+    const tw_json_grammar *g = s->g;
+    const jnode *n = &g->nodes[f->node];
+    if (f->node == g->key_string)
+        return key_byte(s, f, n, c);
+    tw_json_frame *a = json_set_of(s);
+    return a ? item_string_byte(s, f, n, a, c) : value_string_byte(s, f, n, c);
+}
+
+/* A byte of a string without a format: the quote, escapes, UTF-8. */
+static bool body_byte(tw_json_state *s, tw_json_frame *f, const jnode *n, unsigned char c)
+{
+    const tw_json_grammar *g = s->g;
+    switch (f->phase) {
+    case SP_BODY:
+        if (c == '"') {
+            if (f->count < n->min)
+                return false;
+            s->depth--;
+            return true;
+        }
+        if (c < 0x20)
+            return false;
+        if (c == '\\') {
+            if (!string_char(g, f))
+                return false;
+            f->phase = SP_ESC;
+            return true;
+        }
+        if (c < 0x80)
+            return string_char(g, f);
+        {
+            unsigned lo = 0x80, hi = 0xBF, more;
+            if (c >= 0xC2 && c <= 0xDF)
+                more = 1;
+            else if (c >= 0xE0 && c <= 0xEF)
+                more = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+            else if (c >= 0xF0 && c <= 0xF4)
+                more = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+            else
+                return false;
+            if (!string_char(g, f))
+                return false;
+            f->phase = SP_UTF8;
+            f->pos = (uint16_t)more;
+            f->bits = lo | hi << 8;
+            return true;
+        }
+    case SP_UTF8:
+        if (c < (f->bits & 0xFF) || c > (f->bits >> 8 & 0xFF))
+            return false;
+        f->bits = 0x80 | 0xBF << 8;
+        if (--f->pos == 0)
+            f->phase = SP_BODY;
+        return true;
+    case SP_ESC:
+        if (c == 'u') {
+            f->phase = SP_HEX;
+            f->pos = 0;
+            f->bits = 0;
+            return true;
+        }
+        if (!strchr("\"\\/bfnrt", c) || c == '\0')
+            return false;
+        f->phase = SP_BODY;
+        return true;
+    case SP_HEX:
+    case SP_LOW_HEX: {
+        int v = json_hex_value(c);
+        if (v < 0)
+            return false;
+        f->bits = f->bits << 4 | (unsigned)v;
+        f->pos++;
+        const bool low = f->phase == SP_LOW_HEX;
+        if (f->pos == 1 && low && v != 0xD)
+            return false;
+        if (f->pos == 2) {
+            /* a lone low half, or a high half where a low one must be */
+            const bool is_low = f->bits >= 0xDC && f->bits <= 0xDF;
+            if (low != is_low)
+                return false;
+        }
+        if (f->pos == 4) {
+            if (f->bits == 0) /* NUL would cut the string for C readers */
+                return false;
+            f->phase = !low && f->bits >= 0xD800 && f->bits <= 0xDBFF ? SP_PAIR_BS : SP_BODY;
+        }
+        return true;
+    }
+    case SP_PAIR_BS:
+        if (c != '\\')
+            return false;
+        f->phase = SP_PAIR_U;
+        return true;
+    case SP_PAIR_U:
+        if (c != 'u')
+            return false;
+        f->phase = SP_LOW_HEX;
+        f->pos = 0;
+        f->bits = 0;
+        return true;
+    }
+    return false;
+}
