@@ -12,7 +12,8 @@
  *   type (a name or a list of names), properties, required,
  *   additionalProperties (false, true or a schema), items, tuples
  *   (prefixItems, or items as a list with additionalItems), minItems,
- *   maxItems, minLength, maxLength, pattern, enum, const, anyOf / oneOf
+ *   maxItems, uniqueItems (over items that are not objects or arrays, and
+ *   not of a tuple), minLength, maxLength, pattern, enum, const, anyOf / oneOf
  *   whose alternatives start with different JSON types (or are objects
  *   told apart by a property all of them require, with different const or
  *   enum values: that property is then written first), $ref to
@@ -59,6 +60,16 @@
  *     so for such patterns the matcher can reach a string no byte
  *     continues (the formats read as patterns are written so that it
  *     cannot, but at the end of their room);
+ *   - the items of an array with uniqueItems are compared as JSON values
+ *     (strings decoded, numbers by value: 1, 1.0 and 10e-1 are one, -0 is
+ *     0; other enum values by their compact text), within
+ *     TW_JSON_KEY_BYTES: a repeat is refused at the byte that ends it, at
+ *     the character that fills maxLength or ends a format, and an enum
+ *     value already taken at its first byte; maxItems is held to how many
+ *     different values the items can take, so the array closes once all
+ *     are taken. A number that repeats one is refused only where no later
+ *     byte could change its value, so a set of numbers can reach digits
+ *     all of whose continuations are taken (tw_json_grammar_may_strand);
  *   - whitespace between tokens is at most TW_JSON_MAX_WS bytes per gap, so
  *     a model cannot loop on blank space;
  *   - dates are real calendar days (Gregorian leap years); times and
