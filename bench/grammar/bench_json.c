@@ -5,7 +5,9 @@
  *    fast path) against the plain definition (every token's bytes fed to a
  *    copy of the state), alternated state by state over every prefix of a
  *    schema-bound document; then the same document under a schema whose
- *    strings have patterns (no fast path: every byte asked of PCRE2).
+ *    strings have patterns (no fast path: every byte asked of PCRE2); then
+ *    64 tags as a plain list and as a set (uniqueItems, whose items the
+ *    state keeps).
  * 2. With --model: greedy decode of the same chat with a JSON answer
  *    against a free-text answer, alternated, as decode tokens per second.
  *
@@ -39,6 +41,14 @@ static const char *const g_pattern_schema =
     "\"string\",\"pattern\":\"^[A-Z]{1,2}[0-9]{1,2}$\"}},\"required\":[\"city\"]}},"
     "\"required\":[\"name\",\"age\"]}";
 
+/* A list of tags, and the same list as a set (uniqueItems), whose items'
+ * records the state then carries: the walk copies them state by state. */
+static const char *const g_list_schema = "{\"type\":\"array\",\"items\":{\"type\":\"string\"}}";
+static const char *const g_set_schema =
+    "{\"type\":\"array\",\"uniqueItems\":true,\"items\":{\"type\":\"string\"}}";
+/* set_doc(): 64 different tags of 12 characters */
+#define SET_TAGS 64
+
 static const char *const g_doc =
     "{\n  \"name\": \"Ada Lovelace\",\n  \"age\": 36,\n  \"email\": \"ada@example.org\",\n"
     "  \"tags\": [\"math\", \"engines\", \"poetry \\u00e9\"],\n  \"address\": {\"city\": "
@@ -70,10 +80,10 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The mask's cost at every prefix of g_doc under schema; the mean of its
+/* The mask's cost at every prefix of doc under schema; the mean of its
  * index walk in microseconds, or -1. */
 static double bench_mask(const tw_tokenizer *tok, const char *vocab, const char *schema,
-                         const char *row, unsigned reps)
+                         const char *doc, const char *row, unsigned reps)
 {
     tw_err err;
     double t0 = bench_now();
@@ -89,7 +99,7 @@ static double bench_mask(const tw_tokenizer *tok, const char *vocab, const char 
     const double build_ms = (bench_now() - t0) * 1e3;
     const uint32_t n = tw_tokenizer_vocab_size(tok);
     uint8_t *a = malloc(n), *b = malloc(n);
-    const size_t len = strlen(g_doc);
+    const size_t len = strlen(doc);
     double *walk_us = malloc((len + 1) * sizeof *walk_us);
     double *brute_us = malloc((len + 1) * sizeof *brute_us);
     if (!a || !b || !walk_us || !brute_us)
@@ -122,7 +132,7 @@ static double bench_mask(const tw_tokenizer *tok, const char *vocab, const char 
         walk_sum += best_w;
         brute_sum += best_b;
         states++;
-        if (at < len && !tw_json_state_feed_byte(&s, (unsigned char)g_doc[at])) {
+        if (at < len && !tw_json_state_feed_byte(&s, (unsigned char)doc[at])) {
             fprintf(stderr, "tw-bench-json: the document breaks the schema at byte %zu\n", at);
             return -1;
         }
@@ -155,8 +165,23 @@ static double bench_mask(const tw_tokenizer *tok, const char *vocab, const char 
     return walk_sum / states * 1e6;
 }
 
-/* The plain schema's masks, then the patterns', and what the patterns
- * cost against the plain strings in the same run. */
+/* The array of SET_TAGS different tags that the list and set schemas read
+ * (static storage). */
+static const char *set_doc(void)
+{
+    static char doc[SET_TAGS * 20 + 8];
+    size_t at = 0;
+    doc[at++] = '[';
+    for (int i = 0; i < SET_TAGS; i++)
+        at += (size_t)snprintf(doc + at, sizeof doc - at, "%s\"tag-%c%c-item\"", i ? ", " : "",
+                               'a' + i / 8, 'a' + i % 8);
+    snprintf(doc + at, sizeof doc - at, "]");
+    return doc;
+}
+
+/* The plain schema's masks, then the patterns', then a list's and a set's,
+ * and what the patterns and the set cost against their plain forms in the
+ * same run. */
 static int bench_masks(const char *vocab, unsigned reps)
 {
     tw_tokenizer *tok;
@@ -165,13 +190,21 @@ static int bench_masks(const char *vocab, unsigned reps)
         fprintf(stderr, "tw-bench-json: %s: %s\n", vocab, err.msg);
         return 1;
     }
-    const double plain = bench_mask(tok, vocab, g_schema, "mask_us_mean", reps);
+    const double plain = bench_mask(tok, vocab, g_schema, g_doc, "mask_us_mean", reps);
     const double pattern =
-        plain < 0 ? -1 : bench_mask(tok, vocab, g_pattern_schema, "mask_us_mean_pattern", reps);
+        plain < 0 ? -1
+                  : bench_mask(tok, vocab, g_pattern_schema, g_doc, "mask_us_mean_pattern", reps);
+    const double list =
+        pattern < 0 ? -1
+                    : bench_mask(tok, vocab, g_list_schema, set_doc(), "mask_us_mean_list", reps);
+    const double set =
+        list < 0 ? -1 : bench_mask(tok, vocab, g_set_schema, set_doc(), "mask_us_mean_set", reps);
     tw_tokenizer_free(tok);
-    if (pattern < 0)
+    if (set < 0)
         return 1;
     printf("strings held to patterns: %.1fx the plain schema's mean mask time\n", pattern / plain);
+    printf("%d tags as a set (uniqueItems): %.2fx their list's mean mask time\n", SET_TAGS,
+           set / list);
     return 0;
 }
 

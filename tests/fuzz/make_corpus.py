@@ -293,6 +293,13 @@ def main():
         "properties": {"t": {"prefixItems": [{"type": "boolean"}, {"type": "string", "nullable":
         True}], "items": False}, "m": {"type": "object"}}}]}).encode()
         + b'\0{"id": 1, "t": [true, null], "m": {"a": 1, "\\u0061": 2}}')
+    put(jg, "sets", json.dumps({"type": "object", "properties": {
+        "s": {"type": "array", "uniqueItems": True, "items": {"type": "string", "maxLength": 3}},
+        "n": {"type": "array", "uniqueItems": True, "items": {"type": ["number", "null"]}},
+        "e": {"type": "array", "uniqueItems": True, "items": {"enum": ["a", 1, 1.0, [2]]}},
+        "d": {"type": "array", "uniqueItems": True, "items": {"type": "string", "format": "date"}}
+        }}).encode() + b'\0{"s": ["a", "\\u0062", "ab"], "n": [1, 1.5, 0e1, null], '
+        b'"e": ["a", 1, [2]], "d": ["2024-02-29"]}')
     put(jg, "bad_schema", b'{"type": "object", "patternProperties": {}}\0{}')
     put(jg, "bounds", json.dumps({"type": "object", "properties": {
         "age": {"type": "integer", "minimum": 0, "exclusiveMaximum": 150},
