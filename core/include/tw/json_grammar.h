@@ -12,8 +12,9 @@
  *   type (a name or a list of names), properties, required,
  *   additionalProperties (false, true or a schema), items, tuples
  *   (prefixItems, or items as a list with additionalItems), minItems,
- *   maxItems, uniqueItems (over items that are not objects or arrays, and
- *   not of a tuple), minLength, maxLength, pattern, enum, const, anyOf / oneOf
+ *   maxItems, uniqueItems (not over a tuple, nor items that may be
+ *   objects or arrays but as enum values), minLength, maxLength, pattern,
+ *   enum, const, anyOf / oneOf
  *   whose alternatives start with different JSON types (or are objects
  *   told apart by a property all of them require, with different const or
  *   enum values: that property is then written first), $ref to
