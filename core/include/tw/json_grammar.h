@@ -14,10 +14,10 @@
  *   (prefixItems, or items as a list with additionalItems), minItems,
  *   maxItems, uniqueItems (not over a tuple, nor items that may be
  *   objects or arrays but as enum values), minLength, maxLength, pattern,
- *   enum, const, anyOf / oneOf
- *   whose alternatives start with different JSON types (or are objects
- *   told apart by a property all of them require, with different const or
- *   enum values: that property is then written first), $ref to
+ *   enum, const, anyOf / oneOf whose alternatives start with different
+ *   JSON types (or are objects told apart by a property all of them
+ *   require, with different const or enum values: that property is then
+ *   written first), $ref to
  *   #/$defs/... or #/definitions/..., allOf (beside annotations only) of
  *   one schema or of object schemas, merged (properties in order, one
  *   named twice only with the same schema, the required names of all,
