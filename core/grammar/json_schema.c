@@ -785,6 +785,7 @@ tw_status tw_json_grammar_compile(const char *schema, size_t len, tw_json_gramma
         free(g);
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory");
     }
+    g->key_string = JN_NONE; /* made last: no value node is taken for it meanwhile */
     g->root = jc_compile(&c, root, 0);
     if (c.st == TW_OK && node_classes(g, g->root) == 0)
         jc_fail(&c, TW_INVALID_ARGUMENT, "json_schema: the schema admits no value%s (at %s)", NULL);

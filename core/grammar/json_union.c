@@ -1,4 +1,5 @@
-/* Joining a union's alternatives: by the first byte of their values, and
+/* Joining a union's alternatives: by the first byte of their values, those
+ * that share it when one holds the others' values or all are literals, and
  * objects among them by a tag property (a discriminated union). */
 #include <stdlib.h>
 #include <string.h>
@@ -134,15 +135,129 @@ static uint32_t tag_objects(compiler *c, const uint32_t *objs, size_t n)
     return tagged;
 }
 
-/* Joins alternatives into one union; two that can start with the same
- * byte would need a matcher that reads ahead, so they are refused, but
- * for objects told apart by a tag property (tag_objects). A union
- * alternative is merged by its classes; one still being compiled (a
- * recursive $ref) is taken for the classes its schema admits. */
+/* The node that reads class k's values of alternative a (through unions;
+ * JN_NONE for a $ref still being compiled). */
+static uint32_t class_node(const tw_json_grammar *g, uint32_t a, int k)
+{
+    for (int hops = 0; a != JN_NONE && g->nodes[a].kind == JN_UNION; hops++)
+        a = hops > 16 ? JN_NONE : g->nodes[a].alt[k];
+    return a;
+}
+
+/* Whether node x reads literal l as a whole value: the matcher itself is
+ * asked, so formats, patterns, lengths and bounds all count. */
+static bool takes_literal(const tw_json_grammar *g, uint32_t x, const jlit *l)
+{
+    tw_json_state s;
+    tw_json_state_init(&s, g);
+    s.f[0].node = x;
+    return tw_json_state_feed(&s, l->text, l->len) && tw_json_state_complete(&s);
+}
+
+/* Whether x's values include all of y's that start with class k: y's
+ * literals that x reads, any number for a number without bounds, any
+ * string for a string without length, format or pattern. */
+static bool covers(const tw_json_grammar *g, uint32_t x, uint32_t y, int k)
+{
+    const jnode *nx = &g->nodes[x], *ny = &g->nodes[y];
+    if (x == y)
+        return true;
+    if (ny->kind == JN_ENUM) {
+        for (uint32_t i = 0; i < ny->n; i++) {
+            const jlit *l = &g->lits[ny->first + i];
+            if (json_class_of((unsigned char)l->text[0]) == (jclass)k && !takes_literal(g, x, l))
+                return false;
+        }
+        return true;
+    }
+    if (nx->kind == JN_NUMBER && nx->extra == JN_NONE)
+        return ny->kind == JN_NUMBER || ny->kind == JN_INTEGER;
+    if (nx->kind == JN_STRING && nx->format == JF_NONE && nx->extra == JN_NONE && nx->min == 0 &&
+        nx->max == UINT32_MAX)
+        return ny->kind == JN_STRING;
+    return false;
+}
+
+/* One enum of the class-k literals of enum nodes e[0..n), each text once. */
+static uint32_t merge_literals(compiler *c, int k, const uint32_t *e, size_t n)
+{
+    tw_json_grammar *g = c->g;
+    const uint32_t first = g->n_lits;
+    for (size_t j = 0; j < n; j++)
+        for (uint32_t i = 0; i < g->nodes[e[j]].n; i++) {
+            const jlit *l = &g->lits[g->nodes[e[j]].first + i];
+            bool again = json_class_of((unsigned char)l->text[0]) != (jclass)k;
+            for (uint32_t m = first; m < g->n_lits && !again; m++)
+                again = g->lits[m].len == l->len && memcmp(g->lits[m].text, l->text, l->len) == 0;
+            if (again)
+                continue;
+            if (g->n_lits - first >= TW_JSON_MAX_ENUM)
+                return jc_fail(c, TW_INVALID_ARGUMENT,
+                               "json_schema: more than 64 values among alternatives that start "
+                               "with the same JSON type%s (at %s)",
+                               NULL);
+            char *text = malloc(l->len);
+            if (!text)
+                return jc_fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)",
+                               NULL);
+            /* add_text may move the literals: copy first */
+            memcpy(text, l->text, l->len);
+            if (jc_add_text(c, text, g->lits[g->nodes[e[j]].first + i].len) == JN_NONE)
+                return JN_NONE;
+        }
+    const uint32_t u = jc_new_node(c, JN_ENUM);
+    if (u != JN_NONE) {
+        g->nodes[u].first = first;
+        g->nodes[u].n = g->n_lits - first;
+    }
+    return u;
+}
+
+/* The node for class k of alternatives that all start with it: one whose
+ * values cover the others' (an unbounded number beside an integer, a plain
+ * string beside a date, a string beside enum values it reads), or one enum
+ * of all their literals; anything else would need a matcher that reads
+ * ahead, and is refused. */
+static uint32_t join_class(compiler *c, int k, const uint32_t *alts, size_t n)
+{
+    const tw_json_grammar *g = c->g;
+    uint32_t nodes[2 * TW_JSON_MAX_ENUM];
+    bool literals = true;
+    for (size_t j = 0; j < n; j++) {
+        nodes[j] = class_node(g, alts[j], k);
+        if (nodes[j] == JN_NONE)
+            literals = false;
+        else
+            literals &= g->nodes[nodes[j]].kind == JN_ENUM;
+    }
+    for (size_t j = 0; j < n && nodes[j] != JN_NONE; j++) {
+        bool all = true;
+        for (size_t i = 0; i < n && all; i++)
+            all = nodes[i] != JN_NONE && covers(g, nodes[j], nodes[i], k);
+        if (all)
+            return nodes[j];
+    }
+    if (literals)
+        return merge_literals(c, k, nodes, n);
+    return jc_fail(c, TW_INVALID_ARGUMENT,
+                   "json_schema: alternatives that start with the same JSON type%s are not "
+                   "supported unless one holds all the others' values or all are enum or const "
+                   "values (at %s)",
+                   NULL);
+}
+
+/* Joins alternatives into one union, class by class (the first byte of a
+ * value): alternatives that share a class are joined by join_class, and
+ * objects by a tag property (tag_objects). A union alternative is merged
+ * by its classes; one still being compiled (a recursive $ref) is taken for
+ * the classes its schema admits. */
 uint32_t jc_join(compiler *c, const uint32_t *alts, const unsigned *classes, size_t n)
 {
     uint32_t objs[TW_JSON_MAX_ENUM];
     size_t n_objs = 0;
+    if (n > 2 * TW_JSON_MAX_ENUM)
+        return jc_fail(c, TW_INVALID_ARGUMENT, "json_schema: more than 128 alternatives%s (at %s)",
+                       NULL);
     for (size_t i = 0; i < n; i++)
         if (classes[i] & (1u << JC_OBJECT)) {
             uint32_t a = alts[i];
@@ -159,24 +274,23 @@ uint32_t jc_join(compiler *c, const uint32_t *alts, const unsigned *classes, siz
         if (tagged == JN_NONE)
             return JN_NONE;
     }
+    uint32_t joined[JC_COUNT];
+    for (int k = 0; k < JC_COUNT; k++) {
+        uint32_t in[2 * TW_JSON_MAX_ENUM];
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (classes[i] & (1u << k))
+                in[m++] = alts[i];
+        joined[k] = k == JC_OBJECT && tagged != JN_NONE ? tagged
+                    : m == 0                            ? JN_NONE
+                    : m == 1                            ? in[0]
+                                                        : join_class(c, k, in, m);
+        if (m > 1 && joined[k] == JN_NONE)
+            return JN_NONE;
+    }
     uint32_t u = jc_new_node(c, JN_UNION);
     if (u == JN_NONE)
         return JN_NONE;
-    c->g->nodes[u].alt[JC_OBJECT] = tagged;
-    for (size_t i = 0; i < n; i++) {
-        if (tagged != JN_NONE && (classes[i] & (1u << JC_OBJECT)))
-            continue;
-
-        for (int k = 0; k < JC_COUNT; k++) {
-            if (!(classes[i] & (1u << k)))
-                continue;
-            if (c->g->nodes[u].alt[k] != JN_NONE)
-                return jc_fail(c, TW_INVALID_ARGUMENT,
-                               "json_schema: alternatives that start with the same JSON "
-                               "type%s are not supported (at %s)",
-                               NULL);
-            c->g->nodes[u].alt[k] = alts[i];
-        }
-    }
+    memcpy(c->g->nodes[u].alt, joined, sizeof joined);
     return u;
 }

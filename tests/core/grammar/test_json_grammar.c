@@ -441,7 +441,8 @@ static void test_refusals(void **state)
         {"{\"format\":7}", "\"format\" must be a string"},
         {"{\"type\":\"strng\"}", "\"type\" must name JSON types"},
         {"{\"anyOf\":[{\"type\":\"object\"},{\"properties\":{}}]}", "tell them apart"},
-        {"{\"anyOf\":[{\"type\":\"string\"},{\"enum\":[\"a\"]}]}", "start with the same JSON type"},
+        {"{\"anyOf\":[{\"type\":\"string\",\"maxLength\":2},{\"enum\":[\"abc\"]}]}",
+         "start with the same JSON type"},
         {"{\"anyOf\":[{\"properties\":{\"k\":{\"const\":1}},\"required\":[\"k\"]},"
          "{\"properties\":{\"k\":{\"enum\":[2,1]}},\"required\":[\"k\"]}]}",
          "tell them apart"},
