@@ -17,7 +17,10 @@
  *   enum, const, anyOf / oneOf whose alternatives start with different
  *   JSON types (or are objects told apart by a property all of them
  *   require, with different const or enum values: that property is then
- *   written first), $ref to
+ *   written first; or, for one type, where one alternative holds all the
+ *   others' values, such as a number beside an integer, a plain string
+ *   beside a formatted one, or enum values it reads, or all are enum and
+ *   const values, joined into one enum), $ref to
  *   #/$defs/... or #/definitions/..., allOf (beside annotations only) of
  *   one schema or of object schemas, merged (properties in order, one
  *   named twice only with the same schema, the required names of all,
