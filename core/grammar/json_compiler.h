@@ -89,6 +89,12 @@ uint32_t jc_pattern(compiler *c, const json_t *s);
 /* Compiles pattern text src (len bytes) the same way. */
 uint32_t jc_pattern_source(compiler *c, const char *src, size_t len);
 
+/* s's "patternProperties" (json_key_patterns.c), for an object of n_props
+ * properties: their entries into the grammar, *first and *count of them
+ * (none when s has none); false with c->st set when they fail. */
+bool jc_key_patterns(compiler *c, const json_t *s, size_t n_props, int depth, uint32_t *first,
+                     uint32_t *count);
+
 /* Whether every string among s's enum or const values matches s's
  * "pattern" (true when it has none); false with c->st set. */
 bool jc_pattern_admits_literals(compiler *c, const json_t *s);

@@ -117,7 +117,16 @@ typedef struct jnode {
     /* objects: 1 + the index of the last required property (0: none), so
      * the object may close once prop reaches it */
     uint32_t close_at;
+    /* JN_OBJECT without properties: its patternProperties,
+     * key_pats[kp_first, kp_first + kp_n) */
+    uint32_t kp_first, kp_n;
 } jnode;
+
+/* A patternProperties entry: the pattern keys are asked of, and the node
+ * that reads the value of a key it matches. */
+typedef struct jkeypat {
+    uint32_t pattern, node;
+} jkeypat;
 
 typedef struct jprop {
     uint32_t key; /* literal: the key as a JSON string, quotes included */
@@ -151,6 +160,8 @@ struct tw_json_grammar {
     jpattern *patterns; /* JN_STRING's extra indexes them (JN_NONE: no pattern) */
     uint32_t n_patterns, cap_patterns;
     bool unique_numbers; /* an array with uniqueItems holds numbers */
+    jkeypat *key_pats;   /* JN_OBJECT's kp_first indexes them */
+    uint32_t n_key_pats, cap_key_pats;
 };
 
 /* Values that must differ (json_unique.c): an open object's keys and the

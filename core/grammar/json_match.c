@@ -377,7 +377,11 @@ static bool object_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
             f->phase = OP_KEY;
             return f->bits != 0;
         }
-        if (n->extra == JN_NONE)
+        if (n->extra == JN_NONE && n->kp_n == 0)
+            return false;
+        /* a key held to patterns is kept whole, so it needs a record's room */
+        if (n->kp_n &&
+            ((f->bits & KEYS_UNTRACKED) || (size_t)s->klen + 1 + JREC_MAX > TW_JSON_KEY_BYTES))
             return false;
         f->phase = OP_COLON;
         s->kcur = 0;
@@ -409,7 +413,10 @@ static bool object_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
         if (c != ':')
             return false;
         f->phase = OP_AFTER;
-        return push(s, FK_VALUE, prop_count(n) > 0 ? prop_value(g, n, f->prop - 1u) : n->extra);
+        return push(s, FK_VALUE,
+                    prop_count(n) > 0 ? prop_value(g, n, f->prop - 1u)
+                    : f->prop         ? g->key_pats[n->kp_first + f->prop - 1u].node
+                                      : n->extra);
     case OP_AFTER:
         if (is_ws(c))
             return take_ws(s);
@@ -590,6 +597,9 @@ bool tw_json_state_in_plain_string(const tw_json_state *s, uint32_t *room)
     const tw_json_frame *f = &s->f[s->depth - 1];
     const jnode *n = &s->g->nodes[f->node];
     if (f->kind != FK_STRING || f->phase != SP_BODY || n->format != JF_NONE || n->extra != JN_NONE)
+        return false;
+    /* a key held to patterns is asked of them character by character */
+    if (f->node == s->g->key_string && s->g->nodes[s->f[s->depth - 2].node].kp_n)
         return false;
     const uint32_t max = s->g->nodes[f->node].max;
     /* an item that fills maxLength must differ from its array's others,

@@ -14,6 +14,11 @@ enum frame_kind { FK_VALUE = 0, FK_OBJECT, FK_ARRAY, FK_STRING, FK_NUMBER, FK_LI
  * in SP_LOW_* phases: \uDC00-\uDFFF only. */
 enum { SP_BODY = 0, SP_ESC, SP_HEX, SP_UTF8, SP_PAIR_BS, SP_PAIR_U, SP_LOW_HEX };
 
+/* An open object's frame flag (in its bits, which only objects with
+ * properties use otherwise): its keys no longer fit the state's buffer, so
+ * they are not compared. */
+#define KEYS_UNTRACKED 1u
+
 /* A string's byte (frame f on top); false when refused. */
 bool json_string_byte(tw_json_state *s, tw_json_frame *f, unsigned char c);
 

@@ -46,11 +46,6 @@ static bool pattern_byte(tw_json_state *s, tw_json_frame *f, const jnode *n, uns
     return r == JP_MATCH || (r == JP_VIABLE && !last);
 }
 
-/* An open object's frame flag (in its bits, which only objects with
- * properties use otherwise): its keys no longer fit the state's buffer, so
- * they are not compared. */
-#define KEYS_UNTRACKED 1u
-
 /* Appends k decoded bytes to the key being read, or gives up on the
  * object's keys when they do not fit. */
 static void key_append(tw_json_state *s, tw_json_frame *obj, const unsigned char *p, size_t k)
@@ -100,12 +95,102 @@ static size_t decoded_bytes(tw_json_state *s, const tw_json_frame *f, uint8_t ph
     return k;
 }
 
+/* Whether the key being read (whole characters) may still become one that
+ * object node o takes: some pattern may match it, or any key may come. */
+static bool key_viable(const tw_json_state *s, const jnode *o)
+{
+    if (o->extra != JN_NONE)
+        return true;
+    for (uint32_t i = 0; i < o->kp_n; i++) {
+        const jpattern *p = &s->g->patterns[s->g->key_pats[o->kp_first + i].pattern];
+        if (json_pattern_test(p, s->kbuf + s->klen + 1, s->kcur, false) != JP_DEAD)
+            return true;
+    }
+    return false;
+}
+
+/* Whether nodes a and b read the same values: one node, or two plain ones
+ * (a type without bounds, length, format or pattern) made alike. */
+static bool same_reader(const tw_json_grammar *g, uint32_t a, uint32_t b)
+{
+    if (a == b)
+        return true;
+    const jnode *x = &g->nodes[a], *y = &g->nodes[b];
+    if (x->kind != y->kind || x->extra != JN_NONE || y->extra != JN_NONE)
+        return false;
+    switch ((jnode_kind)x->kind) {
+    case JN_INTEGER:
+    case JN_NUMBER:
+        return true;
+    case JN_STRING:
+        return x->format == y->format && x->min == y->min && x->max == y->max;
+    default:
+        return false;
+    }
+}
+
+/* The key just read, of object node o: 1 + the patternProperties entry
+ * that reads its value, 0 for additionalProperties, -1 when none does
+ * (no pattern matches and no other key may come, or two that match read
+ * different values). */
+static int key_reader(const tw_json_state *s, const jnode *o)
+{
+    int at = 0;
+    for (uint32_t i = 0; i < o->kp_n; i++) {
+        const jkeypat *kp = &s->g->key_pats[o->kp_first + i];
+        if (json_pattern_test(&s->g->patterns[kp->pattern], s->kbuf + s->klen + 1, s->kcur, true) !=
+            JP_MATCH)
+            continue;
+        if (at && !same_reader(s->g, s->g->key_pats[o->kp_first + (uint32_t)at - 1].node, kp->node))
+            return -1;
+        if (!at)
+            at = (int)i + 1;
+    }
+    return at || o->extra != JN_NONE ? at : -1;
+}
+
+/* A key of an object with patternProperties: written without escapes,
+ * kept whole (a key past the record's room is refused), each whole
+ * character taken only while the key may still be one the object takes,
+ * and its closing quote only when some schema reads its value (noted in
+ * the object's prop) and the object has no such key yet. */
+static bool pattern_key_byte(tw_json_state *s, tw_json_frame *f, const jnode *n, tw_json_frame *obj,
+                             unsigned char c)
+{
+    const jnode *o = &s->g->nodes[obj->node];
+    const uint8_t phase = f->phase;
+    if (phase == SP_BODY) {
+        if (c == '"') {
+            const int reader = f->count < n->min || key_seen(s, obj) ? -1 : key_reader(s, o);
+            if (reader < 0 || !json_rec_commit(s))
+                return false;
+            obj->prop = (uint16_t)reader;
+            s->depth--;
+            return true;
+        }
+        if (c == '\\')
+            return false;
+        if (c >= 0x80 && o->extra == JN_NONE) {
+            bool wide = false;
+            for (uint32_t i = 0; i < o->kp_n && !wide; i++)
+                wide = !s->g->patterns[s->g->key_pats[o->kp_first + i].pattern].ascii;
+            if (!wide)
+                return false;
+        }
+    }
+    if (!body_byte(s, f, n, c) || !json_rec_append(s, &c, 1))
+        return false;
+    return f->phase != SP_BODY || key_viable(s, o);
+}
+
 /* A key of an open object: read as any string is, its text decoded into
  * the state's key buffer (escapes as the characters they stand for), and
  * its closing quote taken only when the object has no such key yet. */
 static bool key_byte(tw_json_state *s, tw_json_frame *f, const jnode *n, unsigned char c)
 {
     tw_json_frame *obj = &s->f[s->depth - 2];
+    if (s->g->nodes[obj->node].kp_n)
+        return pattern_key_byte(s, f, n, obj, c);
     const bool tracked = !(obj->bits & KEYS_UNTRACKED);
     const uint8_t phase = f->phase;
     if (phase == SP_BODY && c == '"') {

@@ -165,7 +165,8 @@ static bool is_understood(const char *k)
                                         "exclusiveMinimum",
                                         "exclusiveMaximum",
                                         "multipleOf",
-                                        "nullable"};
+                                        "nullable",
+                                        "patternProperties"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(k, names[i]) == 0)
             return true;
@@ -180,10 +181,11 @@ static unsigned schema_types(compiler *c, const json_t *s)
     if (!t) {
         unsigned m = 0;
         if (json_object_get(s, "properties") || json_object_get(s, "required") ||
-            json_object_get(s, "additionalProperties"))
+            json_object_get(s, "additionalProperties") || json_object_get(s, "patternProperties"))
             m |= T_OBJECT;
         if (json_object_get(s, "items") || json_object_get(s, "prefixItems") ||
-            json_object_get(s, "minItems") || json_object_get(s, "maxItems"))
+            json_object_get(s, "minItems") || json_object_get(s, "maxItems") ||
+            json_object_get(s, "uniqueItems") || json_object_get(s, "additionalItems"))
             m |= T_ARRAY;
         if (json_object_get(s, "minLength") || json_object_get(s, "maxLength") ||
             json_object_get(s, "pattern"))
@@ -350,6 +352,9 @@ static uint32_t compile_object(compiler *c, const json_t *s, int depth)
                            name ? name : "(not a string)");
         required[k] = true;
     }
+    uint32_t kp_first, kp_n;
+    if (!jc_key_patterns(c, s, n, depth, &kp_first, &kp_n))
+        return JN_NONE;
     uint32_t extra = JN_NONE;
     if (n == 0 && !json_is_false(addl)) {
         size_t back = jc_path_push(c, "additionalProperties");
@@ -381,6 +386,8 @@ static uint32_t compile_object(compiler *c, const json_t *s, int depth)
     on->n = (uint32_t)n;
     on->extra = extra;
     on->close_at = close_at;
+    on->kp_first = kp_first;
+    on->kp_n = kp_n;
     return o;
 }
 
@@ -734,6 +741,7 @@ void tw_json_grammar_free(tw_json_grammar *g)
         return;
     json_patterns_free(g);
     free(g->tuple_items);
+    free(g->key_pats);
     free(g->tail);
     free(g->bounds);
     free(g->tag_alts);

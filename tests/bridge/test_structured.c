@@ -255,14 +255,14 @@ static void test_structured_outputs(void **state)
         twb_result r = json_chat(&s,
                                  "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"p\","
                                  "\"schema\":{\"type\":\"object\",\"properties\":{\"x\":{"
-                                 "\"type\":\"object\",\"patternProperties\":{\"^a\":{}}}}}}}",
+                                 "\"type\":\"object\",\"propertyNames\":{\"pattern\":\"^a\"}}}}}}",
                                  1, streamed ? ",\"stream\":true" : "");
         if (r.status != 400)
-            fail_msg("a schema with patternProperties: %ld %s", r.status, r.body);
+            fail_msg("a schema with propertyNames: %ld %s", r.status, r.body);
         json_t *j = json_loads(r.body, 0, NULL);
         json_t *e = json_object_get(j, "error");
         const char *msg = json_string_value(json_object_get(e, "message"));
-        if (!msg || !strstr(msg, "patternProperties"))
+        if (!msg || !strstr(msg, "propertyNames"))
             fail_msg("the refusal does not name the keyword: %s", r.body);
         assert_string_equal(json_string_value(json_object_get(e, "type")), "invalid_request_error");
         assert_string_equal(json_string_value(json_object_get(e, "param")), "response_format");

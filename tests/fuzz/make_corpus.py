@@ -300,7 +300,7 @@ def main():
         "d": {"type": "array", "uniqueItems": True, "items": {"type": "string", "format": "date"}}
         }}).encode() + b'\0{"s": ["a", "\\u0062", "ab"], "n": [1, 1.5, 0e1, null], '
         b'"e": ["a", 1, [2]], "d": ["2024-02-29"]}')
-    put(jg, "bad_schema", b'{"type": "object", "patternProperties": {}}\0{}')
+    put(jg, "bad_schema", b'{"type": "object", "propertyNames": {"pattern": "^a"}}\0{}')
     put(jg, "bounds", json.dumps({"type": "object", "properties": {
         "age": {"type": "integer", "minimum": 0, "exclusiveMaximum": 150},
         "p": {"type": "number", "minimum": 0.1, "maximum": 0.9},

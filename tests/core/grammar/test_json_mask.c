@@ -1,10 +1,10 @@
 /* The vocabulary mask against the plain definition: a token is allowed
  * when a copy of the state takes all its bytes (and an end id when the
  * document is whole). Checked at every prefix of documents that pass
- * through strings, escapes, numbers, keys, literals, strings held to a
- * pattern and the items of a set, on the shipped model's vocabulary and,
- * with ../shared, on GPT-2's byte-level BPE and Llama's SentencePiece
- * vocabularies.
+ * through strings, escapes, numbers, keys (one held to a pattern),
+ * literals, strings held to a pattern and the items of a set, on the
+ * shipped model's vocabulary and, with ../shared, on GPT-2's byte-level
+ * BPE and Llama's SentencePiece vocabularies.
  *
  *   test_json_mask MODEL.gguf */
 #include <setjmp.h>
@@ -25,7 +25,8 @@ static const char *g_model;
 static const char *const g_schema =
     "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":6},"
     "\"n\":{\"type\":\"number\"},\"tags\":{\"type\":\"array\",\"items\":{\"enum\":"
-    "[\"alpha\",\"beta\",12]}},\"more\":{\"type\":\"object\"},\"code\":{\"type\":\"string\","
+    "[\"alpha\",\"beta\",12]}},\"more\":{\"type\":\"object\",\"patternProperties\":{\"^k\":"
+    "{}},\"additionalProperties\":false},\"code\":{\"type\":\"string\","
     "\"pattern\":\"^[A-Z]{2}-\\\\d+$\"},\"word\":{\"type\":\"string\",\"pattern\":\"[a-z\xc3\xa9]$"
     "\","
     "\"maxLength\":9},\"set\":{\"type\":\"array\",\"uniqueItems\":true,\"items\":{\"type\":"

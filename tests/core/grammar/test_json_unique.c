@@ -54,6 +54,15 @@ static void test_strings(void **state)
     assert_false(prefix_ok(g, "[\"ab\",\"ab\""));
     tw_json_grammar_free(g);
 
+    /* uniqueItems alone makes an array schema */
+    g = compile_ok("{\"uniqueItems\":true,\"items\":{\"type\":\"integer\"}}");
+    assert_false(accepts(g, "[1,1]"));
+    tw_json_grammar_free(g);
+    g = compile_ok("{\"uniqueItems\":false}");
+    assert_true(accepts(g, "[{},{}]"));
+    assert_false(accepts(g, "{}"));
+    tw_json_grammar_free(g);
+
     /* uniqueItems false: repeats as any array takes them */
     g = compile_ok("{\"type\":\"array\",\"uniqueItems\":false,\"items\":{\"type\":\"string\"}}");
     assert_true(accepts(g, "[\"a\",\"a\"]"));

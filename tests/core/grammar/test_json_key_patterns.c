@@ -1,0 +1,181 @@
+/* patternProperties: an object's keys asked of the patterns as they grow,
+ * each value read by the schema of the patterns its key matches (or by
+ * additionalProperties), the refusals, and random walks whose keys POSIX
+ * regex finds matching and whose values have their pattern's type. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <jansson.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar_test.h"
+
+/* How many bytes of text the matcher takes before one is refused. */
+static size_t taken(const tw_json_grammar *g, const char *text)
+{
+    tw_json_state s;
+    tw_json_state_init(&s, g);
+    size_t i = 0;
+    while (text[i] && tw_json_state_feed_byte(&s, (unsigned char)text[i]))
+        i++;
+    return i;
+}
+
+#define CLOSED                                                                                     \
+    "{\"type\":\"object\",\"patternProperties\":{\"^[a-z]{1,8}$\":{\"type\":\"integer\"},"         \
+    "\"^x_[0-9]+$\":{\"type\":\"string\"}},\"additionalProperties\":false}"
+
+static void test_verdicts(void **state)
+{
+    (void)state;
+    tw_json_grammar *g = compile_ok(CLOSED);
+    assert_true(tw_json_grammar_may_strand(g));
+    assert_true(accepts(g, "{\"ab\":1,\"cd\":2}"));
+    assert_true(accepts(g, "{\"x_12\":\"v\",\"x\":3}"));
+    assert_true(accepts(g, "{}"));
+    assert_int_equal(taken(g, "{\"ab\":\"x\"}"), 6);     /* a string for a lower-case key */
+    assert_int_equal(taken(g, "{\"x_1\":1}"), 7);        /* a number for x_ */
+    assert_int_equal(taken(g, "{\"A\":1}"), 2);          /* no pattern takes A */
+    assert_int_equal(taken(g, "{\"x_\":1}"), 4);         /* x_ needs a digit */
+    assert_int_equal(taken(g, "{\"abcdefghi\":1}"), 10); /* a ninth letter */
+    assert_int_equal(taken(g, "{\"ab\":1,\"ab\":2}"), 11);
+    assert_int_equal(taken(g, "{\"a\\u0062\":1}"), 3); /* no escapes */
+    assert_int_equal(taken(g, "{\"\xc3\xa9\":1}"), 2); /* ASCII patterns: no lead byte */
+    tw_json_grammar_free(g);
+
+    /* keys no pattern matches: additionalProperties' */
+    g = compile_ok("{\"type\":\"object\",\"patternProperties\":{\"^n_\":{\"type\":\"number\"}},"
+                   "\"additionalProperties\":{\"type\":\"boolean\"}}");
+    assert_true(accepts(g, "{\"n_a\":1.5,\"other\":true,\"\xc3\xa9\":false}"));
+    assert_false(accepts(g, "{\"n_a\":\"x\"}"));
+    assert_false(accepts(g, "{\"other\":1}"));
+    tw_json_grammar_free(g);
+
+    /* a key two patterns match takes a value only when they name one
+     * schema */
+    g = compile_ok("{\"type\":\"object\",\"patternProperties\":{\"^a\":{\"type\":\"integer\"},"
+                   "\"b$\":{\"type\":\"string\"},\"^c\":{\"type\":\"integer\"},\"d$\":{\"type\":"
+                   "\"integer\"}},\"additionalProperties\":false}");
+    assert_false(accepts(g, "{\"ab\":1}"));
+    assert_false(accepts(g, "{\"ab\":\"s\"}"));
+    assert_true(accepts(g, "{\"abc\":1,\"xb\":\"s\"}"));
+    assert_false(accepts(g, "{\"cb\":1}")); /* ^c and b$ */
+    assert_true(accepts(g, "{\"cd\":1}"));  /* ^c and d$: one schema */
+    tw_json_grammar_free(g);
+    g = compile_ok("{\"$defs\":{\"n\":{\"type\":\"integer\"}},\"type\":\"object\","
+                   "\"patternProperties\":{\"^a\":{\"$ref\":\"#/$defs/n\"},\"b$\":{\"$ref\":"
+                   "\"#/$defs/n\"}},\"additionalProperties\":false}");
+    assert_true(accepts(g, "{\"ab\":1}"));
+    tw_json_grammar_free(g);
+
+    /* pydantic's Dict[constr(pattern=...), int] inside a model */
+    g = compile_ok("{\"type\":\"object\",\"properties\":{\"counts\":{\"type\":\"object\","
+                   "\"patternProperties\":{\"^[A-Z]{3}$\":{\"type\":\"integer\"}},"
+                   "\"additionalProperties\":false}},\"required\":[\"counts\"]}");
+    assert_true(accepts(g, "{\"counts\":{\"USD\":3,\"EUR\":4}}"));
+    assert_false(accepts(g, "{\"counts\":{\"usd\":3}}"));
+    tw_json_grammar_free(g);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *schema, *message;
+    } cases[] = {
+        {"{\"properties\":{\"a\":{}},\"patternProperties\":{\"^b\":{}}}",
+         "\"patternProperties\" beside \"properties\""},
+        {"{\"patternProperties\":[]}", "\"patternProperties\" must be an object"},
+        {"{\"patternProperties\":{\"(\":{}}}", "(at /patternProperties/()"},
+        {"{\"patternProperties\":{\"^a\":{\"type\":\"nope\"}}}", "(at /patternProperties/^a)"},
+        {"{\"patternProperties\":{\"(a)\\\\1\":{}}}", "back reference"},
+        {"{\"patternProperties\":{\"a\":{},\"b\":{},\"c\":{},\"d\":{},\"e\":{},\"f\":{},\"g\":{},"
+         "\"h\":{},\"i\":{},\"j\":{},\"k\":{},\"l\":{},\"m\":{},\"n\":{},\"o\":{},\"p\":{},"
+         "\"q\":{}}}",
+         "more than 16"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tw_json_grammar *g = NULL;
+        tw_err err;
+        assert_int_equal(
+            tw_json_grammar_compile(cases[i].schema, strlen(cases[i].schema), &g, &err),
+            TW_INVALID_ARGUMENT);
+        assert_null(g);
+        if (!strstr(err.msg, cases[i].message))
+            fail_msg("%s: %s (wanted %s)", cases[i].schema, err.msg, cases[i].message);
+    }
+    /* an empty patternProperties is none */
+    tw_json_grammar *g = compile_ok("{\"properties\":{\"a\":{}},\"patternProperties\":{}}");
+    assert_true(accepts(g, "{\"a\":1}"));
+    tw_json_grammar_free(g);
+}
+
+/* Random walks: every key matches the pattern (POSIX regex) whose type its
+ * value has, or none and then its value is additionalProperties'. */
+static void check_walks(const char *schema, bool open_rest)
+{
+    tw_json_grammar *g = compile_ok(schema);
+    regex_t lower, x;
+    assert_int_equal(regcomp(&lower, "^[a-z]{1,8}$", REG_EXTENDED | REG_NOSUB), 0);
+    assert_int_equal(regcomp(&x, "^x_[0-9]+$", REG_EXTENDED | REG_NOSUB), 0);
+    tw_test_rng rng = {0x6b657973 ^ (uint64_t)open_rest};
+    char *doc = malloc(1 << 16);
+    assert_non_null(doc);
+    int finished = 0, keys = 0;
+    for (int w = 0; w < 300; w++) {
+        const size_t n = grammar_walk(g, &rng, doc, 1 << 16, 20 + (size_t)w % 200);
+        if (!n)
+            continue;
+        finished++;
+        json_error_t je;
+        json_t *v = json_loadb(doc, n, JSON_REJECT_DUPLICATES, &je);
+        if (!json_is_object(v))
+            fail_msg("walk %d gave what jansson refuses (%s): %s", w, je.text, doc);
+        const char *k;
+        json_t *val;
+        json_object_foreach(v, k, val)
+        {
+            keys++;
+            const bool is_lower = regexec(&lower, k, 0, NULL, 0) == 0;
+            const bool is_x = regexec(&x, k, 0, NULL, 0) == 0;
+            const bool fits = is_lower    ? json_is_integer(val)
+                              : is_x      ? json_is_string(val)
+                              : open_rest ? json_is_null(val)
+                                          : false;
+            if (!fits)
+                fail_msg("walk %d: key \"%s\" and its value do not fit: %s", w, k, doc);
+        }
+        json_decref(v);
+    }
+    assert_true(finished > 150);
+    assert_true(keys > 150);
+    free(doc);
+    regfree(&lower);
+    regfree(&x);
+    tw_json_grammar_free(g);
+}
+
+static void test_random_walks(void **state)
+{
+    (void)state;
+    check_walks(CLOSED, false);
+    check_walks("{\"type\":\"object\",\"patternProperties\":{\"^[a-z]{1,8}$\":{\"type\":"
+                "\"integer\"},\"^x_[0-9]+$\":{\"type\":\"string\"}},\"additionalProperties\":{"
+                "\"type\":\"null\"}}",
+                true);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_verdicts),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_random_walks),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
