@@ -10,7 +10,8 @@
  * Schemas understood (anything else is refused with its JSON pointer, never
  * ignored, so an answer never silently breaks the caller's schema):
  *   type (a name or a list of names), properties, required,
- *   additionalProperties (false, true or a schema), items, tuples
+ *   additionalProperties (false, true or a schema), patternProperties (in
+ *   an object without properties), items, tuples
  *   (prefixItems, or items as a list with additionalItems), minItems,
  *   maxItems, uniqueItems (not over a tuple, nor items that may be
  *   objects or arrays but as enum values), minLength, maxLength, pattern,
@@ -64,6 +65,12 @@
  *     so for such patterns the matcher can reach a string no byte
  *     continues (the formats read as patterns are written so that it
  *     cannot, but at the end of their room);
+ *   - a key of an object with patternProperties is written without
+ *     escapes, in at most 255 bytes, each whole character taken while some
+ *     pattern may still match it (or any key may come), and its closing
+ *     quote only when the schemas of the patterns its text matches read
+ *     the same values (additionalProperties' when it matches none); such
+ *     an object starts no key once the state has no room for one;
  *   - the items of an array with uniqueItems are compared as JSON values
  *     (strings decoded, numbers by value: 1, 1.0 and 10e-1 are one, -0 is
  *     0; other enum values by their compact text), within
