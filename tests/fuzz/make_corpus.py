@@ -300,6 +300,16 @@ def main():
         "d": {"type": "array", "uniqueItems": True, "items": {"type": "string", "format": "date"}}
         }}).encode() + b'\0{"s": ["a", "\\u0062", "ab"], "n": [1, 1.5, 0e1, null], '
         b'"e": ["a", 1, [2]], "d": ["2024-02-29"]}')
+    put(jg, "key_patterns", json.dumps({"type": "object", "properties": {
+        "m": {"type": "object", "patternProperties": {"^[a-z]+$": {"type": "integer"},
+              "^x_\\d+$": {"type": "string"}, "b$": {"type": "integer"}},
+              "additionalProperties": False},
+        "o": {"patternProperties": {"^n": {"type": "number"}}}}}).encode()
+        + b'\0{"m": {"ab": 1, "x_12": "v"}, "o": {"n1": 2.5, "z": [null]}}')
+    put(jg, "unions", json.dumps({"type": "array", "items": {"anyOf": [
+        {"type": "integer"}, {"type": "number", "minimum": 0}, {"const": "a"}, {"enum": ["b", 1]},
+        {"type": "string", "format": "date"}, {"type": "string"}, {"type": "null"}]}}).encode()
+        + b'\0[1, 2.5, "a", "2024-01-01", null, "x"]')
     put(jg, "bad_schema", b'{"type": "object", "propertyNames": {"pattern": "^a"}}\0{}')
     put(jg, "bounds", json.dumps({"type": "object", "properties": {
         "age": {"type": "integer", "minimum": 0, "exclusiveMaximum": 150},
