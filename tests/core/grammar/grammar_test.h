@@ -32,6 +32,29 @@ static inline bool accepts(const tw_json_grammar *g, const char *text)
     return accepts_n(g, text, strlen(text));
 }
 
+/* How many bytes of text the matcher takes before one is refused. */
+static inline size_t taken(const tw_json_grammar *g, const char *text)
+{
+    tw_json_state s;
+    tw_json_state_init(&s, g);
+    size_t i = 0;
+    while (text[i] && tw_json_state_feed_byte(&s, (unsigned char)text[i]))
+        i++;
+    return i;
+}
+
+/* schema is refused as INVALID_ARGUMENT with message in its reason. */
+static inline void refused_with(const char *schema, const char *message)
+{
+    tw_json_grammar *g = NULL;
+    tw_err err;
+    assert_int_equal(tw_json_grammar_compile(schema, strlen(schema), &g, &err),
+                     TW_INVALID_ARGUMENT);
+    assert_null(g);
+    if (!strstr(err.msg, message))
+        fail_msg("%s: %s (wanted %s)", schema, err.msg, message);
+}
+
 /* Every prefix accepted (a prefix of a refused document may be accepted). */
 static inline bool prefix_ok(const tw_json_grammar *g, const char *text)
 {

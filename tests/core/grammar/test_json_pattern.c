@@ -36,17 +36,6 @@ static tw_json_grammar *string_schema(const char *pattern, const char *extra)
     return g;
 }
 
-/* How many bytes of text the matcher takes before one is refused. */
-static size_t taken(const tw_json_grammar *g, const char *text)
-{
-    tw_json_state s;
-    tw_json_state_init(&s, g);
-    size_t i = 0;
-    while (text[i] && tw_json_state_feed_byte(&s, (unsigned char)text[i]))
-        i++;
-    return i;
-}
-
 static void test_verdicts(void **state)
 {
     (void)state;
