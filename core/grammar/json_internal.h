@@ -37,6 +37,10 @@ typedef enum jnode_kind {
      * picks object tag_alts[first + i] (n of them), where that property
      * comes first */
     JN_TAGGED,
+    /* objects told apart by their first key: alternative i is the object
+     * tag_alts[first + i] (n of them), whose first property, required in
+     * it, no other alternative names */
+    JN_KEYED,
 } jnode_kind;
 
 /* String formats (json_format.c). */
@@ -147,7 +151,7 @@ struct tw_json_grammar {
     jlit *lits;
     uint32_t n_lits, cap_lits;
     uint32_t root;
-    uint32_t *tag_alts; /* JN_TAGGED: the object each tag literal picks */
+    uint32_t *tag_alts; /* JN_TAGGED, JN_KEYED: the object each tag or key picks */
     uint32_t n_tag_alts, cap_tag_alts;
     bool raw;   /* the root is a choice of raw texts, not a JSON value */
     char *tail; /* bytes that must follow the document; NULL: none */

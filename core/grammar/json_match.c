@@ -316,7 +316,8 @@ static bool literal_complete(const tw_json_grammar *g, const tw_json_frame *f)
 /* ------------------------------------------------------------- objects */
 
 /* An object's properties. A tagged union reads as an object of one
- * property, the tag, until the tag's value picks the object. */
+ * property, the tag, until the tag's value picks the object; a keyed one
+ * as an object of its alternatives' first keys, until a key picks one. */
 static uint32_t prop_count(const jnode *n)
 {
     return n->kind == JN_TAGGED ? 1 : n->n;
@@ -324,6 +325,8 @@ static uint32_t prop_count(const jnode *n)
 
 static const jlit *prop_key(const tw_json_grammar *g, const jnode *n, uint32_t i)
 {
+    if (n->kind == JN_KEYED)
+        return &g->lits[g->props[g->nodes[g->tag_alts[n->first + i]].first].key];
     return &g->lits[n->kind == JN_TAGGED ? n->min : g->props[n->first + i].key];
 }
 
@@ -338,9 +341,12 @@ static bool prop_required(const tw_json_grammar *g, const jnode *n, uint32_t i)
 }
 
 /* Keys that may come next: the properties from prop on, up to and
- * including the first required one. */
+ * including the first required one (any alternative's key of a keyed
+ * union). */
 static uint64_t next_keys(const tw_json_grammar *g, const jnode *n, uint32_t prop)
 {
+    if (n->kind == JN_KEYED)
+        return n->n >= 64 ? UINT64_MAX : (1ull << n->n) - 1;
     uint64_t m = 0;
     for (uint32_t i = prop; i < prop_count(n); i++) {
         m |= 1ull << i;
@@ -402,7 +408,10 @@ static bool object_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
         f->bits = next;
         f->pos++;
         if (done != UINT32_MAX) {
-            f->prop = (uint16_t)(done + 1);
+            /* a keyed union's key picks its object, that key first in it */
+            if (n->kind == JN_KEYED)
+                f->node = g->tag_alts[n->first + done];
+            f->prop = n->kind == JN_KEYED ? 1 : (uint16_t)(done + 1);
             f->phase = OP_COLON;
         }
         return true;
@@ -481,6 +490,7 @@ bool tw_json_state_feed_byte(tw_json_state *s, unsigned char c)
             switch ((jnode_kind)g->nodes[node].kind) {
             case JN_OBJECT:
             case JN_TAGGED:
+            case JN_KEYED:
                 f->kind = FK_OBJECT;
                 f->count = s->klen; /* where its keys will start */
                 return c == '{';

@@ -290,6 +290,7 @@ static unsigned node_classes(const tw_json_grammar *g, uint32_t node)
     }
     case JN_OBJECT:
     case JN_TAGGED:
+    case JN_KEYED:
         return 1u << JC_OBJECT;
     case JN_ARRAY:
         return 1u << JC_ARRAY;

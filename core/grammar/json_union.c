@@ -8,7 +8,7 @@
 
 static const char no_tag[] =
     "json_schema: objects among alternatives need a required property whose const or enum "
-    "values tell them apart%s (at %s)";
+    "values tell them apart, or each a required property the others do not name%s (at %s)";
 
 /* Where object o has a required property keyed as key whose value is an
  * enum; its property count when none. */
@@ -79,23 +79,9 @@ static uint32_t tag_first(compiler *c, uint32_t o, uint32_t t)
  * of them require with different const or enum values (a discriminated
  * union, as tool calls and pydantic write them): the matcher reads that
  * property first and goes on as the object its value picks. */
-static uint32_t tag_objects(compiler *c, const uint32_t *objs, size_t n)
+static uint32_t tag_objects(compiler *c, const uint32_t *objs, size_t n, uint32_t key_lit)
 {
     tw_json_grammar *g = c->g;
-    for (size_t i = 0; i < n; i++)
-        if (objs[i] == JN_NONE || g->nodes[objs[i]].kind != JN_OBJECT || g->nodes[objs[i]].n == 0)
-            return jc_fail(c, TW_INVALID_ARGUMENT, no_tag, NULL);
-    uint32_t key_lit = JN_NONE;
-    for (uint32_t k = 0; k < g->nodes[objs[0]].n && key_lit == JN_NONE; k++) {
-        const uint32_t cand = g->props[g->nodes[objs[0]].first + k].key;
-        bool all = true;
-        for (size_t i = 0; i < n && all; i++)
-            all = tag_prop(g, objs[i], &g->lits[cand]) < g->nodes[objs[i]].n;
-        if (all && tags_differ(g, objs, n, &g->lits[cand]))
-            key_lit = cand;
-    }
-    if (key_lit == JN_NONE)
-        return jc_fail(c, TW_INVALID_ARGUMENT, no_tag, NULL);
     const uint32_t enum_first = g->n_lits, alts_first = g->n_tag_alts;
     for (size_t i = 0; i < n; i++) {
         const uint32_t t = tag_prop(g, objs[i], &g->lits[key_lit]);
@@ -133,6 +119,95 @@ static uint32_t tag_objects(compiler *c, const uint32_t *objs, size_t n)
     g->nodes[tagged].min = key_lit;
     g->nodes[tagged].close_at = 1;
     return tagged;
+}
+
+/* The key literal of a property all of objs require with an enum value,
+ * the values differing between them; JN_NONE when there is none. */
+static uint32_t find_tag(const tw_json_grammar *g, const uint32_t *objs, size_t n)
+{
+    for (uint32_t k = 0; k < g->nodes[objs[0]].n; k++) {
+        const uint32_t cand = g->props[g->nodes[objs[0]].first + k].key;
+        bool all = true;
+        for (size_t i = 0; i < n && all; i++)
+            all = tag_prop(g, objs[i], &g->lits[cand]) < g->nodes[objs[i]].n;
+        if (all && tags_differ(g, objs, n, &g->lits[cand]))
+            return cand;
+    }
+    return JN_NONE;
+}
+
+/* Whether object o names a property keyed as key. */
+static bool names_key(const tw_json_grammar *g, uint32_t o, const jlit *key)
+{
+    const jnode *n = &g->nodes[o];
+    for (uint32_t i = 0; i < n->n; i++) {
+        const jlit *k = &g->lits[g->props[n->first + i].key];
+        if (k->len == key->len && memcmp(k->text, key->text, k->len) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Object i's first required property that no other of objs names; its
+ * property count when none. */
+static uint32_t own_key(const tw_json_grammar *g, const uint32_t *objs, size_t n, size_t i)
+{
+    const jnode *o = &g->nodes[objs[i]];
+    for (uint32_t p = 0; p < o->n; p++) {
+        if (!g->props[o->first + p].required)
+            continue;
+        const jlit *key = &g->lits[g->props[o->first + p].key];
+        bool shared = false;
+        for (size_t j = 0; j < n && !shared; j++)
+            shared = j != i && names_key(g, objs[j], key);
+        if (!shared)
+            return p;
+    }
+    return o->n;
+}
+
+/* Objects among a union's alternatives that share no tag but each require
+ * a property the others do not name (pydantic's Union of models without a
+ * discriminator, when their fields tell them apart): each is written with
+ * that property first, so the first key picks the object. An object so
+ * written lacks every other's key, so it fits no other alternative, as
+ * oneOf needs. */
+static uint32_t key_objects(compiler *c, const uint32_t *objs, size_t n)
+{
+    tw_json_grammar *g = c->g;
+    uint32_t keys[TW_JSON_MAX_ENUM];
+    for (size_t i = 0; i < n; i++)
+        if ((keys[i] = own_key(g, objs, n, i)) == g->nodes[objs[i]].n)
+            return jc_fail(c, TW_INVALID_ARGUMENT, no_tag, NULL);
+    const uint32_t first = g->n_tag_alts;
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t alt = tag_first(c, objs[i], keys[i]);
+        if (alt == JN_NONE)
+            return JN_NONE;
+        if (!jc_grow((void **)&g->tag_alts, &g->cap_tag_alts, g->n_tag_alts + 1,
+                     sizeof *g->tag_alts))
+            return jc_fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);
+        g->tag_alts[g->n_tag_alts++] = alt;
+    }
+    const uint32_t keyed = jc_new_node(c, JN_KEYED);
+    if (keyed != JN_NONE) {
+        g->nodes[keyed].first = first;
+        g->nodes[keyed].n = (uint32_t)n;
+        g->nodes[keyed].close_at = 1;
+    }
+    return keyed;
+}
+
+/* Objects among a union's alternatives: told apart by a tag's values, or
+ * else by a key of each's own. */
+static uint32_t join_objects(compiler *c, const uint32_t *objs, size_t n)
+{
+    const tw_json_grammar *g = c->g;
+    for (size_t i = 0; i < n; i++)
+        if (objs[i] == JN_NONE || g->nodes[objs[i]].kind != JN_OBJECT || g->nodes[objs[i]].n == 0)
+            return jc_fail(c, TW_INVALID_ARGUMENT, no_tag, NULL);
+    const uint32_t tag = find_tag(g, objs, n);
+    return tag != JN_NONE ? tag_objects(c, objs, n, tag) : key_objects(c, objs, n);
 }
 
 /* The node that reads class k's values of alternative a (through unions;
@@ -270,7 +345,7 @@ uint32_t jc_join(compiler *c, const uint32_t *alts, const unsigned *classes, siz
         for (size_t i = 0; i < n; i++)
             if ((classes[i] & (1u << JC_OBJECT)) && classes[i] != (1u << JC_OBJECT))
                 return jc_fail(c, TW_INVALID_ARGUMENT, no_tag, NULL);
-        tagged = tag_objects(c, objs, n_objs);
+        tagged = join_objects(c, objs, n_objs);
         if (tagged == JN_NONE)
             return JN_NONE;
     }

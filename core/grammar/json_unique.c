@@ -285,6 +285,7 @@ static bool domain_of(const tw_json_grammar *g, uint32_t node, int hops, uint32_
     case JN_OBJECT:
     case JN_ARRAY:
     case JN_TAGGED:
+    case JN_KEYED:
         return false;
     }
     return false;

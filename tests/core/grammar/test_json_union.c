@@ -1,8 +1,9 @@
 /* Alternatives that start with the same JSON type: joined when one holds
  * all the others' values (a number beside an integer, a plain string
  * beside a date or enum values it reads) or when all are literals (one
- * enum of them), refused otherwise; random walks whose every value an
- * independent check finds admitted by some alternative. */
+ * enum of them), objects when each requires a key the others lack,
+ * refused otherwise; random walks whose every value an independent check
+ * finds admitted by some alternative (by exactly one, for the objects). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -128,6 +129,40 @@ static void test_refused(void **state)
     assert_non_null(strstr(err.msg, "more than 64 values"));
 }
 
+/* pydantic's Union of two models without a discriminator: each requires a
+ * field the other lacks, which is written first and picks the model. */
+#define PETS                                                                                       \
+    "{\"$defs\":{\"Cat\":{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\","      \
+    "\"maxLength\":4},\"meows\":{\"type\":\"boolean\"},\"age\":{\"type\":\"integer\"}},"           \
+    "\"required\":[\"name\",\"meows\"],\"additionalProperties\":false},\"Dog\":{\"type\":"         \
+    "\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":4},\"barks\":{"        \
+    "\"type\":"                                                                                    \
+    "\"integer\"}},\"required\":[\"barks\",\"name\"],\"additionalProperties\":false}},"            \
+    "\"type\":\"array\",\"maxItems\":3,\"items\":{\"anyOf\":[{\"$ref\":\"#/$defs/"                 \
+    "Cat\"},{\"$ref\":"                                                                            \
+    "\"#/$defs/Dog\"},{\"type\":\"null\"}]}}"
+
+static void test_keyed_objects(void **state)
+{
+    (void)state;
+    tw_json_grammar *g = compile_ok(PETS);
+    assert_true(accepts(g, "[{\"meows\":true,\"name\":\"Tom\",\"age\":3},null]"));
+    assert_true(accepts(g, "[{\"barks\":2,\"name\":\"Rex\"}]"));
+    assert_int_equal(taken(g, "[{\"name\":\"x\"}]"), 3); /* the shared field first */
+    assert_int_equal(taken(g, "[{\"meows\":1}]"), 10);   /* a Cat's meows is a boolean */
+    assert_int_equal(taken(g, "[{\"barks\":1}]"), 11);   /* a Dog needs its name */
+    assert_int_equal(taken(g, "[{}]"), 2);
+    assert_int_equal(taken(g, "[{\"barks\":1,\"name\":\"R\",\"age\":1}]"), 22);
+    tw_json_grammar_free(g);
+    /* no key of its own: refused as before */
+    refused_with("{\"anyOf\":[{\"properties\":{\"a\":{}},\"required\":[\"a\"]},{\"properties\":"
+                 "{\"a\":{},\"b\":{}},\"required\":[\"a\"]}]}",
+                 "or each a required property the others do not name (at /anyOf)");
+    refused_with("{\"oneOf\":[{\"properties\":{\"a\":{}},\"required\":[\"a\"]},{\"properties\":"
+                 "{\"b\":{}}}]}",
+                 "tell them apart");
+}
+
 /* Whether v is among the values of the union the walks below read: an
  * integer of at least 0, a number, a string of at most 2 characters, one
  * of the literals "red" and "green", or a date (checked by shape). */
@@ -146,9 +181,47 @@ static bool admitted(const json_t *v)
     return strlen(t) == 10 && isdigit((unsigned char)t[0]) && t[4] == '-' && t[7] == '-';
 }
 
+/* Whether pet v fits exactly one of PETS' models (checked by its keys and
+ * their values' types). */
+static bool one_pet(const json_t *v)
+{
+    if (json_is_null(v))
+        return true;
+    const json_t *name = json_object_get(v, "name");
+    size_t chars = 0; /* maxLength counts characters */
+    for (const unsigned char *p = (const unsigned char *)json_string_value(name); p && *p; p++)
+        chars += (*p & 0xC0) != 0x80;
+    const bool named = json_is_string(name) && chars <= 4;
+    const bool cat = named && json_is_boolean(json_object_get(v, "meows")) &&
+                     json_object_size(v) == 2u + (json_object_get(v, "age") != NULL) &&
+                     (!json_object_get(v, "age") || json_is_integer(json_object_get(v, "age")));
+    const bool dog =
+        named && json_is_integer(json_object_get(v, "barks")) && json_object_size(v) == 2;
+    return cat != dog;
+}
+
 static void test_random_walks(void **state)
 {
     (void)state;
+    tw_json_grammar *pets = compile_ok(PETS);
+    tw_test_rng prng = {0x9e75};
+    char pet_doc[4096];
+    int pet_walks = 0;
+    for (int w = 0; w < 300; w++) {
+        const size_t n = grammar_walk(pets, &prng, pet_doc, sizeof pet_doc, 10 + (size_t)w % 60);
+        if (!n)
+            continue;
+        json_t *v = json_loadb(pet_doc, n, JSON_REJECT_DUPLICATES, NULL);
+        assert_true(json_is_array(v));
+        for (size_t i = 0; i < json_array_size(v); i++)
+            if (!one_pet(json_array_get(v, i)))
+                fail_msg("walk %d: item %zu fits no model or both: %.*s", w, i, (int)n, pet_doc);
+        pet_walks++;
+        json_decref(v);
+    }
+    assert_true(pet_walks > 150);
+    tw_json_grammar_free(pets);
+
     /* the date and the 2-character string: neither covers the other */
     tw_json_grammar *g2 = NULL;
     tw_err err;
@@ -211,6 +284,7 @@ int main(void)
         cmocka_unit_test(test_covering_alternative),
         cmocka_unit_test(test_literals_joined),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_keyed_objects),
         cmocka_unit_test(test_random_walks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
