@@ -310,6 +310,14 @@ def main():
         {"type": "integer"}, {"type": "number", "minimum": 0}, {"const": "a"}, {"enum": ["b", 1]},
         {"type": "string", "format": "date"}, {"type": "string"}, {"type": "null"}]}}).encode()
         + b'\0[1, 2.5, "a", "2024-01-01", null, "x"]')
+    put(jg, "keyed", json.dumps({"$defs": {
+        "Cat": {"type": "object", "properties": {"name": {"type": "string"},
+                "meows": {"type": "boolean"}}, "required": ["name", "meows"]},
+        "Dog": {"type": "object", "properties": {"name": {"type": "string"},
+                "barks": {"type": "integer"}}, "required": ["barks"]}},
+        "type": "array", "items": {"oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"},
+                                             {"type": "null"}]}}).encode()
+        + b'\0[{"meows": true, "name": "Tom"}, {"barks": 2}, null]')
     put(jg, "bad_schema", b'{"type": "object", "propertyNames": {"pattern": "^a"}}\0{}')
     put(jg, "bounds", json.dumps({"type": "object", "properties": {
         "age": {"type": "integer", "minimum": 0, "exclusiveMaximum": 150},

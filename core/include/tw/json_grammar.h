@@ -17,7 +17,8 @@
  *   objects or arrays but as enum values), minLength, maxLength, pattern,
  *   enum, const, anyOf / oneOf whose alternatives start with different
  *   JSON types (or are objects told apart by a property all of them
- *   require, with different const or enum values: that property is then
+ *   require, with different const or enum values, or else by a property
+ *   each requires and the others do not name: that property is then
  *   written first; or, for one type, where one alternative holds all the
  *   others' values, such as a number beside an integer, a plain string
  *   beside a formatted one, or enum values it reads, or all are enum and
