@@ -230,6 +230,33 @@ static void test_structured_outputs(void **state)
         free(finish);
     }
 
+    /* pydantic's Union of two models without a discriminator, and
+     * Union[int, float]: each answer is one model, its number a number */
+    for (unsigned seed = 1; seed <= 2; seed++) {
+        twb_result r = json_chat(
+            &s,
+            "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"pet\",\"schema\":{"
+            "\"$defs\":{\"Cat\":{\"type\":\"object\",\"properties\":{\"meows\":{\"type\":"
+            "\"boolean\"},\"w\":{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}},"
+            "\"required\":[\"meows\",\"w\"],\"additionalProperties\":false},\"Dog\":{\"type\":"
+            "\"object\",\"properties\":{\"w\":{\"type\":\"integer\"},\"barks\":{\"type\":"
+            "\"boolean\"}},\"required\":[\"w\",\"barks\"],\"additionalProperties\":false}},"
+            "\"anyOf\":[{\"$ref\":\"#/$defs/Cat\"},{\"$ref\":\"#/$defs/Dog\"}]}}}",
+            seed, "");
+        char *content, *finish;
+        whole_choice(&r, "union", &content, &finish);
+        json_t *doc = json_loads(content, 0, NULL);
+        const bool cat = json_is_boolean(json_object_get(doc, "meows")) &&
+                         json_is_number(json_object_get(doc, "w")) && json_object_size(doc) == 2;
+        const bool dog = json_is_boolean(json_object_get(doc, "barks")) &&
+                         json_is_integer(json_object_get(doc, "w")) && json_object_size(doc) == 2;
+        if (strcmp(finish, "stop") != 0 || cat == dog)
+            fail_msg("a union answer (%s) is not one model: %s", finish, content);
+        json_decref(doc);
+        free(content);
+        free(finish);
+    }
+
     /* vLLM's guided_choice: the answer is one of the texts, raw */
     for (unsigned seed = 1; seed <= 3; seed++) {
         char body[512];
