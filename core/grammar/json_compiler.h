@@ -59,6 +59,12 @@ const json_t *jc_resolve_ref(compiler *c, const json_t *ref);
 /* A schema with "allOf" (json_all_of.c). */
 uint32_t jc_all_of(compiler *c, const json_t *s, int depth);
 
+/* An object schema's node (json_object.c). */
+uint32_t jc_object(compiler *c, const json_t *s, int depth);
+
+/* Adds a literal: the compact JSON text of v. */
+uint32_t jc_add_literal(compiler *c, const json_t *v);
+
 /* An array schema's node (json_array.c). */
 uint32_t jc_array(compiler *c, const json_t *s, int depth);
 

@@ -356,9 +356,11 @@ static uint64_t next_keys(const tw_json_grammar *g, const jnode *n, uint32_t pro
     return m;
 }
 
+/* An object without properties counts its keys in pos (minProperties and
+ * maxProperties are its min and max). */
 static bool may_close(const jnode *n, const tw_json_frame *f)
 {
-    return prop_count(n) == 0 || f->prop >= n->close_at;
+    return prop_count(n) == 0 ? f->pos >= n->min : f->prop >= n->close_at;
 }
 
 static bool object_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
@@ -383,13 +385,14 @@ static bool object_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
             f->phase = OP_KEY;
             return f->bits != 0;
         }
-        if (n->extra == JN_NONE && n->kp_n == 0)
+        if ((n->extra == JN_NONE && n->kp_n == 0) || f->pos >= n->max)
             return false;
         /* a key held to patterns is kept whole, so it needs a record's room */
         if (n->kp_n &&
             ((f->bits & KEYS_UNTRACKED) || (size_t)s->klen + 1 + JREC_MAX > TW_JSON_KEY_BYTES))
             return false;
         f->phase = OP_COLON;
+        f->pos++;
         s->kcur = 0;
         return push(s, FK_STRING, g->key_string);
     case OP_KEY: {
@@ -429,7 +432,7 @@ static bool object_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
     case OP_AFTER:
         if (is_ws(c))
             return take_ws(s);
-        if (c == ',' && (prop_count(n) == 0 || f->prop < prop_count(n))) {
+        if (c == ',' && (prop_count(n) == 0 ? f->pos < n->max : f->prop < prop_count(n))) {
             f->phase = OP_NEXT;
             return true;
         }

@@ -116,8 +116,7 @@ uint32_t jc_add_text(compiler *c, char *text, size_t len)
     return g->n_lits++;
 }
 
-/* Adds a literal: the compact JSON text of v. */
-static uint32_t add_literal(compiler *c, const json_t *v)
+uint32_t jc_add_literal(compiler *c, const json_t *v)
 {
     char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
     if (!text)
@@ -166,7 +165,9 @@ static bool is_understood(const char *k)
                                         "exclusiveMaximum",
                                         "multipleOf",
                                         "nullable",
-                                        "patternProperties"};
+                                        "patternProperties",
+                                        "minProperties",
+                                        "maxProperties"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(k, names[i]) == 0)
             return true;
@@ -181,7 +182,8 @@ static unsigned schema_types(compiler *c, const json_t *s)
     if (!t) {
         unsigned m = 0;
         if (json_object_get(s, "properties") || json_object_get(s, "required") ||
-            json_object_get(s, "additionalProperties") || json_object_get(s, "patternProperties"))
+            json_object_get(s, "additionalProperties") || json_object_get(s, "patternProperties") ||
+            json_object_get(s, "minProperties") || json_object_get(s, "maxProperties"))
             m |= T_OBJECT;
         if (json_object_get(s, "items") || json_object_get(s, "prefixItems") ||
             json_object_get(s, "minItems") || json_object_get(s, "maxItems") ||
@@ -259,7 +261,7 @@ uint32_t jc_any_node(compiler *c)
     if (c->st != TW_OK)
         return JN_NONE;
     json_t *t = json_true(), *f = json_false(), *z = json_null();
-    uint32_t lt = add_literal(c, t), lf = add_literal(c, f), lz = add_literal(c, z);
+    uint32_t lt = jc_add_literal(c, t), lf = jc_add_literal(c, f), lz = jc_add_literal(c, z);
     if (c->st != TW_OK)
         return JN_NONE;
     jnode *n = c->g->nodes;
@@ -309,89 +311,6 @@ static unsigned node_classes(const tw_json_grammar *g, uint32_t node)
     return 0;
 }
 
-static uint32_t compile_object(compiler *c, const json_t *s, int depth)
-{
-    const json_t *props = json_object_get(s, "properties");
-    const json_t *req = json_object_get(s, "required");
-    const json_t *addl = json_object_get(s, "additionalProperties");
-    if (props && !json_is_object(props))
-        return jc_fail(c, TW_INVALID_ARGUMENT,
-                       "json_schema: \"properties\" must be an object%s (at %s)", NULL);
-    if (req && !json_is_array(req))
-        return jc_fail(c, TW_INVALID_ARGUMENT,
-                       "json_schema: \"required\" must be an array%s (at %s)", NULL);
-    size_t n = props ? json_object_size(props) : 0;
-    if (n > TW_JSON_MAX_PROPS)
-        return jc_fail(c, TW_INVALID_ARGUMENT,
-                       "json_schema: more than 64 properties in one object%s (at %s)", NULL);
-    const char *keys[TW_JSON_MAX_PROPS];
-    uint32_t nodes[TW_JSON_MAX_PROPS];
-    bool required[TW_JSON_MAX_PROPS] = {false};
-    size_t i = 0;
-    const char *key;
-    json_t *sub;
-    size_t at = jc_path_push(c, "properties");
-    json_object_foreach((json_t *)props, key, sub)
-    {
-        size_t back = jc_path_push(c, key);
-        keys[i] = key;
-        nodes[i] = jc_compile(c, sub, depth + 1);
-        jc_path_pop(c, back);
-        if (nodes[i++] == JN_NONE)
-            return JN_NONE;
-    }
-    jc_path_pop(c, at);
-    for (size_t r = 0; req && r < json_array_size(req); r++) {
-        const char *name = json_string_value(json_array_get(req, r));
-        size_t k = 0;
-        while (name && k < n && strcmp(keys[k], name) != 0)
-            k++;
-        if (!name || k == n)
-            return jc_fail(c, TW_INVALID_ARGUMENT,
-                           "json_schema: \"required\" names \"%.64s\", which is not among "
-                           "\"properties\" (at %s)",
-                           name ? name : "(not a string)");
-        required[k] = true;
-    }
-    uint32_t kp_first, kp_n;
-    if (!jc_key_patterns(c, s, n, depth, &kp_first, &kp_n))
-        return JN_NONE;
-    uint32_t extra = JN_NONE;
-    if (n == 0 && !json_is_false(addl)) {
-        size_t back = jc_path_push(c, "additionalProperties");
-        extra = (!addl || json_is_true(addl)) ? jc_any_node(c) : jc_compile(c, addl, depth + 1);
-        jc_path_pop(c, back);
-        if (extra == JN_NONE)
-            return JN_NONE;
-    }
-    uint32_t first = c->g->n_props;
-    tw_json_grammar *g = c->g;
-    if (!jc_grow((void **)&g->props, &g->cap_props, g->n_props + (uint32_t)n, sizeof *g->props))
-        return jc_fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);
-    uint32_t close_at = 0;
-    for (size_t k = 0; k < n; k++) {
-        json_t *ks = json_string(keys[k]);
-        uint32_t lit = ks ? add_literal(c, ks) : JN_NONE;
-        json_decref(ks);
-        if (lit == JN_NONE)
-            return jc_fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);
-        g->props[g->n_props++] = (jprop){.key = lit, .node = nodes[k], .required = required[k]};
-        if (required[k])
-            close_at = (uint32_t)k + 1;
-    }
-    uint32_t o = jc_new_node(c, JN_OBJECT);
-    if (o == JN_NONE)
-        return JN_NONE;
-    jnode *on = &c->g->nodes[o];
-    on->first = first;
-    on->n = (uint32_t)n;
-    on->extra = extra;
-    on->close_at = close_at;
-    on->kp_first = kp_first;
-    on->kp_n = kp_n;
-    return o;
-}
-
 static uint32_t compile_enum(compiler *c, const json_t *s)
 {
     const json_t *e = json_object_get(s, "enum");
@@ -414,7 +333,7 @@ static uint32_t compile_enum(compiler *c, const json_t *s)
             dup = json_equal((json_t *)json_array_get(e, j), (json_t *)v);
         if (dup)
             continue;
-        if (add_literal(c, v) == JN_NONE)
+        if (jc_add_literal(c, v) == JN_NONE)
             return JN_NONE;
         kept++;
     }
@@ -617,7 +536,7 @@ static uint32_t compile_typed(compiler *c, const json_t *s, unsigned types, int 
     unsigned classes[JC_COUNT];
     size_t n = 0;
     if (types & T_OBJECT) {
-        nodes[n] = compile_object(c, s, depth);
+        nodes[n] = jc_object(c, s, depth);
         classes[n++] = 1u << JC_OBJECT;
     }
     if (types & T_ARRAY) {

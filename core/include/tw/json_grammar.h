@@ -11,7 +11,9 @@
  * ignored, so an answer never silently breaks the caller's schema):
  *   type (a name or a list of names), properties, required,
  *   additionalProperties (false, true or a schema), patternProperties (in
- *   an object without properties), items, tuples
+ *   an object without properties), minProperties and maxProperties (in an
+ *   object without properties, or where every object written fits them),
+ *   items, tuples
  *   (prefixItems, or items as a list with additionalItems), minItems,
  *   maxItems, uniqueItems (not over a tuple, nor items that may be
  *   objects or arrays but as enum values), minLength, maxLength, pattern,

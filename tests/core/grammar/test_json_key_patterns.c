@@ -1,7 +1,8 @@
-/* patternProperties: an object's keys asked of the patterns as they grow,
- * each value read by the schema of the patterns its key matches (or by
- * additionalProperties), the refusals, and random walks whose keys POSIX
- * regex finds matching and whose values have their pattern's type. */
+/* Objects without properties. patternProperties: their keys asked of the
+ * patterns as they grow, each value read by the schema of the patterns its
+ * key matches (or by additionalProperties), the refusals, and random walks
+ * whose keys POSIX regex finds matching and whose values have their
+ * pattern's type. minProperties and maxProperties: keys counted. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -151,12 +152,68 @@ static void test_random_walks(void **state)
                 true);
 }
 
+static void test_property_counts(void **state)
+{
+    (void)state;
+    tw_json_grammar *g = compile_ok("{\"type\":\"object\",\"additionalProperties\":{\"type\":"
+                                    "\"integer\"},\"minProperties\":2,\"maxProperties\":3}");
+    assert_false(accepts(g, "{}"));
+    assert_false(accepts(g, "{\"a\":1}"));
+    assert_true(accepts(g, "{\"a\":1,\"b\":2}"));
+    assert_true(accepts(g, "{\"a\":1,\"b\":2,\"c\":3}"));
+    assert_int_equal(taken(g, "{\"a\":1}"), 6);                          /* too few to close */
+    assert_int_equal(taken(g, "{\"a\":1,\"b\":2,\"c\":3,\"d\":4}"), 18); /* a fourth key */
+    tw_json_grammar_free(g);
+    /* maxProperties 0: only {}; alone, they make an object schema */
+    g = compile_ok("{\"maxProperties\":0}");
+    assert_true(accepts(g, "{}"));
+    assert_int_equal(taken(g, "{\"a\":1}"), 1);
+    assert_false(accepts(g, "[]"));
+    tw_json_grammar_free(g);
+    /* with patterns */
+    g = compile_ok("{\"patternProperties\":{\"^[a-z]$\":{\"type\":\"null\"}},"
+                   "\"additionalProperties\":false,\"minProperties\":1}");
+    assert_false(accepts(g, "{}"));
+    assert_true(accepts(g, "{\"q\":null}"));
+    tw_json_grammar_free(g);
+    /* with properties: taken where every object written fits */
+    g = compile_ok("{\"properties\":{\"a\":{},\"b\":{}},\"required\":[\"a\"],"
+                   "\"minProperties\":1,\"maxProperties\":2}");
+    assert_true(accepts(g, "{\"a\":1}"));
+    tw_json_grammar_free(g);
+    refused_with("{\"properties\":{\"a\":{},\"b\":{}},\"required\":[\"a\"],\"minProperties\":2}",
+                 "minProperties above the required properties");
+    refused_with("{\"properties\":{\"a\":{},\"b\":{}},\"maxProperties\":1}",
+                 "maxProperties below all of them");
+    refused_with("{\"minProperties\":3,\"maxProperties\":2}", "minProperties is above");
+    refused_with("{\"minProperties\":-1}", "\"minProperties\" must be a non-negative");
+
+    /* random walks keep to the counts */
+    g = compile_ok("{\"type\":\"object\",\"minProperties\":2,\"maxProperties\":4}");
+    tw_test_rng rng = {0xc0117};
+    char doc[1 << 14];
+    int finished = 0;
+    for (int w = 0; w < 200; w++) {
+        const size_t n = grammar_walk(g, &rng, doc, sizeof doc, 20 + (size_t)w % 100);
+        if (!n)
+            continue;
+        finished++;
+        json_t *v = json_loadb(doc, n, JSON_REJECT_DUPLICATES, NULL);
+        if (!json_is_object(v) || json_object_size(v) < 2 || json_object_size(v) > 4)
+            fail_msg("walk %d: %.*s", w, (int)n, doc);
+        json_decref(v);
+    }
+    assert_true(finished > 100);
+    tw_json_grammar_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_verdicts),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_random_walks),
+        cmocka_unit_test(test_property_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

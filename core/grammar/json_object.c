@@ -1,0 +1,126 @@
+/* Object schemas: "properties" (taken in the schema's order), "required",
+ * "additionalProperties", "patternProperties" (json_key_patterns.c),
+ * "minProperties" and "maxProperties". */
+#include <string.h>
+
+#include "json_compiler.h"
+
+/* minProperties and maxProperties: an object without properties counts
+ * the keys it writes (at most 65535 are counted); one with properties
+ * writes its required ones and may leave out the others, so there they
+ * are taken only when every object so written fits them. */
+static bool object_counts(compiler *c, const json_t *s, size_t n, const bool *required,
+                          uint32_t *lo, uint32_t *hi)
+{
+    if (!jc_count_keyword(c, s, "minProperties", 0, lo) ||
+        !jc_count_keyword(c, s, "maxProperties", UINT32_MAX, hi))
+        return false;
+    if (*lo > *hi) {
+        jc_fail(c, TW_INVALID_ARGUMENT,
+                "json_schema: minProperties is above maxProperties%s (at %s)", NULL);
+        return false;
+    }
+    if (*hi > UINT16_MAX)
+        *hi = UINT16_MAX;
+    if (n == 0)
+        return true;
+    size_t r = 0;
+    for (size_t k = 0; k < n; k++)
+        r += required[k];
+    if (*lo > r || *hi < n) {
+        jc_fail(c, TW_INVALID_ARGUMENT,
+                "json_schema: minProperties above the required properties, or maxProperties "
+                "below all of them,%s is not supported (at %s)",
+                NULL);
+        return false;
+    }
+    *lo = 0;
+    *hi = UINT32_MAX;
+    return true;
+}
+
+uint32_t jc_object(compiler *c, const json_t *s, int depth)
+{
+    const json_t *props = json_object_get(s, "properties");
+    const json_t *req = json_object_get(s, "required");
+    const json_t *addl = json_object_get(s, "additionalProperties");
+    if (props && !json_is_object(props))
+        return jc_fail(c, TW_INVALID_ARGUMENT,
+                       "json_schema: \"properties\" must be an object%s (at %s)", NULL);
+    if (req && !json_is_array(req))
+        return jc_fail(c, TW_INVALID_ARGUMENT,
+                       "json_schema: \"required\" must be an array%s (at %s)", NULL);
+    size_t n = props ? json_object_size(props) : 0;
+    if (n > TW_JSON_MAX_PROPS)
+        return jc_fail(c, TW_INVALID_ARGUMENT,
+                       "json_schema: more than 64 properties in one object%s (at %s)", NULL);
+    const char *keys[TW_JSON_MAX_PROPS];
+    uint32_t nodes[TW_JSON_MAX_PROPS];
+    bool required[TW_JSON_MAX_PROPS] = {false};
+    size_t i = 0;
+    const char *key;
+    json_t *sub;
+    size_t at = jc_path_push(c, "properties");
+    json_object_foreach((json_t *)props, key, sub)
+    {
+        size_t back = jc_path_push(c, key);
+        keys[i] = key;
+        nodes[i] = jc_compile(c, sub, depth + 1);
+        jc_path_pop(c, back);
+        if (nodes[i++] == JN_NONE)
+            return JN_NONE;
+    }
+    jc_path_pop(c, at);
+    for (size_t r = 0; req && r < json_array_size(req); r++) {
+        const char *name = json_string_value(json_array_get(req, r));
+        size_t k = 0;
+        while (name && k < n && strcmp(keys[k], name) != 0)
+            k++;
+        if (!name || k == n)
+            return jc_fail(c, TW_INVALID_ARGUMENT,
+                           "json_schema: \"required\" names \"%.64s\", which is not among "
+                           "\"properties\" (at %s)",
+                           name ? name : "(not a string)");
+        required[k] = true;
+    }
+    uint32_t kp_first, kp_n, lo, hi;
+    if (!jc_key_patterns(c, s, n, depth, &kp_first, &kp_n) ||
+        !object_counts(c, s, n, required, &lo, &hi))
+        return JN_NONE;
+    uint32_t extra = JN_NONE;
+    if (n == 0 && !json_is_false(addl)) {
+        size_t back = jc_path_push(c, "additionalProperties");
+        extra = (!addl || json_is_true(addl)) ? jc_any_node(c) : jc_compile(c, addl, depth + 1);
+        jc_path_pop(c, back);
+        if (extra == JN_NONE)
+            return JN_NONE;
+    }
+    uint32_t first = c->g->n_props;
+    tw_json_grammar *g = c->g;
+    if (!jc_grow((void **)&g->props, &g->cap_props, g->n_props + (uint32_t)n, sizeof *g->props))
+        return jc_fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);
+    uint32_t close_at = 0;
+    for (size_t k = 0; k < n; k++) {
+        json_t *ks = json_string(keys[k]);
+        uint32_t lit = ks ? jc_add_literal(c, ks) : JN_NONE;
+        json_decref(ks);
+        if (lit == JN_NONE)
+            return jc_fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);
+        g->props[g->n_props++] = (jprop){.key = lit, .node = nodes[k], .required = required[k]};
+        if (required[k])
+            close_at = (uint32_t)k + 1;
+    }
+    uint32_t o = jc_new_node(c, JN_OBJECT);
+    if (o == JN_NONE)
+        return JN_NONE;
+    jnode *on = &c->g->nodes[o];
+    on->first = first;
+    on->n = (uint32_t)n;
+    on->extra = extra;
+    on->close_at = close_at;
+    on->kp_first = kp_first;
+    on->kp_n = kp_n;
+    on->min = lo;
+    on->max = hi;
+    return o;
+}
