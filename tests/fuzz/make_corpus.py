@@ -318,6 +318,12 @@ def main():
         "type": "array", "items": {"oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"},
                                              {"type": "null"}]}}).encode()
         + b'\0[{"meows": true, "name": "Tom"}, {"barks": 2}, null]')
+    put(jg, "counts", json.dumps({"type": "object", "properties": {
+        "m": {"type": "object", "minProperties": 1, "maxProperties": 3,
+              "additionalProperties": {"type": "integer"}},
+        "k": {"patternProperties": {"^[a-z]$": {"type": "null"}}, "additionalProperties": False,
+              "minProperties": 1}}}).encode()
+        + b'\0{"m": {"a": 1, "b": 2}, "k": {"q": null}}')
     put(jg, "bad_schema", b'{"type": "object", "propertyNames": {"pattern": "^a"}}\0{}')
     put(jg, "bounds", json.dumps({"type": "object", "properties": {
         "age": {"type": "integer", "minimum": 0, "exclusiveMaximum": 150},
