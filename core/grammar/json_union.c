@@ -271,13 +271,14 @@ static uint32_t merge_literals(compiler *c, int k, const uint32_t *e, size_t n)
                                "json_schema: more than 64 values among alternatives that start "
                                "with the same JSON type%s (at %s)",
                                NULL);
-            char *text = malloc(l->len);
+            const uint32_t len = l->len;
+            char *text = malloc(len);
             if (!text)
                 return jc_fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)",
                                NULL);
             /* add_text may move the literals: copy first */
-            memcpy(text, l->text, l->len);
-            if (jc_add_text(c, text, g->lits[g->nodes[e[j]].first + i].len) == JN_NONE)
+            memcpy(text, l->text, len);
+            if (jc_add_text(c, text, len) == JN_NONE)
                 return JN_NONE;
         }
     const uint32_t u = jc_new_node(c, JN_ENUM);

@@ -39,22 +39,17 @@ bool json_rec_commit(tw_json_state *s)
 
 /* ------------------------------------------------------------ set items */
 
-tw_json_frame *json_set_of(tw_json_state *s)
-{
-    if (s->depth < 2)
-        return NULL;
-    tw_json_frame *a = &s->f[s->depth - 2];
-    if (a->kind != FK_ARRAY || !s->g->nodes[a->node].unique || (a->bits & JSET_UNTRACKED))
-        return NULL;
-    return a;
-}
-
 bool json_set_open(const tw_json_state *s)
 {
     if (s->depth < 2)
         return false;
     const tw_json_frame *a = &s->f[s->depth - 2];
     return a->kind == FK_ARRAY && s->g->nodes[a->node].unique && !(a->bits & JSET_UNTRACKED);
+}
+
+tw_json_frame *json_set_of(tw_json_state *s)
+{
+    return json_set_open(s) ? &s->f[s->depth - 2] : NULL;
 }
 
 bool json_set_seen(const tw_json_state *s, const tw_json_frame *a)
