@@ -215,6 +215,29 @@ static inline int json_hex_value(unsigned char c)
     return -1;
 }
 
+/* A UTF-8 lead byte at 0x80 or above: how many continuation bytes follow
+ * it (-1: not a lead byte), and the range the first of them must fall in
+ * (no overlong forms, surrogates or code points past U+10FFFF); the later
+ * ones take 0x80-0xBF. */
+static inline int json_utf8_lead(unsigned c, unsigned *lo, unsigned *hi)
+{
+    *lo = 0x80;
+    *hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF)
+        return 1;
+    if (c >= 0xE0 && c <= 0xEF) {
+        *lo = c == 0xE0 ? 0xA0 : 0x80;
+        *hi = c == 0xED ? 0x9F : 0xBF;
+        return 2;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        *lo = c == 0xF0 ? 0x90 : 0x80;
+        *hi = c == 0xF4 ? 0x8F : 0xBF;
+        return 3;
+    }
+    return -1;
+}
+
 /* The class of a value's first byte; JC_COUNT when no value starts so. */
 static inline jclass json_class_of(unsigned char c)
 {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_internal.h"
 #include "tw/json_mask.h"
 
 #define NOT_PLAIN UINT32_MAX
@@ -57,29 +58,21 @@ static uint32_t plain_chars(const unsigned char *p, size_t n)
 {
     uint32_t chars = 0;
     for (size_t i = 0; i < n; chars++) {
-        unsigned c = p[i], more, lo = 0x80, hi = 0xBF;
+        const unsigned c = p[i];
+        unsigned lo = 0x80, hi = 0xBF;
         if (c < 0x20 || c == '"' || c == '\\')
             return NOT_PLAIN;
-        if (c < 0x80)
-            more = 0;
-        else if (c >= 0xC2 && c <= 0xDF)
-            more = 1;
-        else if (c >= 0xE0 && c <= 0xEF)
-            more = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-        else if (c >= 0xF0 && c <= 0xF4)
-            more = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-        else
+        const int more = c < 0x80 ? 0 : json_utf8_lead(c, &lo, &hi);
+        if (more < 0 || i + 1 + (size_t)more > n)
             return NOT_PLAIN;
-        if (i + 1 + more > n)
-            return NOT_PLAIN;
-        for (unsigned k = 1; k <= more; k++) {
+        for (int k = 1; k <= more; k++) {
             unsigned b = p[i + k];
             if (b < lo || b > hi)
                 return NOT_PLAIN;
             lo = 0x80;
             hi = 0xBF;
         }
-        i += 1 + more;
+        i += 1 + (size_t)more;
     }
     return chars;
 }

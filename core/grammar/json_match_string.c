@@ -317,16 +317,9 @@ static bool body_byte(tw_json_state *s, tw_json_frame *f, const jnode *n, unsign
         if (c < 0x80)
             return string_char(g, f);
         {
-            unsigned lo = 0x80, hi = 0xBF, more;
-            if (c >= 0xC2 && c <= 0xDF)
-                more = 1;
-            else if (c >= 0xE0 && c <= 0xEF)
-                more = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-            else if (c >= 0xF0 && c <= 0xF4)
-                more = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-            else
-                return false;
-            if (!string_char(g, f))
+            unsigned lo, hi;
+            const int more = json_utf8_lead(c, &lo, &hi);
+            if (more < 0 || !string_char(g, f))
                 return false;
             f->phase = SP_UTF8;
             f->pos = (uint16_t)more;
