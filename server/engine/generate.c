@@ -94,6 +94,9 @@ static void publish(twd_gen *g, const tw_gen_chunk *c)
 {
     twd_server *s = g->srv;
     Tokenwire__V1__StreamChunk sc = TOKENWIRE__V1__STREAM_CHUNK__INIT;
+    /* read first, so the delivery time a caller measures includes encoding */
+    sc.has_emitted_unix_us = 1;
+    sc.emitted_unix_us = twd_now_us();
     sc.stream_id = (char *)twd_stream_id(g->stream);
     sc.has_seq = 1;
     sc.seq = twd_stream_next_seq(s->streams, g->stream);

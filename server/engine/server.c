@@ -17,11 +17,16 @@
 #define REPLY_COMPRESS_THRESHOLD (64u << 10)
 #define REAP_INTERVAL_MS 250
 
-uint64_t twd_now_ms(void)
+uint64_t twd_now_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+uint64_t twd_now_ms(void)
+{
+    return twd_now_us() / 1000u;
 }
 
 /* ------------------------------------------------------------ replies */

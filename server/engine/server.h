@@ -99,8 +99,9 @@ void twd_server_drain(twd_server *s);
  * destroyed, so that no chunk callback can run. */
 void twd_server_stop(twd_server *s);
 
-/* Milliseconds since the Unix epoch. */
+/* Milliseconds and microseconds since the Unix epoch. */
 uint64_t twd_now_ms(void);
+uint64_t twd_now_us(void);
 
 /* Sends rep as the answer of w's request (version and request_id filled in)
  * and returns w to receiving. rep stays the caller's. Any thread. */

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
+#include <time.h>
 
 #include <jansson.h>
 #include <nng/nng.h>
@@ -321,7 +322,29 @@ typedef struct collected {
     uint64_t last_seq;
     int chunks;
     int finals;
+    uint64_t emitted[256]; /* each chunk's emitted_unix_us, 0 when absent */
 } collected;
+
+static uint64_t unix_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* Every chunk says when it was handed over, in order, within [from, to]. */
+static void check_emitted(const collected *c, uint64_t from, uint64_t to)
+{
+    assert_true(c->chunks > 0 && c->chunks <= 256);
+    for (int i = 0; i < c->chunks; i++) {
+        if (c->emitted[i] < from || c->emitted[i] > to)
+            fail_msg("chunk %d emitted at %llu, outside [%llu, %llu]", i,
+                     (unsigned long long)c->emitted[i], (unsigned long long)from,
+                     (unsigned long long)to);
+        if (i && c->emitted[i] < c->emitted[i - 1])
+            fail_msg("chunk %d emitted before chunk %d", i, i - 1);
+    }
+}
 
 static int collect(void *user, const Tokenwire__V1__StreamChunk *ch)
 {
@@ -329,6 +352,8 @@ static int collect(void *user, const Tokenwire__V1__StreamChunk *ch)
     if (c->chunks > 0 && ch->seq != c->last_seq + 1)
         return 1; /* out of order: cancel, which fails the test */
     c->last_seq = ch->seq;
+    if (c->chunks < 256)
+        c->emitted[c->chunks] = ch->has_emitted_unix_us ? ch->emitted_unix_us : 0;
     c->chunks++;
     for (size_t i = 0; i < ch->n_token_ids && c->n < 256; i++)
         c->ids[c->n++] = ch->token_ids[i];
@@ -435,7 +460,9 @@ static void generate_golden(const char *shared, const char *kv_type, const char 
     collected col;
     memset(&col, 0, sizeof col);
     char sid[TW_WIRE_STREAM_ID_MAX + 1];
+    uint64_t asked = unix_us();
     assert_int_equal(tw_client_generate_stream(c, &g, collect, &col, sid, &err), TW_OK);
+    check_emitted(&col, asked, unix_us());
     assert_int_equal(col.finals, 1);
     assert_int_equal(col.n, gd.n_greedy);
     assert_memory_equal(col.ids, gd.greedy, gd.n_greedy * sizeof(uint32_t));
@@ -448,6 +475,7 @@ static void generate_golden(const char *shared, const char *kv_type, const char 
     Tokenwire__V1__Request r = TOKENWIRE__V1__REQUEST__INIT;
     r.method_case = TOKENWIRE__V1__REQUEST__METHOD_GENERATE;
     r.generate = &g;
+    asked = unix_us();
     assert_int_equal(tw_client_call(c, &r, &rep, &err), TW_OK);
     assert_string_equal(rep->generate->stream_id, "unread-1");
     tw_wire_free_reply(rep);
@@ -471,15 +499,19 @@ static void generate_golden(const char *shared, const char *kv_type, const char 
         tw_wire_free_reply(rep);
     }
     assert_true(finished);
+    check_emitted(&col, asked, unix_us());
     assert_int_equal(col.finals, 1);
     assert_int_equal(col.n, gd.n_greedy);
     assert_memory_equal(col.ids, gd.greedy, gd.n_greedy * sizeof(uint32_t));
-    /* Everything is still there for a late reader. */
+    /* Everything is still there for a late reader, with the times the
+     * chunks were first handed over. */
     Tokenwire__V1__ResumeRequest again = TOKENWIRE__V1__RESUME_REQUEST__INIT;
     again.stream_id = "unread-1";
     assert_int_equal(tw_client_resume(c, &again, &rep, &err), TW_OK);
     assert_int_equal(rep->resume->n_chunks, (size_t)col.chunks);
     assert_int_equal(rep->resume->chunks[0]->seq, 0);
+    for (size_t i = 0; i < rep->resume->n_chunks; i++)
+        assert_int_equal(rep->resume->chunks[i]->emitted_unix_us, col.emitted[i]);
     tw_wire_free_reply(rep);
 
     tw_client_close(c);
