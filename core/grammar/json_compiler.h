@@ -101,6 +101,14 @@ uint32_t jc_pattern_source(compiler *c, const char *src, size_t len);
 bool jc_key_patterns(compiler *c, const json_t *s, size_t n_props, int depth, uint32_t *first,
                      uint32_t *count);
 
+/* s's "propertyNames" (json_key_names.c), for an object whose n_props
+ * properties are named keys: *names, the node that reads the names an
+ * object without properties writes (JN_NONE: any), and *max_keys held to
+ * how many names there can be; each of keys must be a name it admits.
+ * false with c->st set when it fails. */
+bool jc_key_names(compiler *c, const json_t *s, const char *const *keys, size_t n_props, int depth,
+                  uint32_t *names, uint32_t *max_keys);
+
 /* Whether every string among s's enum or const values matches s's
  * "pattern" (true when it has none); false with c->st set. */
 bool jc_pattern_admits_literals(compiler *c, const json_t *s);

@@ -124,7 +124,23 @@ typedef struct jnode {
     /* JN_OBJECT without properties: its patternProperties,
      * key_pats[kp_first, kp_first + kp_n) */
     uint32_t kp_first, kp_n;
+    /* JN_OBJECT without properties: the JN_STRING or JN_ENUM node its
+     * propertyNames read as (JN_NONE: any name) */
+    uint32_t names;
 } jnode;
+
+/* Whether object node o holds the keys it writes to rules (patterns or
+ * names), which the matcher checks on each key kept whole. */
+static inline bool json_keys_ruled(const jnode *o)
+{
+    return o->kp_n || o->names != JN_NONE;
+}
+
+/* Whether key text k (n bytes of whole UTF-8 characters, chars of them) is
+ * a name that node nm (propertyNames': JN_STRING or JN_ENUM) admits
+ * (whole), or may still grow into one (!whole) (json_key_names.c). */
+bool json_key_name_ok(const tw_json_grammar *g, const jnode *nm, const unsigned char *k, size_t n,
+                      uint32_t chars, bool whole);
 
 /* A patternProperties entry: the pattern keys are asked of, and the node
  * that reads the value of a key it matches. */

@@ -387,8 +387,9 @@ static bool object_byte(tw_json_state *s, tw_json_frame *f, unsigned char c)
         }
         if ((n->extra == JN_NONE && n->kp_n == 0) || f->pos >= n->max)
             return false;
-        /* a key held to patterns is kept whole, so it needs a record's room */
-        if (n->kp_n &&
+        /* a key held to patterns or names is kept whole, so it needs a
+         * record's room */
+        if (json_keys_ruled(n) &&
             ((f->bits & KEYS_UNTRACKED) || (size_t)s->klen + 1 + JREC_MAX > TW_JSON_KEY_BYTES))
             return false;
         f->phase = OP_COLON;
@@ -611,8 +612,9 @@ bool tw_json_state_in_plain_string(const tw_json_state *s, uint32_t *room)
     const jnode *n = &s->g->nodes[f->node];
     if (f->kind != FK_STRING || f->phase != SP_BODY || n->format != JF_NONE || n->extra != JN_NONE)
         return false;
-    /* a key held to patterns is asked of them character by character */
-    if (f->node == s->g->key_string && s->g->nodes[s->f[s->depth - 2].node].kp_n)
+    /* a key held to patterns or names is asked of them character by
+     * character */
+    if (f->node == s->g->key_string && json_keys_ruled(&s->g->nodes[s->f[s->depth - 2].node]))
         return false;
     const uint32_t max = s->g->nodes[f->node].max;
     /* an item that fills maxLength must differ from its array's others,

@@ -95,15 +95,16 @@ static size_t decoded_bytes(tw_json_state *s, const tw_json_frame *f, uint8_t ph
     return k;
 }
 
-/* Whether the key being read (whole characters) may still become one that
- * object node o takes: some pattern may match it, or any key may come. */
-static bool key_viable(const tw_json_state *s, const jnode *o)
+/* Whether key text k (n bytes, whole characters) may still become one
+ * that object node o takes: some pattern may match it, or any key may
+ * come. */
+static bool key_viable(const tw_json_grammar *g, const jnode *o, const unsigned char *k, size_t n)
 {
     if (o->extra != JN_NONE)
         return true;
     for (uint32_t i = 0; i < o->kp_n; i++) {
-        const jpattern *p = &s->g->patterns[s->g->key_pats[o->kp_first + i].pattern];
-        if (json_pattern_test(p, s->kbuf + s->klen + 1, s->kcur, false) != JP_DEAD)
+        const jpattern *p = &g->patterns[g->key_pats[o->kp_first + i].pattern];
+        if (json_pattern_test(p, k, n, false) != JP_DEAD)
             return true;
     }
     return false;
@@ -149,38 +150,120 @@ static int key_reader(const tw_json_state *s, const jnode *o)
     return at || o->extra != JN_NONE ? at : -1;
 }
 
-/* A key of an object with patternProperties: written without escapes,
- * kept whole (a key past the record's room is refused), each whole
- * character taken only while the key may still be one the object takes,
- * and its closing quote only when some schema reads its value (noted in
- * the object's prop) and the object has no such key yet. */
-static bool pattern_key_byte(tw_json_state *s, tw_json_frame *f, const jnode *n, tw_json_frame *obj,
-                             unsigned char c)
+/* Whether a key of object node o may hold a character outside ASCII:
+ * its names' pattern, if any, and some schema that may read its value
+ * take one. */
+static bool key_may_be_wide(const tw_json_grammar *g, const jnode *o)
+{
+    if (o->names != JN_NONE) {
+        const jnode *nm = &g->nodes[o->names];
+        if (nm->kind == JN_STRING && nm->extra != JN_NONE && g->patterns[nm->extra].ascii)
+            return false;
+    }
+    if (o->extra != JN_NONE)
+        return true;
+    for (uint32_t i = 0; i < o->kp_n; i++)
+        if (!g->patterns[g->key_pats[o->kp_first + i].pattern].ascii)
+            return true;
+    return false;
+}
+
+/* An enum of names: whether the key being read is one the object has not
+ * taken yet (whole), or the start of one. */
+static bool enum_name_open(const tw_json_state *s, const tw_json_frame *obj, const jnode *nm,
+                           bool whole)
+{
+    const unsigned char *k = s->kbuf + s->klen + 1;
+    for (uint32_t i = 0; i < nm->n; i++) {
+        const jlit *l = &s->g->lits[nm->first + i];
+        const size_t len = l->len - 2u; /* between its quotes */
+        if (l->text[0] != '"' || len < s->kcur || (whole && len != s->kcur) ||
+            memcmp(l->text + 1, k, s->kcur) != 0)
+            continue;
+        if (!json_rec_seen(s, obj->count, (const unsigned char *)l->text + 1, len))
+            return true;
+    }
+    return false;
+}
+
+/* Whether the key being read (f: its frame, its last character whole) may
+ * close now: long enough, a name the propertyNames admit, not yet in the
+ * object, and some schema reads its value; that schema's 1 + index (0:
+ * additionalProperties), else -1. */
+static int key_closes(const tw_json_state *s, const tw_json_frame *f, const jnode *n,
+                      const tw_json_frame *obj, const jnode *o)
+{
+    if (f->count < n->min || key_seen(s, obj))
+        return -1;
+    if (o->names != JN_NONE && !json_key_name_ok(s->g, &s->g->nodes[o->names],
+                                                 s->kbuf + s->klen + 1, s->kcur, f->count, true))
+        return -1;
+    return key_reader(s, o);
+}
+
+/* Whether the key being read, its last character whole, may go on: it
+ * may still become a name the object admits and takes, and once it fills
+ * the names' maxLength or the record's room, after which only the closing
+ * quote can come, it must be able to close. */
+static bool key_goes_on(const tw_json_state *s, const tw_json_frame *f, const jnode *n,
+                        const tw_json_frame *obj, const jnode *o)
+{
+    const jnode *nm = o->names == JN_NONE ? NULL : &s->g->nodes[o->names];
+    const unsigned char *k = s->kbuf + s->klen + 1;
+    if (nm && nm->kind == JN_ENUM) /* its names are known whole, and fit the room */
+        return key_viable(s->g, o, k, s->kcur);
+    if ((size_t)s->kcur + 4 > JREC_MAX || (nm && f->count >= nm->max))
+        return key_closes(s, f, n, obj, o) >= 0;
+    if ((nm && !json_key_name_ok(s->g, nm, k, s->kcur, f->count, false)) ||
+        !key_viable(s->g, o, k, s->kcur))
+        return false;
+    /* a key the object has already may end here, after which only a
+     * repeat could come: then some character must follow (one outside
+     * ASCII is not asked: where one may, it is taken as possible) */
+    if (!key_seen(s, obj) || key_may_be_wide(s->g, o))
+        return true;
+    unsigned char more[JREC_MAX + 1];
+    memcpy(more, k, s->kcur);
+    for (unsigned b = 0x20; b < 0x7F; b++) {
+        more[s->kcur] = (unsigned char)b;
+        if (b != '"' && b != '\\' &&
+            (!nm || json_key_name_ok(s->g, nm, more, s->kcur + 1u, f->count + 1u, false)) &&
+            key_viable(s->g, o, more, s->kcur + 1u))
+            return true;
+    }
+    return false;
+}
+
+/* A key of an object with patternProperties or propertyNames: written
+ * without escapes, kept whole (a key past the record's room is refused),
+ * each whole character taken only while the key may still be a name the
+ * object admits and one it takes, and its closing quote only when it is
+ * such a name, some schema reads its value (noted in the object's prop)
+ * and the object has no such key yet. */
+static bool ruled_key_byte(tw_json_state *s, tw_json_frame *f, const jnode *n, tw_json_frame *obj,
+                           unsigned char c)
 {
     const jnode *o = &s->g->nodes[obj->node];
-    const uint8_t phase = f->phase;
-    if (phase == SP_BODY) {
+    if (f->phase == SP_BODY) {
         if (c == '"') {
-            const int reader = f->count < n->min || key_seen(s, obj) ? -1 : key_reader(s, o);
+            const int reader = key_closes(s, f, n, obj, o);
             if (reader < 0 || !json_rec_commit(s))
                 return false;
             obj->prop = (uint16_t)reader;
             s->depth--;
             return true;
         }
-        if (c == '\\')
+        if (c == '\\' || (c >= 0x80 && !key_may_be_wide(s->g, o)))
             return false;
-        if (c >= 0x80 && o->extra == JN_NONE) {
-            bool wide = false;
-            for (uint32_t i = 0; i < o->kp_n && !wide; i++)
-                wide = !s->g->patterns[s->g->key_pats[o->kp_first + i].pattern].ascii;
-            if (!wide)
-                return false;
-        }
     }
     if (!body_byte(s, f, n, c) || !json_rec_append(s, &c, 1))
         return false;
-    return f->phase != SP_BODY || key_viable(s, o);
+    /* an enum's names are asked byte by byte, so no character starts that
+     * none of them goes on with */
+    if (o->names != JN_NONE && s->g->nodes[o->names].kind == JN_ENUM &&
+        !enum_name_open(s, obj, &s->g->nodes[o->names], false))
+        return false;
+    return f->phase != SP_BODY || key_goes_on(s, f, n, obj, o);
 }
 
 /* A key of an open object: read as any string is, its text decoded into
@@ -189,8 +272,8 @@ static bool pattern_key_byte(tw_json_state *s, tw_json_frame *f, const jnode *n,
 static bool key_byte(tw_json_state *s, tw_json_frame *f, const jnode *n, unsigned char c)
 {
     tw_json_frame *obj = &s->f[s->depth - 2];
-    if (s->g->nodes[obj->node].kp_n)
-        return pattern_key_byte(s, f, n, obj, c);
+    if (json_keys_ruled(&s->g->nodes[obj->node]))
+        return ruled_key_byte(s, f, n, obj, c);
     const bool tracked = !(obj->bits & KEYS_UNTRACKED);
     const uint8_t phase = f->phase;
     if (phase == SP_BODY && c == '"') {

@@ -1,6 +1,7 @@
 /* Object schemas: "properties" (taken in the schema's order), "required",
  * "additionalProperties", "patternProperties" (json_key_patterns.c),
- * "minProperties" and "maxProperties". */
+ * "propertyNames" (json_key_names.c), "minProperties" and
+ * "maxProperties". */
 #include <string.h>
 
 #include "json_compiler.h"
@@ -83,10 +84,16 @@ uint32_t jc_object(compiler *c, const json_t *s, int depth)
                            name ? name : "(not a string)");
         required[k] = true;
     }
-    uint32_t kp_first, kp_n, lo, hi;
+    uint32_t kp_first, kp_n, lo, hi, names;
     if (!jc_key_patterns(c, s, n, depth, &kp_first, &kp_n) ||
-        !object_counts(c, s, n, required, &lo, &hi))
+        !object_counts(c, s, n, required, &lo, &hi) ||
+        !jc_key_names(c, s, keys, n, depth, &names, &hi))
         return JN_NONE;
+    if (lo > hi)
+        return jc_fail(c, TW_INVALID_ARGUMENT,
+                       "json_schema: minProperties above the names \"propertyNames\" "
+                       "admits%s (at %s)",
+                       NULL);
     uint32_t extra = JN_NONE;
     if (n == 0 && !json_is_false(addl)) {
         size_t back = jc_path_push(c, "additionalProperties");
@@ -120,6 +127,7 @@ uint32_t jc_object(compiler *c, const json_t *s, int depth)
     on->close_at = close_at;
     on->kp_first = kp_first;
     on->kp_n = kp_n;
+    on->names = names;
     on->min = lo;
     on->max = hi;
     return o;

@@ -93,6 +93,7 @@ uint32_t jc_new_node(compiler *c, jnode_kind kind)
     for (int i = 0; i < JC_COUNT; i++)
         n->alt[i] = JN_NONE;
     n->extra = JN_NONE;
+    n->names = JN_NONE;
     n->max = UINT32_MAX;
     return g->n_nodes++;
 }
@@ -167,7 +168,8 @@ static bool is_understood(const char *k)
                                         "nullable",
                                         "patternProperties",
                                         "minProperties",
-                                        "maxProperties"};
+                                        "maxProperties",
+                                        "propertyNames"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(k, names[i]) == 0)
             return true;
@@ -183,7 +185,8 @@ static unsigned schema_types(compiler *c, const json_t *s)
         unsigned m = 0;
         if (json_object_get(s, "properties") || json_object_get(s, "required") ||
             json_object_get(s, "additionalProperties") || json_object_get(s, "patternProperties") ||
-            json_object_get(s, "minProperties") || json_object_get(s, "maxProperties"))
+            json_object_get(s, "minProperties") || json_object_get(s, "maxProperties") ||
+            json_object_get(s, "propertyNames"))
             m |= T_OBJECT;
         if (json_object_get(s, "items") || json_object_get(s, "prefixItems") ||
             json_object_get(s, "minItems") || json_object_get(s, "maxItems") ||

@@ -257,6 +257,37 @@ static void test_structured_outputs(void **state)
         free(finish);
     }
 
+    /* pydantic's dict[Color, int] (propertyNames naming an enum): every
+     * key a color, none twice (jansson refuses duplicates) */
+    for (unsigned seed = 1; seed <= 2; seed++) {
+        twb_result r = json_chat(
+            &s,
+            "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"stock\",\"schema\":{"
+            "\"$defs\":{\"Color\":{\"enum\":[\"red\",\"green\",\"blue\"],\"type\":\"string\"}},"
+            "\"type\":\"object\",\"properties\":{\"counts\":{\"type\":\"object\","
+            "\"propertyNames\":{\"$ref\":\"#/$defs/Color\"},\"additionalProperties\":{\"type\":"
+            "\"integer\"},\"minProperties\":1}},\"required\":[\"counts\"],"
+            "\"additionalProperties\":false}}}",
+            seed, "");
+        char *content, *finish;
+        whole_choice(&r, "propertyNames", &content, &finish);
+        json_t *doc = json_loads(content, JSON_REJECT_DUPLICATES, NULL);
+        const json_t *counts = json_object_get(doc, "counts");
+        bool fits = strcmp(finish, "stop") == 0 && json_object_size(counts) >= 1;
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)counts, k, v)
+        {
+            fits = fits && json_is_integer(v) &&
+                   (!strcmp(k, "red") || !strcmp(k, "green") || !strcmp(k, "blue"));
+        }
+        if (!fits)
+            fail_msg("a dict answer keyed by an enum (%s) does not fit: %s", finish, content);
+        json_decref(doc);
+        free(content);
+        free(finish);
+    }
+
     /* vLLM's guided_choice: the answer is one of the texts, raw */
     for (unsigned seed = 1; seed <= 3; seed++) {
         char body[512];
@@ -282,14 +313,14 @@ static void test_structured_outputs(void **state)
         twb_result r = json_chat(&s,
                                  "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"p\","
                                  "\"schema\":{\"type\":\"object\",\"properties\":{\"x\":{"
-                                 "\"type\":\"object\",\"propertyNames\":{\"pattern\":\"^a\"}}}}}}",
+                                 "\"type\":\"object\",\"dependentRequired\":{\"a\":[\"b\"]}}}}}}",
                                  1, streamed ? ",\"stream\":true" : "");
         if (r.status != 400)
-            fail_msg("a schema with propertyNames: %ld %s", r.status, r.body);
+            fail_msg("a schema with dependentRequired: %ld %s", r.status, r.body);
         json_t *j = json_loads(r.body, 0, NULL);
         json_t *e = json_object_get(j, "error");
         const char *msg = json_string_value(json_object_get(e, "message"));
-        if (!msg || !strstr(msg, "propertyNames"))
+        if (!msg || !strstr(msg, "dependentRequired"))
             fail_msg("the refusal does not name the keyword: %s", r.body);
         assert_string_equal(json_string_value(json_object_get(e, "type")), "invalid_request_error");
         assert_string_equal(json_string_value(json_object_get(e, "param")), "response_format");

@@ -181,10 +181,10 @@ if sys.argv[1] != "--json":
         [ $parsed = 1 ] || fail "chat $form: no answer parsed as wanted; the last: $(cat "$D/json.out")"
     done
     # a schema keyword the engine does not understand is refused by name
-    echo '{"type":"object","propertyNames":{"pattern":"^a"}}' >"$D/pattern.json"
+    echo '{"type":"object","dependentRequired":{"a":["b"]}}' >"$D/pattern.json"
     tw chat --model coder --json-schema "$D/pattern.json" "hi" >/dev/null 2>"$D/pattern.err"
-    [ $? = 1 ] || fail "a schema with propertyNames should exit 1"
-    grep -q "INVALID_ARGUMENT.*propertyNames" "$D/pattern.err" || fail "propertyNames: no reason given: $(cat "$D/pattern.err")"
+    [ $? = 1 ] || fail "a schema with dependentRequired should exit 1"
+    grep -q "INVALID_ARGUMENT.*dependentRequired" "$D/pattern.err" || fail "dependentRequired: no reason given: $(cat "$D/pattern.err")"
 fi
 
 # Nothing listening: exit 3 with a clear message, within the timeout.

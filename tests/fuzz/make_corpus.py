@@ -324,7 +324,17 @@ def main():
         "k": {"patternProperties": {"^[a-z]$": {"type": "null"}}, "additionalProperties": False,
               "minProperties": 1}}}).encode()
         + b'\0{"m": {"a": 1, "b": 2}, "k": {"q": null}}')
-    put(jg, "bad_schema", b'{"type": "object", "propertyNames": {"pattern": "^a"}}\0{}')
+    put(jg, "names", json.dumps({"$defs": {"C": {"enum": ["red", "re", "caf\u00e9"],
+                                                 "type": "string"}},
+        "type": "object", "properties": {
+        "e": {"type": "object", "propertyNames": {"$ref": "#/$defs/C"},
+              "additionalProperties": {"type": "integer"}, "minProperties": 1},
+        "p": {"propertyNames": {"pattern": "^[a-c]+[0-9]?$", "maxLength": 4},
+              "patternProperties": {"^a": {"type": "string"}},
+              "additionalProperties": {"type": "integer"}},
+        "f": {"propertyNames": False}}}).encode()
+        + b'\0{"e": {"re": 1, "red": 2}, "p": {"ab1": "x", "b": 3}, "f": {}}')
+    put(jg, "bad_schema", b'{"type": "object", "dependentRequired": {"a": ["b"]}}\0{}')
     put(jg, "bounds", json.dumps({"type": "object", "properties": {
         "age": {"type": "integer", "minimum": 0, "exclusiveMaximum": 150},
         "p": {"type": "number", "minimum": 0.1, "maximum": 0.9},

@@ -147,9 +147,9 @@ check('structured outputs: json_schema, json_object and guided_choice', async ()
   await assert.rejects(
     client.chat.completions.create({
       model, messages: [{ role: 'user', content: 'x' }],
-      response_format: { type: 'json_schema', json_schema: { name: 'p', schema: { type: 'object', propertyNames: { pattern: '^a' } } } },
+      response_format: { type: 'json_schema', json_schema: { name: 'p', schema: { type: 'object', dependentRequired: { a: ['b'] } } } },
     }),
-    (e) => e instanceof sdk.BadRequestError && e.param === 'response_format' && /propertyNames/.test(e.message));
+    (e) => e instanceof sdk.BadRequestError && e.param === 'response_format' && /dependentRequired/.test(e.message));
 });
 
 check('unknown model is NotFoundError', async () => {

@@ -314,8 +314,8 @@ static void test_refusals(void **state)
 {
     (void)state;
     tw_gen_request r;
-    chat_request(&r, TW_OUTPUT_JSON, "{\"type\":\"object\",\"propertyNames\":{}}");
-    refused(&r, TW_INVALID_ARGUMENT, "unsupported keyword \"propertyNames\"");
+    chat_request(&r, TW_OUTPUT_JSON, "{\"type\":\"object\",\"dependentRequired\":{}}");
+    refused(&r, TW_INVALID_ARGUMENT, "unsupported keyword \"dependentRequired\"");
     chat_request(&r, TW_OUTPUT_JSON, "{\"type\":");
     refused(&r, TW_INVALID_ARGUMENT, "json_schema: not JSON");
     chat_request(&r, TW_OUTPUT_CHOICE, NULL); /* no choices */

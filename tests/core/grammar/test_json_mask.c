@@ -30,12 +30,15 @@ static const char *const g_schema =
     "\"pattern\":\"^[A-Z]{2}-\\\\d+$\"},\"word\":{\"type\":\"string\",\"pattern\":\"[a-z\xc3\xa9]$"
     "\","
     "\"maxLength\":9},\"set\":{\"type\":\"array\",\"uniqueItems\":true,\"items\":{\"type\":"
-    "\"string\",\"maxLength\":2}}},\"required\":[\"name\"]}";
+    "\"string\",\"maxLength\":2}},\"dict\":{\"type\":\"object\",\"propertyNames\":{"
+    "\"maxLength\":4},\"additionalProperties\":{\"type\":\"integer\"}},\"pick\":{"
+    "\"propertyNames\":{\"enum\":[\"one\",\"other\"]}}},\"required\":[\"name\"]}";
 
 static const char *const g_docs[] = {
     "{\"name\": \"J\\u00e9 \\\"x\",\n \"n\": -12.5e+3, \"tags\": [\"beta\", 12],"
     " \"more\": {\"k\": [true, null, \"\xf0\x9f\x98\x80\"]}, \"code\": \"AB-12\","
-    " \"word\": \"\xe2\x82\xac caf\xc3\xa9\", \"set\": [\"ab\", \"a\", \"b\", \"\\u0062a\"]}",
+    " \"word\": \"\xe2\x82\xac caf\xc3\xa9\", \"set\": [\"ab\", \"a\", \"b\", \"\\u0062a\"],"
+    " \"dict\": {\"ab\": 1, \"abcd\": 2, \"\xc3\xa9\": 3}, \"pick\": {\"other\": 1, \"one\": 2}}",
     "{ \"name\" : \"ab\\ud83d\\ude00\" }",
 };
 
@@ -164,8 +167,9 @@ static void test_model_vocab(void **state)
 }
 
 /* Random token walks through strings read as patterns (the formats and a
- * pattern of the schema's own), a tuple, an open object and two arrays
- * with uniqueItems, on the shipped model's vocabulary: every walk reaches a
+ * pattern of the schema's own), a tuple, an open object, two arrays with
+ * uniqueItems and an object keyed by an enum of names that share a start,
+ * on the shipped model's vocabulary: every walk reaches a
  * whole document with a token allowed at each step on the way (an email's
  * local part once ran to the address's last character with no @ in
  * reach), jansson reads it, and no set repeats an item. */
@@ -181,7 +185,9 @@ static void test_pattern_walks(void **state)
         "\"integer\"}],\"items\":false,\"minItems\":2},\"s\":{\"type\":\"array\",\"uniqueItems\":"
         "true,\"items\":{\"type\":\"string\",\"maxLength\":1},\"minItems\":3},\"n\":{\"type\":"
         "\"array\",\"uniqueItems\":true,\"items\":{\"enum\":[\"a\",\"b\",\"ab\",1,true]},"
-        "\"minItems\":4}},\"required\":[\"u\",\"h\",\"i\",\"d\",\"e\",\"k\",\"t\",\"s\",\"n\"],"
+        "\"minItems\":4},\"p\":{\"propertyNames\":{\"enum\":[\"aa\",\"ab\",\"b\"]},"
+        "\"additionalProperties\":{\"type\":\"integer\"},\"minProperties\":2}},\"required\":["
+        "\"u\",\"h\",\"i\",\"d\",\"e\",\"k\",\"t\",\"s\",\"n\",\"p\"],"
         "\"additionalProperties\":false}";
     tw_tokenizer *tok;
     tw_err err;
@@ -223,7 +229,8 @@ static void test_pattern_walks(void **state)
         finished++;
         json_error_t je;
         json_t *d = json_loadb(doc, len, JSON_REJECT_DUPLICATES, &je);
-        if (!json_is_object(d) || json_object_size(d) != 9)
+        if (!json_is_object(d) || json_object_size(d) != 10 ||
+            json_object_size(json_object_get(d, "p")) < 2)
             fail_msg("walk %d gave what jansson reads otherwise (%s): %.*s", w, je.text, (int)len,
                      doc);
         for (const char *k = "sn"; *k; k++) {
