@@ -10,6 +10,7 @@
  * falls in the range, which keeps it exact on prefixes; the check is
  * integer arithmetic, so a bound such as 0.1 means 0.1, not the double
  * nearest to it. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,11 +195,63 @@ static __int128 grid_of(compiler *c, const json_t *s, bool integer)
     return l > (jmag)FAR ? FAR : (__int128)l;
 }
 
+/* The numeric formats OpenAPI and its kin name: the range of each sized
+ * integer; int64 and uint64 bound no number with at most 18 digits but
+ * for uint64's minus, and float and double bound none here. */
+typedef struct numeric_format {
+    const char *name;
+    long long lo, hi;
+    bool integer;
+} numeric_format;
+
+static const numeric_format numeric_formats[] = {
+    {"int8", -128, 127, true},
+    {"uint8", 0, 255, true},
+    {"int16", -32768, 32767, true},
+    {"uint16", 0, 65535, true},
+    {"int32", -2147483648ll, 2147483647ll, true},
+    {"uint32", 0, 4294967295ll, true},
+    {"int64", LLONG_MIN, LLONG_MAX, true},
+    {"uint64", 0, LLONG_MAX, true},
+    {"float", LLONG_MIN, LLONG_MAX, false},
+    {"double", LLONG_MIN, LLONG_MAX, false},
+};
+
+static const numeric_format *numeric_format_of(const json_t *s)
+{
+    const char *name = json_string_value(json_object_get(s, "format"));
+    for (size_t i = 0; name && i < sizeof numeric_formats / sizeof numeric_formats[0]; i++)
+        if (!strcmp(name, numeric_formats[i].name))
+            return &numeric_formats[i];
+    return NULL;
+}
+
+int jc_numeric_format(const char *name)
+{
+    for (size_t i = 0; i < sizeof numeric_formats / sizeof numeric_formats[0]; i++)
+        if (!strcmp(name, numeric_formats[i].name))
+            return numeric_formats[i].integer ? 2 : 1;
+    return 0;
+}
+
+/* Whether numeric format f bounds the numbers it is on. */
+static bool format_bounded(const numeric_format *f)
+{
+    return f && (f->lo != LLONG_MIN || f->hi != LLONG_MAX);
+}
+
 uint32_t jc_number_bounds(compiler *c, const json_t *s, bool integer)
 {
-    if (!jc_bound_keyword(s))
+    const numeric_format *nf = numeric_format_of(s);
+    if (!jc_bound_keyword(s) && !format_bounded(nf))
         return JN_NONE;
     __int128 lo = -FAR, hi = FAR;
+    if (format_bounded(nf)) {
+        if (nf->lo != LLONG_MIN)
+            lo = (__int128)nf->lo * UNIT;
+        if (nf->hi != LLONG_MAX)
+            hi = (__int128)nf->hi * UNIT;
+    }
     if (!apply_bound(c, s, "minimum", true, &lo, &hi) ||
         !apply_bound(c, s, "exclusiveMinimum", true, &lo, &hi) ||
         !apply_bound(c, s, "maximum", false, &lo, &hi) ||

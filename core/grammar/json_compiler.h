@@ -84,6 +84,11 @@ uint32_t jc_join(compiler *c, const uint32_t *alts, const unsigned *classes, siz
  * exclusiveMaximum) of schema s; NULL when it has none. */
 const char *jc_bound_keyword(const json_t *s);
 
+/* A numeric format's name (json_bounds.c): 2 for one of integers
+ * (int8 ... uint64, whose ranges bound the number), 1 for float or double,
+ * 0 for another name. */
+int jc_numeric_format(const char *name);
+
 /* Compiles s's bounds for a number (integer: or an integer) node: the
  * index of its jbounds, or JN_NONE when it has none or they fail (c->st). */
 uint32_t jc_number_bounds(compiler *c, const json_t *s, bool integer);
@@ -95,11 +100,13 @@ uint32_t jc_pattern(compiler *c, const json_t *s);
 /* Compiles pattern text src (len bytes) the same way. */
 uint32_t jc_pattern_source(compiler *c, const char *src, size_t len);
 
-/* s's "patternProperties" (json_key_patterns.c), for an object of n_props
- * properties: their entries into the grammar, *first and *count of them
- * (none when s has none); false with c->st set when they fail. */
-bool jc_key_patterns(compiler *c, const json_t *s, size_t n_props, int depth, uint32_t *first,
-                     uint32_t *count);
+/* s's "patternProperties" (json_key_patterns.c), for an object whose
+ * n_props properties are named keys: their entries into the grammar,
+ * *first and *count of them (none when s has none, or has properties,
+ * whose names none of them may match); false with c->st set when they
+ * fail. */
+bool jc_key_patterns(compiler *c, const json_t *s, const char *const *keys, size_t n_props,
+                     int depth, uint32_t *first, uint32_t *count);
 
 /* s's "propertyNames" (json_key_names.c), for an object whose n_props
  * properties are named keys: *names, the node that reads the names an

@@ -66,6 +66,11 @@
     "*)*)?"
 #define URI SCHEME ":" HIER_PART "(?:\\?(?:" PCHAR "|[/?])*)?(?:#(?:" PCHAR "|[/?])*)?"
 
+/* RFC 4648 base64 (OpenAPI's "byte"): groups of four, the last one
+ * perhaps padded. */
+#define B64    "[A-Za-z0-9+/]"
+#define BASE64 "(?:" B64 "{4})*(?:" B64 "{2}==|" B64 "{3}=)?"
+
 typedef struct format_pattern {
     const char *name, *pattern;
     uint32_t max_chars; /* the longest text the format allows */
@@ -78,6 +83,7 @@ static const format_pattern formats[] = {
     {"email", "^" EMAIL "$", 254},
     {"duration", "^" DURATION "$", UINT32_MAX},
     {"uri", "^" URI "$", UINT32_MAX},
+    {"byte", "^" BASE64 "$", UINT32_MAX},
 };
 
 const char *json_format_pattern(const char *name, uint32_t *max_chars)
@@ -88,4 +94,9 @@ const char *json_format_pattern(const char *name, uint32_t *max_chars)
             return formats[i].pattern;
         }
     return NULL;
+}
+
+bool json_format_plain(const char *name)
+{
+    return !strcmp(name, "password") || !strcmp(name, "binary");
 }

@@ -68,6 +68,11 @@ bool json_format_final(jformat f, unsigned pos);
  * a format that is not read as a pattern. */
 const char *json_format_pattern(const char *name, uint32_t *max_chars);
 
+/* Whether format `name` names no syntax (password: a hint to hide the
+ * text; binary: octets in whatever text the client chose), so any string
+ * is one. */
+bool json_format_plain(const char *name);
+
 /* A string's "pattern" (json_pattern.c). */
 typedef struct jpattern {
     void *code;    /* pcre2_code */

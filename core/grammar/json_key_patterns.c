@@ -3,7 +3,10 @@
  * while some pattern may still match, or any key may come under
  * additionalProperties), and the key's value is read by the schema of the
  * patterns its whole text matches (several only when they name the same
- * schema), or by additionalProperties when it matches none. */
+ * schema), or by additionalProperties when it matches none. An object with
+ * properties writes no other keys, so there the patterns change nothing
+ * as long as none of them matches a property's name (whose value would
+ * then need both schemas). */
 #include <stdio.h>
 #include <string.h>
 
@@ -12,8 +15,28 @@
 /* Patterns one object may name. */
 #define MAX_KEY_PATTERNS 16
 
-bool jc_key_patterns(compiler *c, const json_t *s, size_t n_props, int depth, uint32_t *first,
-                     uint32_t *count)
+/* The n patterns pats against the names of properties: refused when one
+ * matches a name; else nothing reads them. */
+static bool patterns_miss_names(compiler *c, const uint32_t *pats, size_t n,
+                                const char *const *keys, size_t n_props)
+{
+    tw_json_grammar *g = c->g;
+    bool ok = true;
+    for (size_t p = 0; ok && p < n; p++)
+        for (size_t k = 0; ok && k < n_props; k++)
+            if (json_pattern_test(&g->patterns[pats[p]], (const unsigned char *)keys[k],
+                                  strlen(keys[k]), true) != JP_DEAD) {
+                jc_fail(c, TW_INVALID_ARGUMENT,
+                        "json_schema: property \"%.64s\" is also matched by \"patternProperties\", "
+                        "which is not supported (at %s)",
+                        keys[k]);
+                ok = false;
+            }
+    return ok;
+}
+
+bool jc_key_patterns(compiler *c, const json_t *s, const char *const *keys, size_t n_props,
+                     int depth, uint32_t *first, uint32_t *count)
 {
     tw_json_grammar *g = c->g;
     const json_t *pp = json_object_get(s, "patternProperties");
@@ -27,13 +50,6 @@ bool jc_key_patterns(compiler *c, const json_t *s, size_t n_props, int depth, ui
         return false;
     }
     const size_t n = json_object_size(pp);
-    if (n && n_props) {
-        jc_fail(c, TW_INVALID_ARGUMENT,
-                "json_schema: \"patternProperties\" beside \"properties\"%s is not supported "
-                "(at %s)",
-                NULL);
-        return false;
-    }
     if (n > MAX_KEY_PATTERNS) {
         jc_fail(c, TW_INVALID_ARGUMENT,
                 "json_schema: more than 16 \"patternProperties\" in one object%s (at %s)", NULL);
@@ -61,6 +77,8 @@ bool jc_key_patterns(compiler *c, const json_t *s, size_t n_props, int depth, ui
             return false;
     }
     jc_path_pop(c, at);
+    if (n_props)
+        return patterns_miss_names(c, pats, n, keys, n_props);
     if (!jc_grow((void **)&g->key_pats, &g->cap_key_pats, g->n_key_pats + (uint32_t)n,
                  sizeof *g->key_pats)) {
         jc_fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);

@@ -85,7 +85,7 @@ uint32_t jc_object(compiler *c, const json_t *s, int depth)
         required[k] = true;
     }
     uint32_t kp_first, kp_n, lo, hi, names;
-    if (!jc_key_patterns(c, s, n, depth, &kp_first, &kp_n) ||
+    if (!jc_key_patterns(c, s, keys, n, depth, &kp_first, &kp_n) ||
         !object_counts(c, s, n, required, &lo, &hi) ||
         !jc_key_names(c, s, keys, n, depth, &names, &hi))
         return JN_NONE;

@@ -200,8 +200,7 @@ static unsigned schema_types(compiler *c, const json_t *s)
         /* a format names the type it is for (format_of refuses the rest) */
         const char *f = json_string_value(json_object_get(s, "format"));
         if (f)
-            m |= (!strcmp(f, "int64") || !strcmp(f, "float") || !strcmp(f, "double")) ? T_NUMBER
-                                                                                      : T_STRING;
+            m |= jc_numeric_format(f) == 2 ? T_INTEGER : jc_numeric_format(f) ? T_NUMBER : T_STRING;
         else if (json_object_get(s, "format"))
             m |= T_STRING;
         return m ? m : T_ALL;
@@ -490,10 +489,12 @@ static uint32_t compile_union(compiler *c, const json_t *alts, const char *kw, i
 
 /* "format": date, time, date-time and uuid strings are generated as such
  * (a length bound beside them is refused: the format fixes the length);
- * ipv4, ipv6, hostname, email, duration and uri strings as the pattern that
- * stands for them (*pattern, with the most characters the format allows);
- * int64, float and double numbers are what every number here already is;
- * any other format is refused, as is a "pattern" beside a string format. */
+ * ipv4, ipv6, hostname, email, duration, uri and byte strings as the
+ * pattern that stands for them (*pattern, with the most characters the
+ * format allows); password and binary strings, which name no syntax, as
+ * any string; int8 to uint64 numbers within their range (json_bounds.c),
+ * float and double numbers as every number here already is; any other
+ * format is refused, as is a "pattern" beside a string format. */
 static bool format_of(compiler *c, const json_t *s, unsigned types, jformat *out,
                       const char **pattern, uint32_t *pattern_max)
 {
@@ -525,9 +526,9 @@ static bool format_of(compiler *c, const json_t *s, unsigned types, jformat *out
         }
         return true;
     }
-    const bool numeric =
-        !strcmp(name, "int64") || !strcmp(name, "float") || !strcmp(name, "double");
-    if (numeric && (types & (T_NUMBER | T_INTEGER)) && !(types & T_STRING))
+    if (jc_numeric_format(name) && (types & (T_NUMBER | T_INTEGER)) && !(types & T_STRING))
+        return true;
+    if (json_format_plain(name) && (types & T_STRING))
         return true;
     jc_fail(c, TW_INVALID_ARGUMENT, "json_schema: unsupported format \"%.64s\" (at %s)", name);
     return false;

@@ -334,6 +334,12 @@ def main():
               "additionalProperties": {"type": "integer"}},
         "f": {"propertyNames": False}}}).encode()
         + b'\0{"e": {"re": 1, "red": 2}, "p": {"ab1": "x", "b": 3}, "f": {}}')
+    put(jg, "openapi_formats", json.dumps({"type": "object", "properties": {
+        "i": {"type": "integer", "format": "int32", "minimum": -10},
+        "u": {"format": "uint8"}, "n": {"type": "number", "format": "int16"},
+        "b": {"type": "string", "format": "byte", "maxLength": 12},
+        "p": {"type": "string", "format": "password"}}}).encode()
+        + b'\0{"i": 2147483647, "u": 255, "n": -1.5, "b": "YWJjZA==", "p": "x"}')
     put(jg, "bad_schema", b'{"type": "object", "dependentRequired": {"a": ["b"]}}\0{}')
     put(jg, "bounds", json.dumps({"type": "object", "properties": {
         "age": {"type": "integer", "minimum": 0, "exclusiveMaximum": 150},

@@ -166,6 +166,15 @@ static const bounds_case cases[] = {
     {"{\"type\":\"number\",\"multipleOf\":0.01}", false, NULL, NULL, false, false, "0.01"},
     {"{\"type\":\"number\",\"multipleOf\":0.3,\"minimum\":1000.1}", false, "1000.1", NULL, false,
      false, "0.3"},
+    /* OpenAPI's sized integers: their ranges, with the schema's own bounds */
+    {"{\"type\":\"integer\",\"format\":\"int8\"}", true, "-128", "127", false, false},
+    {"{\"format\":\"uint8\"}", true, "0", "255", false, false},
+    {"{\"type\":\"integer\",\"format\":\"int32\",\"minimum\":-5}", true, "-5", "2147483647", false,
+     false},
+    {"{\"type\":\"integer\",\"format\":\"uint32\",\"exclusiveMaximum\":99999}", true, "0", "99999",
+     false, true},
+    {"{\"type\":\"number\",\"format\":\"int16\"}", false, "-32768", "32767", false, false},
+    {"{\"type\":\"integer\",\"format\":\"uint64\"}", true, "0", NULL, false, false},
 };
 
 /* Every text of at most 5 bytes over the number alphabet: accepted as a
@@ -322,6 +331,8 @@ static void test_refusals(void **state)
         {"{\"type\":\"number\",\"multipleOf\":\"2\"}", "\"multipleOf\" must be a positive"},
         {"{\"type\":\"integer\",\"multipleOf\":4,\"minimum\":1,\"maximum\":3}",
          "no integer fits the bounds"},
+        {"{\"type\":\"integer\",\"format\":\"int8\",\"minimum\":200}", "no integer fits"},
+        {"{\"type\":\"string\",\"format\":\"int32\"}", "unsupported format \"int32\""},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         tw_json_grammar *g = NULL;

@@ -1,6 +1,7 @@
 /* Objects without properties. patternProperties: their keys asked of the
  * patterns as they grow, each value read by the schema of the patterns its
- * key matches (or by additionalProperties), the refusals, and random walks
+ * key matches (or by additionalProperties), beside properties, the
+ * refusals, and random walks
  * whose keys POSIX regex finds matching and whose values have their
  * pattern's type. minProperties and maxProperties: keys counted. */
 #include <setjmp.h>
@@ -78,8 +79,8 @@ static void test_refusals(void **state)
     static const struct {
         const char *schema, *message;
     } cases[] = {
-        {"{\"properties\":{\"a\":{}},\"patternProperties\":{\"^b\":{}}}",
-         "\"patternProperties\" beside \"properties\""},
+        {"{\"properties\":{\"a\":{},\"ba\":{}},\"patternProperties\":{\"^b\":{}}}",
+         "property \"ba\" is also matched by \"patternProperties\""},
         {"{\"patternProperties\":[]}", "\"patternProperties\" must be an object"},
         {"{\"patternProperties\":{\"(\":{}}}", "(at /patternProperties/()"},
         {"{\"patternProperties\":{\"^a\":{\"type\":\"nope\"}}}", "(at /patternProperties/^a)"},
@@ -91,8 +92,16 @@ static void test_refusals(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         refused_with(cases[i].schema, cases[i].message);
+    /* beside properties whose names none of them matches, patterns change
+     * nothing: the object writes no other keys */
+    tw_json_grammar *g = compile_ok("{\"properties\":{\"a\":{\"type\":\"integer\"}},"
+                                    "\"required\":[\"a\"],\"patternProperties\":{\"^x_\":{"
+                                    "\"type\":\"string\"}}}");
+    assert_true(accepts(g, "{\"a\":1}"));
+    assert_false(accepts(g, "{\"a\":1,\"x_1\":\"s\"}"));
+    tw_json_grammar_free(g);
     /* an empty patternProperties is none */
-    tw_json_grammar *g = compile_ok("{\"properties\":{\"a\":{}},\"patternProperties\":{}}");
+    g = compile_ok("{\"properties\":{\"a\":{}},\"patternProperties\":{}}");
     assert_true(accepts(g, "{\"a\":1}"));
     tw_json_grammar_free(g);
 }

@@ -423,9 +423,29 @@ static bool uri_fits(const char *u)
     return *p == '\0';
 }
 
+/* RFC 4648 base64: groups of four of the alphabet, "=" only to pad the
+ * last. */
+static bool base64_fits(const char *v)
+{
+    const size_t n = strlen(v);
+    size_t pad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] == '=') {
+            if (i + 2 < n)
+                return false;
+            pad++;
+        } else if (pad || !(isalnum((unsigned char)v[i]) || v[i] == '+' || v[i] == '/')) {
+            return false;
+        }
+    }
+    return n % 4 == 0;
+}
+
 static bool format_fits(const char *format, const char *v)
 {
     unsigned char addr[16];
+    if (!strcmp(format, "byte"))
+        return base64_fits(v);
     if (!strcmp(format, "ipv4"))
         return inet_pton(AF_INET, v, addr) == 1;
     if (!strcmp(format, "ipv6"))
@@ -469,6 +489,9 @@ static void test_formats(void **state)
           "a:", "file:///etc/hosts", "x://[v1f.a:b]"},
          {"example.com", "1http://x", "http://exa mple.com", "http://x/%zz", "http://[::1/",
           "http://x#a#b", "ht tp://x", "http://[1::2::3]/"}},
+        {"byte",
+         {"", "YWJj", "YWI=", "YQ==", "+/+/", "YWJjZA==", "AAAAAAAA"},
+         {"YWJ", "Y===", "YW=j", "YWJj=", "Y WJ", "YQ=", "YWJj====", "-_ab"}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char schema[128], doc[300];
@@ -507,6 +530,13 @@ static void test_formats(void **state)
         compile_ok("{\"type\":\"string\",\"format\":\"hostname\",\"maxLength\":5}");
     assert_true(accepts(g, "\"ab.cd\""));
     assert_false(accepts(g, "\"abc.de\""));
+    tw_json_grammar_free(g);
+    /* formats that name no syntax: any string (pydantic's SecretStr and
+     * bytes) */
+    g = compile_ok("{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"string\",\"format\":"
+                   "\"password\",\"writeOnly\":true},\"b\":{\"type\":\"string\",\"format\":"
+                   "\"binary\"}}}");
+    assert_true(accepts(g, "{\"p\":\"s3cr\\u00e9t \",\"b\":\"x\\ny\"}"));
     tw_json_grammar_free(g);
     /* what pydantic writes for an HttpUrl */
     g = compile_ok("{\"type\":\"string\",\"format\":\"uri\",\"minLength\":1,"
