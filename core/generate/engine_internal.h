@@ -115,6 +115,9 @@ typedef struct request {
      * call; trig_start is then how much of the opening the prompt ends
      * with */
     bool ban_calls;
+    /* beside a JSON answer, calls that open as the document does (Llama
+     * 3.1's "{"): the answer is read as both until one of them refuses it */
+    bool either;
     tw_tool_trigger trigger;
     /* how much of the trigger the prompt ends with; when all of it, the
      * bytes after it (the call's start) */

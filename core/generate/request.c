@@ -247,18 +247,19 @@ static tw_status force_tool_call(const model_entry *m, const tw_chat_input *chat
 
 /* Tools under tool_choice "auto" (or none given): the calls the model
  * opens by itself are held to the tools' grammar, as forced ones are.
- * Beside a JSON answer only where a call's opening cannot start a JSON
- * document (not Llama 3.1's "{"): the answer is then a document or calls. */
+ * Beside a JSON answer the answer is then a document or calls; where a
+ * call opens as the document does (Llama 3.1's "{"), it is read as both
+ * until one refuses it. */
 static tw_status lazy_tool_grammar(const model_entry *m, const tw_gen_request *req, request *r,
                                    const char *text, size_t len, tw_err *err)
 {
     const tw_chat_input *chat = &req->chat;
     const char *choice = chat->tool_choice;
     if (chat->n_tools == 0 || !m->json_vocab || (choice && strcmp(choice, "auto") != 0) ||
-        !tw_tool_call_trigger(m->tool_format, &r->trigger) ||
-        (req->format.kind != TW_OUTPUT_TEXT && r->trigger.at_start))
+        !tw_tool_call_trigger(m->tool_format, &r->trigger))
         return TW_OK;
     tw_status st = tool_call_grammar_auto(m, chat, &r->trigger, &r->calls, err);
+    r->either = r->calls && req->format.kind != TW_OUTPUT_TEXT && r->trigger.at_start;
     /* a prompt that ends inside an opening (a template or a caller that
      * starts the call) has the call go on in the answer */
     const size_t tl = strlen(r->trigger.text), after = sizeof r->trig_after;

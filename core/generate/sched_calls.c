@@ -4,8 +4,10 @@
  * answer, the answer's first tokens may also open a call instead of the
  * document: tokens that go on with the opening are kept through the JSON
  * mask, and once one is taken only such tokens are, until the opening is
- * whole. Under tool_choice "none" the tokens that would complete the
- * opening are banned instead (call_ban.h). */
+ * whole. Where the call opens as the document does (Llama 3.1's "{"), the
+ * answer is read as both, each token kept when either takes it, until one
+ * refuses it or one is whole. Under tool_choice "none" the tokens that
+ * would complete the opening are banned instead (call_ban.h). */
 #include <math.h>
 #include <string.h>
 
@@ -93,6 +95,45 @@ static void watch(slot *sl, const char *p, size_t n)
     }
 }
 
+size_t sched_either_mask(slot *sl, float *row)
+{
+    const model_entry *m = sl->m;
+    tw_json_mask_allowed(sl->jmask, sl->json, m->eos, m->n_eos, sl->allowed, m->vocab);
+    tw_json_mask_allowed(sl->jmask, sl->call, m->eos, m->n_eos, sl->allowed_call, m->vocab);
+    size_t kept = 0;
+    for (uint32_t t = 0; t < m->vocab; t++) {
+        if (sl->allowed[t] | sl->allowed_call[t])
+            kept++;
+        else
+            row[t] = -INFINITY;
+    }
+    return kept;
+}
+
+/* A committed token while the answer is either: fed to both readings; the
+ * one that refuses it is left, and the answer is the call once the
+ * document refuses it (or both are whole: an answer the call's format
+ * reads as a call is one). */
+static bool either_take(slot *sl, const char *p, size_t n)
+{
+    const bool doc = tw_json_state_feed(sl->json, p, n);
+    const bool call = tw_json_state_feed(sl->call, p, n);
+    if (!doc && !call) {
+        sched_slot_fail(sl, TW_INTERNAL, "a token that breaks the JSON answer was committed");
+        return true;
+    }
+    if (doc && call && !tw_json_state_closed(sl->json) && !tw_json_state_closed(sl->call))
+        return true;
+    sl->decided = true;
+    if (call && (!doc || tw_json_state_closed(sl->call))) {
+        tw_json_state_copy(sl->json, sl->call);
+        sl->in_call = true;
+    }
+    if (tw_json_state_closed(sl->json))
+        sched_json_closed(sl);
+    return true;
+}
+
 bool sched_calls_take(slot *sl, uint32_t token)
 {
     if (!sl->r->calls || sl->in_call)
@@ -100,6 +141,8 @@ bool sched_calls_take(slot *sl, uint32_t token)
     const char *p;
     size_t n;
     token_bytes(sl, token, &p, &n);
+    if (sl->r->either && !sl->decided)
+        return either_take(sl, p, n);
     if (!sched_calls_choosing(sl)) {
         if (sl->json_on)
             return false; /* the JSON answer's own token */

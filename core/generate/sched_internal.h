@@ -45,6 +45,10 @@ typedef struct slot {
      * no longer come */
     bool json_on, in_call, decided, trig_off;
     uint8_t trig_at;
+    /* request->either: the answer read as a call beside json (the
+     * document) until one refuses it, and the tokens each allows */
+    tw_json_state *call;
+    uint8_t *allowed, *allowed_call;
     /* the tokens that go on with the trigger while the answer is a JSON
      * document or a call, kept through the JSON mask (a step's scratch) */
     uint32_t cont_ids[TW_SCHED_MAX_CONT];
@@ -139,6 +143,10 @@ bool sched_calls_choosing(const slot *sl);
  * for one): true when taken here, false when it belongs to the slot's
  * JSON (the answer's or a call's). */
 bool sched_calls_take(slot *sl, uint32_t token);
+
+/* While choosing where the call opens as the document does (request
+ * either): bans the tokens neither reading takes; how many are kept. */
+size_t sched_either_mask(slot *sl, float *row);
 
 /* While choosing: keeps the logits of the tokens that go on with a call's
  * opening (at most TW_SCHED_MAX_CONT) before the JSON mask, and puts them

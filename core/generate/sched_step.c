@@ -110,9 +110,12 @@ static size_t json_mask_row(slot *sl, float *row)
     /* beside a JSON answer a call may open instead, and once it began
      * only its opening may go on */
     const bool choosing = sched_calls_choosing(sl);
-    const size_t n_cont = choosing ? sched_calls_save(sl, row) : 0;
+    const bool either = choosing && sl->r->either;
+    const size_t n_cont = choosing && !either ? sched_calls_save(sl, row) : 0;
     size_t kept = 0;
-    if (choosing && !sl->json_on)
+    if (either)
+        kept = sched_either_mask(sl, row);
+    else if (choosing && !sl->json_on)
         for (uint32_t t = 0; t < m->vocab; t++)
             row[t] = -INFINITY;
     else

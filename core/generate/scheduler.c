@@ -201,6 +201,15 @@ static tw_status slot_setup(tw_engine *e, slot *sl, request *r, uint32_t index, 
             sched_json_open(sl, r->trig_after, r->n_trig_after) && tw_json_state_closed(sl->json))
             sl->json_on = sl->in_call = false;
     }
+    if (st == TW_OK && r->either) {
+        sl->call = malloc(sizeof *sl->call);
+        sl->allowed = malloc(m->vocab);
+        sl->allowed_call = malloc(m->vocab);
+        if (!sl->call || !sl->allowed || !sl->allowed_call)
+            st = tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory for a JSON answer");
+        else
+            tw_json_state_init(sl->call, r->calls);
+    }
     if (r->ban_calls)
         sl->trig_at = r->trig_start;
     return st;
@@ -227,6 +236,11 @@ static void slot_clear(tw_engine *e, slot *sl)
     sl->spec = NULL;
     free(sl->json);
     sl->json = NULL;
+    free(sl->call);
+    free(sl->allowed);
+    free(sl->allowed_call);
+    sl->call = NULL;
+    sl->allowed = sl->allowed_call = NULL;
     tw_json_masker_destroy(sl->jmask);
     sl->jmask = NULL;
     sl->sampler = NULL;

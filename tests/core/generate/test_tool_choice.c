@@ -369,13 +369,17 @@ static uint32_t token_of(tw_engine *e, const char *text)
 
 /* A chat under tool_choice choice whose sampling favours the token of
  * text far above all others, so the model writes it wherever it may. */
-/* As run_favouring, the answer asked for in the given format. */
+/* As run_favouring, the answer asked for in the given format (JSON: held
+ * to schema, or any object when it is NULL). */
 static void run_favouring_as(tw_engine *e, const char *choice, const char *text, float temperature,
-                             tw_spec_mode spec, tw_output_format format, answer *a)
+                             tw_spec_mode spec, tw_output_format format, const char *schema,
+                             answer *a)
 {
     tw_gen_request r;
     chat_request(&r, choice);
     r.format.kind = format;
+    r.format.json_schema = schema;
+    r.format.json_schema_len = schema ? strlen(schema) : 0;
     r.chat.tools = g_bounded_tools;
     tw_logit_bias bias = {.token_id = token_of(e, text), .bias = 100.0f};
     r.sampling.logit_bias = &bias;
@@ -391,7 +395,7 @@ static void run_favouring_as(tw_engine *e, const char *choice, const char *text,
 static void run_favouring(tw_engine *e, const char *choice, const char *text, float temperature,
                           tw_spec_mode spec, answer *a)
 {
-    run_favouring_as(e, choice, text, temperature, spec, TW_OUTPUT_TEXT, a);
+    run_favouring_as(e, choice, text, temperature, spec, TW_OUTPUT_TEXT, NULL, a);
 }
 
 /* Choice i of a Hermes answer whose call the prompt's "<tool_call" and the
@@ -452,6 +456,35 @@ static void test_auto_calls(void **state)
     run_favouring(e, "auto", "{", 0.0f, TW_SPEC_LOOKUP, b);
     assert_string_equal(a->text[0], b->text[0]);
     whole_call(b->text[0], "", "", "parameters", NULL, true);
+    /* beside a JSON answer the call opens as the document does, so the
+     * answer is read as both: with "name" favoured it is a call (the
+     * document names no such property), with "an" (of "answer") favoured,
+     * or "name" under "none", the document; greedy answers agree with and without
+     * speculation */
+    static const char doc[] = "{\"type\":\"object\",\"properties\":{\"answer\":{\"type\":"
+                              "\"string\",\"maxLength\":40}},\"required\":[\"answer\"],"
+                              "\"additionalProperties\":false}";
+    for (int round = 0; round < 3; round++) {
+        run_favouring_as(e, round == 2 ? "none" : "auto", round == 1 ? "an" : "name", 1.0f,
+                         TW_SPEC_OFF, TW_OUTPUT_JSON, doc, a);
+        for (int i = 0; i < 2; i++) {
+            if (a->finish[i] != TW_FINISH_STOP)
+                fail_msg("JSON beside auto, round %d choice %d ended with %d: %s", round, i,
+                         a->finish[i], a->text[i]);
+            if (round == 0) {
+                whole_call(a->text[i], "", "", "parameters", NULL, true);
+                continue;
+            }
+            json_t *v = json_loads(a->text[i], 0, NULL);
+            if (!json_is_string(json_object_get(v, "answer")) || json_object_size(v) != 1)
+                fail_msg("JSON beside auto, round %d: not the document: %s", round, a->text[i]);
+            json_decref(v);
+        }
+    }
+    run_favouring_as(e, "auto", "name", 0.0f, TW_SPEC_OFF, TW_OUTPUT_JSON, doc, a);
+    run_favouring_as(e, "auto", "name", 0.0f, TW_SPEC_LOOKUP, TW_OUTPUT_JSON, doc, b);
+    assert_string_equal(a->text[0], b->text[0]);
+    whole_call(a->text[0], "", "", "parameters", NULL, true);
     tw_engine_destroy(e);
 
     const char *hermes = "{#- calls go in <tool_call> blocks #}{%- for m in messages %}"
@@ -481,7 +514,8 @@ static void test_auto_calls(void **state)
      * document (the same call, the same free text after it), and with
      * "none" it is the document, which ">" cannot start */
     for (int round = 0; round < 2; round++) {
-        run_favouring_as(e, round ? "none" : "auto", ">", 1.0f, TW_SPEC_OFF, TW_OUTPUT_JSON, a);
+        run_favouring_as(e, round ? "none" : "auto", ">", 1.0f, TW_SPEC_OFF, TW_OUTPUT_JSON, NULL,
+                         a);
         for (int i = 0; i < 2; i++) {
             char *end = strstr(a->text[i], close);
             if (round == 1) {
