@@ -272,6 +272,7 @@ static int on_response_event(void *user, const char *type, const json_t *event)
 static int on_chunk(void *user, const Tokenwire__V1__StreamChunk *chunk)
 {
     stream_ctx *sc = user;
+    tw_bridge_metrics_delivery(&sc->b->metrics, chunk);
     return tw_bridge_shaper_chunk(&sc->shaper, chunk);
 }
 
@@ -285,6 +286,7 @@ static int on_prompt_chunk(void *user, const Tokenwire__V1__StreamChunk *chunk)
 {
     prompt_stream *p = user;
     stream_ctx *sc = p->sc;
+    tw_bridge_metrics_delivery(&sc->b->metrics, chunk);
     Tokenwire__V1__StreamChunk c = *chunk;
     c.index += p->offset;
     pthread_mutex_lock(&sc->mu);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const int counted_codes[TW_BRIDGE_METRIC_CODES] = {200, 400, 401, 403, 404, 405,
                                                           413, 429, 500, 503, 504, 0};
@@ -13,6 +14,11 @@ static const char *const route_names[TW_BRIDGE_ROUTE_COUNT] = {
     "health",           "metrics",     "tokenize", "detokenize", "responses",
     "responses_kept",   "embeddings",  "other",
 };
+
+/* Microseconds: a streamed token's delivery on one host takes tens to
+ * hundreds of them, and milliseconds when the cores are busy decoding. */
+static const uint64_t delivery_bounds[TW_BRIDGE_DELIVERY_BUCKETS] = {
+    100, 250, 500, 1000, 2500, 5000, 10000, 25000, 100000, 1000000};
 
 const char *tw_bridge_route_name(tw_bridge_route route)
 {
@@ -36,6 +42,26 @@ void tw_bridge_metrics_init(tw_bridge_metrics *m)
     atomic_init(&m->responses_kept_bytes, 0);
     atomic_init(&m->responses_journal_errors, 0);
     atomic_init(&m->responses_journal_syncs, 0);
+    for (int i = 0; i <= TW_BRIDGE_DELIVERY_BUCKETS; i++)
+        atomic_init(&m->delivery[i], 0);
+    atomic_init(&m->delivery_us_sum, 0);
+}
+
+void tw_bridge_metrics_delivery(tw_bridge_metrics *m, const Tokenwire__V1__StreamChunk *chunk)
+{
+    if (!chunk->has_emitted_unix_us)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    const uint64_t now = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+    if (chunk->emitted_unix_us > now || now - chunk->emitted_unix_us > 3600000000u)
+        return;
+    const uint64_t us = now - chunk->emitted_unix_us;
+    int b = 0;
+    while (b < TW_BRIDGE_DELIVERY_BUCKETS && us > delivery_bounds[b])
+        b++;
+    atomic_fetch_add(&m->delivery[b], 1);
+    atomic_fetch_add(&m->delivery_us_sum, us);
 }
 
 void tw_bridge_metrics_request(tw_bridge_metrics *m, tw_bridge_route route, int http_status,
@@ -184,6 +210,22 @@ char *tw_bridge_metrics_render(tw_bridge_metrics *m, bool engine_up,
                 "Server-sent events written.");
     out(&b, "tokenwire_bridge_stream_events_total %llu\n",
         (unsigned long long)atomic_load(&m->stream_events));
+    metric_head(&b, "tokenwire_bridge_stream_chunk_delivery_seconds", "histogram",
+                "Time from the engine's hand-over of a stream chunk to its arrival here.");
+    uint64_t below = 0;
+    for (int i = 0; i <= TW_BRIDGE_DELIVERY_BUCKETS; i++) {
+        below += atomic_load(&m->delivery[i]);
+        if (i < TW_BRIDGE_DELIVERY_BUCKETS)
+            out(&b, "tokenwire_bridge_stream_chunk_delivery_seconds_bucket{le=\"%g\"} %llu\n",
+                (double)delivery_bounds[i] / 1e6, (unsigned long long)below);
+        else
+            out(&b, "tokenwire_bridge_stream_chunk_delivery_seconds_bucket{le=\"+Inf\"} %llu\n",
+                (unsigned long long)below);
+    }
+    out(&b, "tokenwire_bridge_stream_chunk_delivery_seconds_sum %.6f\n",
+        (double)atomic_load(&m->delivery_us_sum) / 1e6);
+    out(&b, "tokenwire_bridge_stream_chunk_delivery_seconds_count %llu\n",
+        (unsigned long long)below);
     metric_head(&b, "tokenwire_bridge_streams_aborted_total", "counter",
                 "Streams cut short because the client went away.");
     out(&b, "tokenwire_bridge_streams_aborted_total %llu\n",

@@ -33,6 +33,10 @@ typedef enum tw_bridge_route {
 /* The HTTP statuses counted apart; everything else is "other". */
 #define TW_BRIDGE_METRIC_CODES 12
 
+/* The upper bounds of the stream delivery histogram's buckets (metrics.c),
+ * past which one more counts the rest. */
+#define TW_BRIDGE_DELIVERY_BUCKETS 10
+
 typedef struct tw_bridge_metrics {
     atomic_uint_fast64_t requests[TW_BRIDGE_ROUTE_COUNT][TW_BRIDGE_METRIC_CODES];
     atomic_uint_fast64_t duration_us[TW_BRIDGE_ROUTE_COUNT];
@@ -46,6 +50,10 @@ typedef struct tw_bridge_metrics {
     /* the kept /v1/responses answers, read from the store at each scrape */
     atomic_size_t responses_kept, responses_kept_bytes, responses_journal_errors;
     atomic_size_t responses_journal_syncs;
+    /* stream chunks by the time from the engine's hand-over to their
+     * arrival here (each in its own bucket; the renderer sums them) */
+    atomic_uint_fast64_t delivery[TW_BRIDGE_DELIVERY_BUCKETS + 1];
+    atomic_uint_fast64_t delivery_us_sum;
 } tw_bridge_metrics;
 
 void tw_bridge_metrics_init(tw_bridge_metrics *m);
@@ -53,6 +61,12 @@ void tw_bridge_metrics_init(tw_bridge_metrics *m);
 /* Counts one answered request. */
 void tw_bridge_metrics_request(tw_bridge_metrics *m, tw_bridge_route route, int http_status,
                                uint64_t duration_us);
+
+/* Counts a stream chunk's delivery: now against the time the engine says
+ * it handed the chunk over (emitted_unix_us). A chunk without that time,
+ * or one read as from the future or from more than an hour ago (another
+ * host's clock), is left out. */
+void tw_bridge_metrics_delivery(tw_bridge_metrics *m, const Tokenwire__V1__StreamChunk *chunk);
 
 /* The label of a route ("chat_completions", ...). */
 const char *tw_bridge_route_name(tw_bridge_route route);

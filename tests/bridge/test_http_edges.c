@@ -351,6 +351,34 @@ static void check_batch_prompts(twb_service *s)
 /* A client that hangs up on a whole answer stops its generation: the
  * engine ends it long before the 8 x 1500 tokens it asked for, and the
  * bridge counts the cancel. */
+/* The streams before counted their chunks' delivery: the buckets grow
+ * with their bounds, the last is the count, and some time was spent. */
+static void check_delivery_histogram(const char *metrics)
+{
+    static const char name[] = "tokenwire_bridge_stream_chunk_delivery_seconds";
+    unsigned long long prev = 0, count = 0;
+    int buckets = 0;
+    for (const char *p = strstr(metrics, name); p; p = strstr(p + 1, name)) {
+        unsigned long long v;
+        double sum;
+        if (sscanf(p, "tokenwire_bridge_stream_chunk_delivery_seconds_bucket{le=\"%*[^\"]\"} %llu",
+                   &v) == 1) {
+            if (v < prev)
+                fail_msg("delivery buckets shrink: %s", metrics);
+            prev = v;
+            buckets++;
+        } else if (sscanf(p, "tokenwire_bridge_stream_chunk_delivery_seconds_count %llu", &v) ==
+                   1) {
+            count = v;
+        } else if (sscanf(p, "tokenwire_bridge_stream_chunk_delivery_seconds_sum %lf", &sum) == 1) {
+            assert_true(sum > 0);
+        }
+    }
+    assert_int_equal(buckets, 11);
+    assert_true(count > 0);
+    assert_int_equal(prev, count);
+}
+
 static void check_hangup_cancels(twb_service *s)
 {
     twb_stats before = twb_engine_stats(s);
@@ -484,6 +512,7 @@ static void test_every_endpoint(void **state)
     r = twb_http(&s, "GET", "/metrics", NULL, 0);
     assert_int_equal(r.status, 200);
     assert_non_null(strstr(r.body, "tokenwire_engine_up 1"));
+    check_delivery_histogram(r.body);
     free(r.body);
 
     /* 400: fields of the wrong type or value, and bodies that are not
