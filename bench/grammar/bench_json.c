@@ -49,6 +49,13 @@ static const char *const g_set_schema =
 /* set_doc(): 64 different tags of 12 characters */
 #define SET_TAGS 64
 
+/* A dict of counts with open keys, and the same dict keyed by an enum of
+ * 16 names (propertyNames, as pydantic writes dict[Enum, int]): its keys
+ * are asked of the names byte by byte, with no plain-string fast path. */
+#define DICT_NAMES 16
+static const char *const g_dict_schema =
+    "{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}";
+
 static const char *const g_doc =
     "{\n  \"name\": \"Ada Lovelace\",\n  \"age\": 36,\n  \"email\": \"ada@example.org\",\n"
     "  \"tags\": [\"math\", \"engines\", \"poetry \\u00e9\"],\n  \"address\": {\"city\": "
@@ -179,9 +186,37 @@ static const char *set_doc(void)
     return doc;
 }
 
+/* dict_doc(): the 16 names with counts; names_schema(): the dict keyed by
+ * them. */
+static const char *dict_doc(void)
+{
+    static char doc[DICT_NAMES * 24 + 8];
+    size_t at = 0;
+    doc[at++] = '{';
+    for (int i = 0; i < DICT_NAMES; i++)
+        at += (size_t)snprintf(doc + at, sizeof doc - at, "%s\"region_%c%c\": %d", i ? ", " : "",
+                               'a' + i / 4, 'a' + i % 4, i * 7);
+    snprintf(doc + at, sizeof doc - at, "}");
+    return doc;
+}
+
+static const char *names_schema(void)
+{
+    static char schema[DICT_NAMES * 16 + 160];
+    size_t at = (size_t)snprintf(schema, sizeof schema,
+                                 "{\"type\":\"object\",\"propertyNames\":{"
+                                 "\"enum\":[");
+    for (int i = 0; i < DICT_NAMES; i++)
+        at += (size_t)snprintf(schema + at, sizeof schema - at, "%s\"region_%c%c\"", i ? "," : "",
+                               'a' + i / 4, 'a' + i % 4);
+    snprintf(schema + at, sizeof schema - at,
+             "]},\"additionalProperties\":{\"type\":\"integer\"}}");
+    return schema;
+}
+
 /* The plain schema's masks, then the patterns', then a list's and a set's,
- * and what the patterns and the set cost against their plain forms in the
- * same run. */
+ * then a dict's with open and with named keys, and what the patterns, the
+ * set and the names cost against their plain forms in the same run. */
 static int bench_masks(const char *vocab, unsigned reps)
 {
     tw_tokenizer *tok;
@@ -199,12 +234,19 @@ static int bench_masks(const char *vocab, unsigned reps)
                     : bench_mask(tok, vocab, g_list_schema, set_doc(), "mask_us_mean_list", reps);
     const double set =
         list < 0 ? -1 : bench_mask(tok, vocab, g_set_schema, set_doc(), "mask_us_mean_set", reps);
+    const double dict =
+        set < 0 ? -1 : bench_mask(tok, vocab, g_dict_schema, dict_doc(), "mask_us_mean_dict", reps);
+    const double named = dict < 0 ? -1
+                                  : bench_mask(tok, vocab, names_schema(), dict_doc(),
+                                               "mask_us_mean_dict_names", reps);
     tw_tokenizer_free(tok);
-    if (set < 0)
+    if (named < 0)
         return 1;
     printf("strings held to patterns: %.1fx the plain schema's mean mask time\n", pattern / plain);
     printf("%d tags as a set (uniqueItems): %.2fx their list's mean mask time\n", SET_TAGS,
            set / list);
+    printf("a dict keyed by %d names (propertyNames): %.2fx its open keys' mean mask time\n",
+           DICT_NAMES, named / dict);
     return 0;
 }
 
