@@ -9,10 +9,14 @@
 /* minProperties and maxProperties: an object without properties counts
  * the keys it writes (at most 65535 are counted); one with properties
  * writes its required ones and may leave out the others, so there they
- * are taken only when every object so written fits them. */
+ * are taken where every object so written fits them, and where none is
+ * required and minProperties is 1 (*some: at least one of them, or with
+ * maxProperties 1 exactly one, as a PATCH body or a "one of these fields"
+ * object asks). */
 static bool object_counts(compiler *c, const json_t *s, size_t n, const bool *required,
-                          uint32_t *lo, uint32_t *hi)
+                          uint32_t *lo, uint32_t *hi, bool *some)
 {
+    *some = false;
     if (!jc_count_keyword(c, s, "minProperties", 0, lo) ||
         !jc_count_keyword(c, s, "maxProperties", UINT32_MAX, hi))
         return false;
@@ -28,16 +32,56 @@ static bool object_counts(compiler *c, const json_t *s, size_t n, const bool *re
     size_t r = 0;
     for (size_t k = 0; k < n; k++)
         r += required[k];
-    if (*lo > r || *hi < n) {
+    *some = *lo == 1 && r == 0 && (*hi >= n || *hi == 1);
+    if (!*some && (*lo > r || *hi < n)) {
         jc_fail(c, TW_INVALID_ARGUMENT,
                 "json_schema: minProperties above the required properties, or maxProperties "
                 "below all of them,%s is not supported (at %s)",
                 NULL);
         return false;
     }
+    if (!*some)
+        *hi = UINT32_MAX;
     *lo = 0;
-    *hi = UINT32_MAX;
     return true;
+}
+
+/* Object o's properties with at least one of them written (most: 1, or
+ * all of them): the first one written picks one of n objects, object i
+ * being property i, required, then (unless most is 1) the properties
+ * after it as they were; a keyed union of them, told apart by that first
+ * key. */
+static uint32_t some_of(compiler *c, uint32_t o, uint32_t most)
+{
+    tw_json_grammar *g = c->g;
+    const uint32_t n = g->nodes[o].n, first = g->nodes[o].first, alts = g->n_tag_alts;
+    if (!jc_grow((void **)&g->tag_alts, &g->cap_tag_alts, g->n_tag_alts + n, sizeof *g->tag_alts))
+        return jc_fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);
+    for (uint32_t i = 0; i < n; i++) {
+        const uint32_t len = most == 1 ? 1 : n - i;
+        if (!jc_grow((void **)&g->props, &g->cap_props, g->n_props + len, sizeof *g->props))
+            return jc_fail(c, TW_RESOURCE_EXHAUSTED, "json_schema: out of memory%s (at %s)", NULL);
+        const uint32_t at = g->n_props;
+        for (uint32_t k = i; k < i + len; k++) {
+            jprop p = g->props[first + k];
+            p.required = k == i;
+            g->props[g->n_props++] = p;
+        }
+        const uint32_t a = jc_new_node(c, JN_OBJECT);
+        if (a == JN_NONE)
+            return JN_NONE;
+        g->nodes[a].first = at;
+        g->nodes[a].n = len;
+        g->nodes[a].close_at = 1;
+        g->tag_alts[g->n_tag_alts++] = a;
+    }
+    const uint32_t keyed = jc_new_node(c, JN_KEYED);
+    if (keyed != JN_NONE) {
+        g->nodes[keyed].first = alts;
+        g->nodes[keyed].n = n;
+        g->nodes[keyed].close_at = 1;
+    }
+    return keyed;
 }
 
 uint32_t jc_object(compiler *c, const json_t *s, int depth)
@@ -85,8 +129,9 @@ uint32_t jc_object(compiler *c, const json_t *s, int depth)
         required[k] = true;
     }
     uint32_t kp_first, kp_n, lo, hi, names;
+    bool some;
     if (!jc_key_patterns(c, s, keys, n, depth, &kp_first, &kp_n) ||
-        !object_counts(c, s, n, required, &lo, &hi) ||
+        !object_counts(c, s, n, required, &lo, &hi, &some) ||
         !jc_key_names(c, s, keys, n, depth, &names, &hi))
         return JN_NONE;
     if (lo > hi)
@@ -128,6 +173,8 @@ uint32_t jc_object(compiler *c, const json_t *s, int depth)
     on->kp_first = kp_first;
     on->kp_n = kp_n;
     on->names = names;
+    if (some)
+        return some_of(c, o, hi);
     on->min = lo;
     on->max = hi;
     return o;

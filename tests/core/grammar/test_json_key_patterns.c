@@ -192,10 +192,59 @@ static void test_property_counts(void **state)
     tw_json_grammar_free(g);
     refused_with("{\"properties\":{\"a\":{},\"b\":{}},\"required\":[\"a\"],\"minProperties\":2}",
                  "minProperties above the required properties");
+    refused_with("{\"properties\":{\"a\":{},\"b\":{},\"c\":{}},\"minProperties\":1,"
+                 "\"maxProperties\":2}",
+                 "maxProperties below all of them");
     refused_with("{\"properties\":{\"a\":{},\"b\":{}},\"maxProperties\":1}",
                  "maxProperties below all of them");
     refused_with("{\"minProperties\":3,\"maxProperties\":2}", "minProperties is above");
     refused_with("{\"minProperties\":-1}", "\"minProperties\" must be a non-negative");
+
+    /* none required and minProperties 1: at least one of them, in their
+     * order; with maxProperties 1, exactly one */
+    g = compile_ok("{\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"string\"},"
+                   "\"c\":{}},\"minProperties\":1}");
+    assert_int_equal(taken(g, "{}"), 1);
+    assert_true(accepts(g, "{\"a\":1}"));
+    assert_true(accepts(g, "{\"b\":\"x\",\"c\":null}"));
+    assert_true(accepts(g, "{\"a\":1,\"b\":\"y\",\"c\":[3]}"));
+    assert_int_equal(taken(g, "{\"b\":\"x\",\"a\":1}"), 10);
+    assert_false(accepts(g, "{\"a\":\"x\"}"));
+    tw_json_grammar_free(g);
+    g = compile_ok("{\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"string\"}},"
+                   "\"minProperties\":1,\"maxProperties\":1}");
+    assert_true(accepts(g, "{\"b\":\"x\"}"));
+    assert_int_equal(taken(g, "{\"a\":1,"), 6);
+    tw_json_grammar_free(g);
+    static const char *const some[] = {
+        "{\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"},\"c\":{"
+        "\"type\":\"integer\"}},\"minProperties\":1}",
+        "{\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"},\"c\":{"
+        "\"type\":\"integer\"}},\"minProperties\":1,\"maxProperties\":1}",
+    };
+    for (int k = 0; k < 2; k++) {
+        g = compile_ok(some[k]);
+        tw_test_rng r = {0x50e + (uint64_t)k};
+        char text[512];
+        int done = 0;
+        for (int w = 0; w < 200; w++) {
+            const size_t n = grammar_walk(g, &r, text, sizeof text, 10 + (size_t)w % 60);
+            if (!n)
+                continue;
+            done++;
+            json_t *v = json_loadb(text, n, JSON_REJECT_DUPLICATES, NULL);
+            const size_t size = json_object_size(v);
+            /* in their order: a before b before c */
+            const char *ka = strstr(text, "\"a\""), *kb = strstr(text, "\"b\""),
+                       *kc = strstr(text, "\"c\"");
+            if (!json_is_object(v) || size < 1 || size > (k ? 1u : 3u) || (ka && kb && ka > kb) ||
+                (kb && kc && kb > kc) || (ka && kc && ka > kc))
+                fail_msg("walk %d: %.*s", w, (int)n, text);
+            json_decref(v);
+        }
+        assert_true(done > 100);
+        tw_json_grammar_free(g);
+    }
 
     /* random walks keep to the counts */
     g = compile_ok("{\"type\":\"object\",\"minProperties\":2,\"maxProperties\":4}");
