@@ -340,6 +340,11 @@ def main():
         "b": {"type": "string", "format": "byte", "maxLength": 12},
         "p": {"type": "string", "format": "password"}}}).encode()
         + b'\0{"i": 2147483647, "u": 255, "n": -1.5, "b": "YWJjZA==", "p": "x"}')
+    put(jg, "some_of", json.dumps({"type": "array", "items": {"anyOf": [
+        {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"},
+                                          "c": {}}, "minProperties": 1},
+        {"type": "null"}]}}).encode()
+        + b'\0[{"b": "x", "c": [1]}, null, {"a": 2}]')
     put(jg, "bad_schema", b'{"type": "object", "dependentRequired": {"a": ["b"]}}\0{}')
     put(jg, "bounds", json.dumps({"type": "object", "properties": {
         "age": {"type": "integer", "minimum": 0, "exclusiveMaximum": 150},
