@@ -168,17 +168,15 @@ static bool key_may_be_wide(const tw_json_grammar *g, const jnode *o)
     return false;
 }
 
-/* An enum of names: whether the key being read is one the object has not
- * taken yet (whole), or the start of one. */
-static bool enum_name_open(const tw_json_state *s, const tw_json_frame *obj, const jnode *nm,
-                           bool whole)
+/* An enum of names: whether the key being read is the start of one the
+ * object has not taken yet. */
+static bool enum_name_open(const tw_json_state *s, const tw_json_frame *obj, const jnode *nm)
 {
     const unsigned char *k = s->kbuf + s->klen + 1;
     for (uint32_t i = 0; i < nm->n; i++) {
         const jlit *l = &s->g->lits[nm->first + i];
         const size_t len = l->len - 2u; /* between its quotes */
-        if (l->text[0] != '"' || len < s->kcur || (whole && len != s->kcur) ||
-            memcmp(l->text + 1, k, s->kcur) != 0)
+        if (l->text[0] != '"' || len < s->kcur || memcmp(l->text + 1, k, s->kcur) != 0)
             continue;
         if (!json_rec_seen(s, obj->count, (const unsigned char *)l->text + 1, len))
             return true;
@@ -261,7 +259,7 @@ static bool ruled_key_byte(tw_json_state *s, tw_json_frame *f, const jnode *n, t
     /* an enum's names are asked byte by byte, so no character starts that
      * none of them goes on with */
     if (o->names != JN_NONE && s->g->nodes[o->names].kind == JN_ENUM &&
-        !enum_name_open(s, obj, &s->g->nodes[o->names], false))
+        !enum_name_open(s, obj, &s->g->nodes[o->names]))
         return false;
     return f->phase != SP_BODY || key_goes_on(s, f, n, obj, o);
 }
