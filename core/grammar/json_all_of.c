@@ -4,8 +4,10 @@
  * compose a type from a base and its own properties: the properties of
  * all, in order, each at most once (a property two of them name must have
  * the same schema in both), the required names of all, and where one says
- * additionalProperties false, only the properties it names. Anything else
- * is refused rather than merged loosely. */
+ * additionalProperties false, only the properties it names. Schemas that
+ * name no properties (nor required ones) are merged keyword by keyword
+ * (json_all_of_keys.c).
+ * Anything else is refused rather than merged loosely. */
 #include <stdio.h>
 #include <string.h>
 
@@ -131,6 +133,17 @@ uint32_t jc_all_of(compiler *c, const json_t *s, int depth)
         const size_t at = jc_path_push(c, "0");
         node = jc_compile(c, json_array_get(all, 0), depth + 1);
         jc_path_pop(c, at);
+        jc_path_pop(c, back);
+        return node;
+    }
+    bool objects = false;
+    for (size_t i = 0; i < json_array_size(all); i++) {
+        const json_t *e = json_array_get(all, i);
+        objects |= json_is_object(e) &&
+                   (json_object_get(e, "properties") || json_object_get(e, "required"));
+    }
+    if (!objects) {
+        node = jc_all_of_keys(c, all, depth);
         jc_path_pop(c, back);
         return node;
     }

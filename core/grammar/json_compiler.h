@@ -59,6 +59,10 @@ const json_t *jc_resolve_ref(compiler *c, const json_t *ref);
 /* A schema with "allOf" (json_all_of.c). */
 uint32_t jc_all_of(compiler *c, const json_t *s, int depth);
 
+/* allOf's schemas that name no properties, merged keyword by keyword
+ * (json_all_of_keys.c). */
+uint32_t jc_all_of_keys(compiler *c, const json_t *all, int depth);
+
 /* An object schema's node (json_object.c). */
 uint32_t jc_object(compiler *c, const json_t *s, int depth);
 

@@ -345,6 +345,13 @@ def main():
                                           "c": {}}, "minProperties": 1},
         {"type": "null"}]}}).encode()
         + b'\0[{"b": "x", "c": [1]}, null, {"a": 2}]')
+    put(jg, "all_of_keys", json.dumps({"$defs": {"S": {"type": "string", "minLength": 1}},
+        "type": "object", "properties": {
+        "s": {"allOf": [{"$ref": "#/$defs/S"}, {"maxLength": 4}]},
+        "n": {"allOf": [{"type": ["number", "null"], "minimum": -5}, {"type": "integer",
+                                                                    "maximum": 50}]},
+        "e": {"allOf": [{"enum": ["a", "b", 1]}, {"enum": ["b", 1, 2]}]}}}).encode()
+        + b'\0{"s": "abc", "n": 49, "e": "b"}')
     put(jg, "bad_schema", b'{"type": "object", "dependentRequired": {"a": ["b"]}}\0{}')
     put(jg, "bounds", json.dumps({"type": "object", "properties": {
         "age": {"type": "integer", "minimum": 0, "exclusiveMaximum": 150},
