@@ -132,7 +132,8 @@ static bool values_typed(compiler *c, json_t *values, const json_t *types)
 static bool fold(compiler *c, json_t *merged, const char *k, json_t *v)
 {
     const json_t *had = json_object_get(merged, k);
-    const bool lower = named(k, lower_keys, 5), upper = named(k, upper_keys, 5);
+    const bool lower = named(k, lower_keys, sizeof lower_keys / sizeof lower_keys[0]),
+               upper = named(k, upper_keys, sizeof upper_keys / sizeof upper_keys[0]);
     if (lower || upper) {
         if (!json_is_number(v)) {
             jc_fail(c, TW_INVALID_ARGUMENT,

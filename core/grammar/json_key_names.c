@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "json_compiler.h"
+#include "tw/long_context.h"
 
 /* Whether node nm reads every string: no names are ruled out. */
 static bool any_name(const jnode *nm)
@@ -36,15 +37,6 @@ bool json_key_name_ok(const tw_json_grammar *g, const jnode *nm, const unsigned 
         return true;
     const int r = json_pattern_test(&g->patterns[nm->extra], k, n, whole);
     return r == JP_MATCH || (!whole && r == JP_VIABLE);
-}
-
-/* Characters of UTF-8 text s (n bytes). */
-static uint32_t utf8_chars(const char *s, size_t n)
-{
-    uint32_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        k += ((unsigned char)s[i] & 0xC0) != 0x80;
-    return k;
 }
 
 /* The names an enum node admits as keys: its strings, each written
@@ -134,7 +126,7 @@ bool jc_key_names(compiler *c, const json_t *s, const char *const *keys, size_t 
     for (size_t i = 0; i < n_props; i++) {
         const size_t len = strlen(keys[i]);
         if (!json_key_name_ok(c->g, nm, (const unsigned char *)keys[i], len,
-                              utf8_chars(keys[i], len), true)) {
+                              (uint32_t)tw_text_chars(keys[i], len), true)) {
             jc_fail(c, TW_INVALID_ARGUMENT,
                     "json_schema: property \"%.64s\" is not a name its \"propertyNames\" admits "
                     "(at %s)",
