@@ -13,16 +13,35 @@ static const tw_family families[] = {
     {.model_type = "llama", .architecture = "LlamaForCausalLM", .act = TW_ACT_SILU},
     {.model_type = "mistral", .architecture = "MistralForCausalLM", .act = TW_ACT_SILU},
     {.model_type = "qwen2", .architecture = "Qwen2ForCausalLM", .act = TW_ACT_SILU},
-    {.model_type = "qwen3", .architecture = "Qwen3ForCausalLM", .qk_norm = true,
+    {.model_type = "qwen3",
+     .architecture = "Qwen3ForCausalLM",
+     .qk_norm = true,
      .act = TW_ACT_SILU},
-    {.model_type = "gemma3_text", .architecture = "Gemma3ForCausalLM", .norm_plus_one = true,
-     .embed_scale = true, .qk_norm = true, .sandwich_norms = true, .scale_from_qpas = true,
-     .no_attn_softcap = true, .act = TW_ACT_GELU_TANH},
-    {.model_type = "qwen3_5_text", .architecture = "Qwen3_5ForCausalLM", .norm_plus_one = true,
-     .qk_norm = true, .attn_gate = true, .hybrid = true, .act = TW_ACT_SILU},
-    {.model_type = "qwen3_5_moe_text", .architecture = "Qwen3_5MoeForCausalLM",
-     .norm_plus_one = true, .qk_norm = true, .attn_gate = true, .hybrid = true, .moe = true,
+    {.model_type = "gemma3_text",
+     .architecture = "Gemma3ForCausalLM",
+     .norm_plus_one = true,
+     .embed_scale = true,
+     .qk_norm = true,
+     .sandwich_norms = true,
+     .scale_from_qpas = true,
+     .no_attn_softcap = true,
+     .act = TW_ACT_GELU_TANH},
+    {.model_type = "qwen3_5_text",
+     .architecture = "Qwen3_5ForCausalLM",
+     .norm_plus_one = true,
+     .qk_norm = true,
+     .attn_gate = true,
+     .hybrid = true,
      .act = TW_ACT_SILU},
+    {.model_type = "qwen3_5_moe_text",
+     .architecture = "Qwen3_5MoeForCausalLM",
+     .norm_plus_one = true,
+     .qk_norm = true,
+     .attn_gate = true,
+     .hybrid = true,
+     .moe = true,
+     .act = TW_ACT_SILU},
+    {.model_type = "bert", .architecture = "BertModel", .encoder = true, .act = TW_ACT_GELU_ERF},
 };
 
 const tw_family *tw_family_find(const char *model_type, const char *architecture)
@@ -279,6 +298,40 @@ static tw_status parse_pooling(const json_t *root, tw_mconfig *cfg, tw_err *err)
                      "config: tw_pooling must be none, mean, cls, last or rank");
 }
 
+/* What an encoder's config says beyond a decoder's: its activation (BERT's
+ * "gelu" is the exact one), its learned positions and its token types. */
+static tw_status parse_encoder(const json_t *c, tw_mconfig *cfg, tw_err *err)
+{
+    const json_t *act = json_object_get(c, "hidden_act");
+    const char *a = json_is_string(act) ? json_string_value(act) : "gelu";
+    if (strcmp(a, "gelu") == 0)
+        cfg->enc_act = TW_ACT_GELU_ERF;
+    else if (strcmp(a, "gelu_new") == 0 || strcmp(a, "gelu_pytorch_tanh") == 0)
+        cfg->enc_act = TW_ACT_GELU_TANH;
+    else
+        return tw_errorf(err, TW_UNIMPLEMENTED, "config: hidden_act \"%s\" is not supported for %s",
+                         a, cfg->model_type);
+    const json_t *pe = json_object_get(c, "position_embedding_type");
+    if (pe && !json_is_null(pe) &&
+        (!json_is_string(pe) || strcmp(json_string_value(pe), "absolute") != 0))
+        return tw_errorf(err, TW_UNIMPLEMENTED,
+                         "config: position_embedding_type must be \"absolute\" for %s",
+                         cfg->model_type);
+    if (get_bool(c, "is_decoder", false) || get_bool(c, "add_cross_attention", false))
+        return tw_errorf(err, TW_UNIMPLEMENTED,
+                         "config: %s as a decoder or with cross-attention is not supported",
+                         cfg->model_type);
+    tw_status st = get_u32(c, "type_vocab_size", 2, 1u << 16, false, &cfg->n_token_types, err);
+    if (st)
+        return st;
+    if (cfg->n_token_types == 0 || cfg->n_kv_heads != cfg->n_heads ||
+        (size_t)cfg->n_heads * cfg->head_dim != cfg->hidden)
+        return tw_errorf(err, TW_INVALID_ARGUMENT,
+                         "config: inconsistent encoder sizes (heads x head_dim must be "
+                         "hidden_size, type_vocab_size above 0)");
+    return TW_OK;
+}
+
 tw_status tw_mconfig_parse(const json_t *root, tw_mconfig *cfg, tw_err *err)
 {
     tw_status st;
@@ -393,5 +446,7 @@ tw_status tw_mconfig_parse(const json_t *root, tw_mconfig *cfg, tw_err *err)
     }
     if (cfg->ffn_dim == 0 && !f->moe)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "config: intermediate_size is 0");
+    if (f->encoder && (st = parse_encoder(c, cfg, err)))
+        return st;
     return parse_token_ids(c, cfg, err);
 }

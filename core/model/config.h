@@ -19,7 +19,7 @@
 
 typedef enum tw_mixer_kind { TW_MIXER_ATTENTION = 0, TW_MIXER_DELTANET = 1 } tw_mixer_kind;
 typedef enum tw_ffn_kind { TW_FFN_DENSE = 0, TW_FFN_MOE = 1 } tw_ffn_kind;
-typedef enum tw_act { TW_ACT_SILU = 0, TW_ACT_GELU_TANH = 1 } tw_act;
+typedef enum tw_act { TW_ACT_SILU = 0, TW_ACT_GELU_TANH = 1, TW_ACT_GELU_ERF = 2 } tw_act;
 typedef enum tw_rope_kind {
     TW_ROPE_DEFAULT = 0,
     TW_ROPE_LINEAR = 1,
@@ -50,6 +50,9 @@ typedef struct tw_family {
     bool scale_from_qpas;     /* attention scale from query_pre_attn_scalar */
     bool no_attn_softcap;     /* the family's attention never soft-caps scores, even
                                * when its config carries attn_logit_softcapping */
+    bool encoder;             /* bidirectional attention over a whole input, post-norm
+                               * LayerNorm blocks, learned positions: it embeds text
+                               * and predicts no token (encoder.c) */
     tw_act act;
 } tw_family;
 
@@ -95,6 +98,8 @@ typedef struct tw_mconfig {
     int64_t eos[TW_CFG_MAX_EOS];
 
     tw_model_pooling pooling; /* the "tw_pooling" key */
+    uint32_t n_token_types;   /* encoder: rows of its token-type table */
+    tw_act enc_act;           /* encoder: its FFN's activation (hidden_act) */
 } tw_mconfig;
 
 /* Fills cfg from an HF config object (a text_config inside is used when

@@ -75,6 +75,16 @@ static void step(tw_model *m, tw_pool *pool, const tw_batch *b, const uint32_t *
     }
 }
 
+/* An encoder reads a whole input at once and predicts nothing, so the
+ * sequence calls refuse it. */
+static tw_status refuse_encoder(const tw_model *m, tw_err *err)
+{
+    return tw_errorf(err, TW_FAILED_PRECONDITION,
+                     "%s is an encoder: it embeds whole inputs (tw_model_encode) and predicts "
+                     "no token",
+                     m->cfg.model_type);
+}
+
 static tw_status check_tokens(const tw_model *m, const uint32_t *tokens, size_t n, tw_err *err)
 {
     for (size_t i = 0; i < n; i++) {
@@ -121,6 +131,8 @@ tw_status tw_model_forward(tw_model *model, tw_pool *pool, tw_seq *seq, const ui
 {
     if (!model || !seq || seq->model != model)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "forward: sequence does not belong to model");
+    if (model->enc)
+        return refuse_encoder(model, err);
     if (mode < TW_LOGITS_NONE || mode > TW_HIDDEN_ALL)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "forward: bad logits mode %d", (int)mode);
     if (mode != TW_LOGITS_NONE && !logits)
@@ -173,6 +185,8 @@ tw_status tw_model_decode_batch(tw_model *model, tw_pool *pool, tw_seq *const *s
 {
     if (!model || !seqs || !tokens || !logits)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "decode: NULL argument");
+    if (model->enc)
+        return refuse_encoder(model, err);
     if (n_seqs == 0 || n_seqs > model->max_batch)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "decode: batch of %zu (allowed 1..%zu)",
                          n_seqs, model->max_batch);
@@ -207,6 +221,8 @@ tw_status tw_model_verify_batch(tw_model *model, tw_pool *pool, size_t n_seqs,
 {
     if (!model || !seqs || !tokens || !n_rows || !trails || !logits || n_seqs == 0)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "verify: NULL argument or no sequence");
+    if (model->enc)
+        return refuse_encoder(model, err);
     size_t total = 0;
     for (size_t i = 0; i < n_seqs; i++) {
         tw_seq *seq = seqs[i];

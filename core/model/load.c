@@ -11,10 +11,7 @@
 #include "tw/kernels.h"
 #include "tw/log.h"
 
-#include "model/model_internal.h"
-#include "model/wsource.h"
-
-#define NAME_MAX_LEN 256
+#include "model/loader.h"
 
 /* Every allocation of a model is recorded here and freed with it. */
 typedef struct owned_list {
@@ -22,7 +19,7 @@ typedef struct owned_list {
     void **p;
 } owned_list;
 
-static void *m_calloc(tw_model *m, size_t n, size_t size)
+void *tw_model_calloc(tw_model *m, size_t n, size_t size)
 {
     owned_list *o = m->owned;
     if (o->n == o->cap) {
@@ -39,14 +36,7 @@ static void *m_calloc(tw_model *m, size_t n, size_t size)
     return v;
 }
 
-typedef struct loader {
-    tw_model *m;
-    const char *prefix; /* "model." or a multimodal checkpoint's text prefix */
-    char name[NAME_MAX_LEN];
-    tw_err *err;
-} loader;
-
-static const char *lname(loader *ld, int layer, const char *suffix)
+const char *tw_load_name(tw_loader *ld, int layer, const char *suffix)
 {
     if (layer < 0)
         snprintf(ld->name, sizeof ld->name, "%s%s", ld->prefix, suffix);
@@ -55,7 +45,7 @@ static const char *lname(loader *ld, int layer, const char *suffix)
     return ld->name;
 }
 
-static tw_status find(loader *ld, const char *name, bool optional, tw_wtensor *t, bool *found)
+tw_status tw_load_find(tw_loader *ld, const char *name, bool optional, tw_wtensor *t, bool *found)
 {
     tw_status st = tw_wsource_find(ld->m->src, name, t, ld->err);
     if (found)
@@ -70,8 +60,8 @@ static tw_status find(loader *ld, const char *name, bool optional, tw_wtensor *t
 
 /* A view of `count` stacked [rows x cols] matrices (count = 1 for a plain
  * Linear weight). */
-static tw_status mat_view(loader *ld, const tw_wtensor *t, size_t count, size_t rows,
-                          size_t cols, tw_mat *out)
+tw_status tw_load_view(tw_loader *ld, const tw_wtensor *t, size_t count, size_t rows, size_t cols,
+                       tw_mat *out)
 {
     uint64_t want_dims = count > 1 ? 3 : 2;
     bool shape_ok = t->n_dims == want_dims &&
@@ -94,24 +84,24 @@ static tw_status mat_view(loader *ld, const tw_wtensor *t, size_t count, size_t 
     return TW_OK;
 }
 
-static tw_status get_mat(loader *ld, const char *name, size_t rows, size_t cols, tw_mat *out)
+tw_status tw_load_mat(tw_loader *ld, const char *name, size_t rows, size_t cols, tw_mat *out)
 {
     tw_wtensor t;
-    tw_status st = find(ld, name, false, &t, NULL);
+    tw_status st = tw_load_find(ld, name, false, &t, NULL);
     if (st)
         return st;
-    return mat_view(ld, &t, 1, rows, cols, out);
+    return tw_load_view(ld, &t, 1, rows, cols, out);
 }
 
 /* An f32 copy of a small tensor of n elements, with the stored transform
  * undone and `plus_one` folded in, so *out is what the forward pass uses. */
-static tw_status get_vec(loader *ld, const char *name, size_t n, bool plus_one, bool optional,
-                         float **out)
+tw_status tw_load_vec(tw_loader *ld, const char *name, size_t n, bool plus_one, bool optional,
+                      float **out)
 {
     *out = NULL;
     tw_wtensor t;
     bool found;
-    tw_status st = find(ld, name, optional, &t, &found);
+    tw_status st = tw_load_find(ld, name, optional, &t, &found);
     if (st || !found)
         return st;
     if (t.n_elems != n)
@@ -122,7 +112,7 @@ static tw_status get_vec(loader *ld, const char *name, size_t n, bool plus_one, 
                          tw_type_name(t.type));
     if (t.transform == TW_WT_NEG_EXP)
         return tw_errorf(ld->err, TW_INVALID_ARGUMENT, "tensor %s: unexpected transform", t.name);
-    float *v = m_calloc(ld->m, n, sizeof(float));
+    float *v = tw_model_calloc(ld->m, n, sizeof(float));
     if (!v)
         return tw_errorf(ld->err, TW_RESOURCE_EXHAUSTED, "out of memory");
     tw_dequant_row(t.type, t.data, v, n);
@@ -136,7 +126,7 @@ static tw_status get_vec(loader *ld, const char *name, size_t n, bool plus_one, 
     return TW_OK;
 }
 
-static tw_status load_attention(loader *ld, int l, tw_layer *L)
+static tw_status load_attention(tw_loader *ld, int l, tw_layer *L)
 {
     tw_model *m = ld->m;
     const tw_mconfig *c = &m->cfg;
@@ -145,19 +135,25 @@ static tw_status load_attention(loader *ld, int l, tw_layer *L)
     size_t kv_rows = (size_t)c->n_kv_heads * hd;
     bool p1 = c->family->norm_plus_one;
     tw_status st;
-    if ((st = get_mat(ld, lname(ld, l, "self_attn.q_proj.weight"), q_rows, H, &L->wq)) ||
-        (st = get_mat(ld, lname(ld, l, "self_attn.k_proj.weight"), kv_rows, H, &L->wk)) ||
-        (st = get_mat(ld, lname(ld, l, "self_attn.v_proj.weight"), kv_rows, H, &L->wv)) ||
-        (st = get_mat(ld, lname(ld, l, "self_attn.o_proj.weight"), H, (size_t)c->n_heads * hd,
-                      &L->wo)) ||
-        (st = get_vec(ld, lname(ld, l, "self_attn.q_proj.bias"), q_rows, false, true, &L->bq)) ||
-        (st = get_vec(ld, lname(ld, l, "self_attn.k_proj.bias"), kv_rows, false, true, &L->bk)) ||
-        (st = get_vec(ld, lname(ld, l, "self_attn.v_proj.bias"), kv_rows, false, true, &L->bv)) ||
-        (st = get_vec(ld, lname(ld, l, "self_attn.o_proj.bias"), H, false, true, &L->bo)) ||
-        (st = get_vec(ld, lname(ld, l, "self_attn.q_norm.weight"), hd, p1, !c->family->qk_norm,
-                      &L->q_norm)) ||
-        (st = get_vec(ld, lname(ld, l, "self_attn.k_norm.weight"), hd, p1, !c->family->qk_norm,
-                      &L->k_norm)))
+    if ((st = tw_load_mat(ld, tw_load_name(ld, l, "self_attn.q_proj.weight"), q_rows, H, &L->wq)) ||
+        (st =
+             tw_load_mat(ld, tw_load_name(ld, l, "self_attn.k_proj.weight"), kv_rows, H, &L->wk)) ||
+        (st =
+             tw_load_mat(ld, tw_load_name(ld, l, "self_attn.v_proj.weight"), kv_rows, H, &L->wv)) ||
+        (st = tw_load_mat(ld, tw_load_name(ld, l, "self_attn.o_proj.weight"), H,
+                          (size_t)c->n_heads * hd, &L->wo)) ||
+        (st = tw_load_vec(ld, tw_load_name(ld, l, "self_attn.q_proj.bias"), q_rows, false, true,
+                          &L->bq)) ||
+        (st = tw_load_vec(ld, tw_load_name(ld, l, "self_attn.k_proj.bias"), kv_rows, false, true,
+                          &L->bk)) ||
+        (st = tw_load_vec(ld, tw_load_name(ld, l, "self_attn.v_proj.bias"), kv_rows, false, true,
+                          &L->bv)) ||
+        (st = tw_load_vec(ld, tw_load_name(ld, l, "self_attn.o_proj.bias"), H, false, true,
+                          &L->bo)) ||
+        (st = tw_load_vec(ld, tw_load_name(ld, l, "self_attn.q_norm.weight"), hd, p1,
+                          !c->family->qk_norm, &L->q_norm)) ||
+        (st = tw_load_vec(ld, tw_load_name(ld, l, "self_attn.k_norm.weight"), hd, p1,
+                          !c->family->qk_norm, &L->k_norm)))
         return st;
     L->sliding = c->sliding[l];
     L->rope = &m->ropes[L->sliding ? 1 : 0];
@@ -165,7 +161,7 @@ static tw_status load_attention(loader *ld, int l, tw_layer *L)
     return TW_OK;
 }
 
-static tw_status load_deltanet(loader *ld, int l, tw_layer *L)
+static tw_status load_deltanet(tw_loader *ld, int l, tw_layer *L)
 {
     tw_model *m = ld->m;
     const tw_mconfig *c = &m->cfg;
@@ -173,27 +169,32 @@ static tw_status load_deltanet(loader *ld, int l, tw_layer *L)
     size_t nv = c->dn_v_heads, vdim = nv * c->dn_v_dim;
     size_t conv_dim = tw_dn_conv_dim(c);
     tw_status st;
-    if ((st = get_mat(ld, lname(ld, l, "linear_attn.in_proj_qkv.weight"), conv_dim, H,
-                      &L->in_qkv)) ||
-        (st = get_mat(ld, lname(ld, l, "linear_attn.in_proj_z.weight"), vdim, H, &L->in_z)) ||
-        (st = get_mat(ld, lname(ld, l, "linear_attn.in_proj_b.weight"), nv, H, &L->in_b)) ||
-        (st = get_mat(ld, lname(ld, l, "linear_attn.in_proj_a.weight"), nv, H, &L->in_a)) ||
-        (st = get_mat(ld, lname(ld, l, "linear_attn.out_proj.weight"), H, vdim, &L->out_proj)) ||
-        (st = get_vec(ld, lname(ld, l, "linear_attn.conv1d.weight"), conv_dim * c->dn_conv, false,
-                      false, &L->conv_w)) ||
-        (st = get_vec(ld, lname(ld, l, "linear_attn.dt_bias"), nv, false, false, &L->dt_bias)) ||
-        (st = get_vec(ld, lname(ld, l, "linear_attn.norm.weight"), c->dn_v_dim, false, false,
-                      &L->dn_norm)))
+    if ((st = tw_load_mat(ld, tw_load_name(ld, l, "linear_attn.in_proj_qkv.weight"), conv_dim, H,
+                          &L->in_qkv)) ||
+        (st = tw_load_mat(ld, tw_load_name(ld, l, "linear_attn.in_proj_z.weight"), vdim, H,
+                          &L->in_z)) ||
+        (st = tw_load_mat(ld, tw_load_name(ld, l, "linear_attn.in_proj_b.weight"), nv, H,
+                          &L->in_b)) ||
+        (st = tw_load_mat(ld, tw_load_name(ld, l, "linear_attn.in_proj_a.weight"), nv, H,
+                          &L->in_a)) ||
+        (st = tw_load_mat(ld, tw_load_name(ld, l, "linear_attn.out_proj.weight"), H, vdim,
+                          &L->out_proj)) ||
+        (st = tw_load_vec(ld, tw_load_name(ld, l, "linear_attn.conv1d.weight"),
+                          conv_dim * c->dn_conv, false, false, &L->conv_w)) ||
+        (st = tw_load_vec(ld, tw_load_name(ld, l, "linear_attn.dt_bias"), nv, false, false,
+                          &L->dt_bias)) ||
+        (st = tw_load_vec(ld, tw_load_name(ld, l, "linear_attn.norm.weight"), c->dn_v_dim, false,
+                          false, &L->dn_norm)))
         return st;
 
     /* A_log, which a GGUF may store already as -exp(A_log) */
     tw_wtensor t;
-    if ((st = find(ld, lname(ld, l, "linear_attn.A_log"), false, &t, NULL)))
+    if ((st = tw_load_find(ld, tw_load_name(ld, l, "linear_attn.A_log"), false, &t, NULL)))
         return st;
     if (t.n_elems != nv || tw_type_row_bytes(t.type, nv) != t.nbytes)
         return tw_errorf(ld->err, TW_INVALID_ARGUMENT, "tensor %s: expected %zu values", t.name,
                          nv);
-    if (!(L->dn_a = m_calloc(m, nv, sizeof(float))))
+    if (!(L->dn_a = tw_model_calloc(m, nv, sizeof(float))))
         return tw_errorf(ld->err, TW_RESOURCE_EXHAUSTED, "out of memory");
     tw_dequant_row(t.type, t.data, L->dn_a, nv);
     if (t.transform != TW_WT_NEG_EXP)
@@ -201,7 +202,7 @@ static tw_status load_deltanet(loader *ld, int l, tw_layer *L)
             L->dn_a[i] = -expf(L->dn_a[i]);
     /* the conv taps tap-major, so each tap is one pass over the channels */
     size_t K = c->dn_conv;
-    float *wt = m_calloc(m, conv_dim * K, sizeof(float));
+    float *wt = tw_model_calloc(m, conv_dim * K, sizeof(float));
     if (!wt)
         return tw_errorf(ld->err, TW_RESOURCE_EXHAUSTED, "out of memory");
     for (size_t ch = 0; ch < conv_dim; ch++)
@@ -212,28 +213,28 @@ static tw_status load_deltanet(loader *ld, int l, tw_layer *L)
     return TW_OK;
 }
 
-static tw_status load_moe(loader *ld, int l, tw_layer *L)
+static tw_status load_moe(tw_loader *ld, int l, tw_layer *L)
 {
     tw_model *m = ld->m;
     const tw_mconfig *c = &m->cfg;
     size_t H = c->hidden, E = c->n_experts, I = c->moe_ffn_dim;
     tw_status st;
-    if ((st = get_mat(ld, lname(ld, l, "mlp.gate.weight"), E, H, &L->router)))
+    if ((st = tw_load_mat(ld, tw_load_name(ld, l, "mlp.gate.weight"), E, H, &L->router)))
         return st;
-    L->exp_gate = m_calloc(m, E, sizeof(tw_mat));
-    L->exp_up = m_calloc(m, E, sizeof(tw_mat));
-    L->exp_down = m_calloc(m, E, sizeof(tw_mat));
+    L->exp_gate = tw_model_calloc(m, E, sizeof(tw_mat));
+    L->exp_up = tw_model_calloc(m, E, sizeof(tw_mat));
+    L->exp_down = tw_model_calloc(m, E, sizeof(tw_mat));
     if (!L->exp_gate || !L->exp_up || !L->exp_down)
         return tw_errorf(ld->err, TW_RESOURCE_EXHAUSTED, "out of memory");
 
     tw_wtensor t;
     bool fused;
     tw_mat all;
-    if ((st = find(ld, lname(ld, l, "mlp.experts.gate_up_proj"), true, &t, &fused)))
+    if ((st = tw_load_find(ld, tw_load_name(ld, l, "mlp.experts.gate_up_proj"), true, &t, &fused)))
         return st;
     if (fused) {
         /* HF stacks every expert's [gate; up] rows: [E, 2I, H] */
-        if ((st = mat_view(ld, &t, E, 2 * I, H, &all)))
+        if ((st = tw_load_view(ld, &t, E, 2 * I, H, &all)))
             return st;
         for (size_t e = 0; e < E; e++) {
             tw_mat g = all;
@@ -248,8 +249,8 @@ static tw_status load_moe(loader *ld, int l, tw_layer *L)
         const char *names[2] = {"mlp.experts.gate_proj", "mlp.experts.up_proj"};
         tw_mat *dst[2] = {L->exp_gate, L->exp_up};
         for (int w = 0; w < 2; w++) {
-            if ((st = find(ld, lname(ld, l, names[w]), false, &t, NULL)) ||
-                (st = mat_view(ld, &t, E, I, H, &all)))
+            if ((st = tw_load_find(ld, tw_load_name(ld, l, names[w]), false, &t, NULL)) ||
+                (st = tw_load_view(ld, &t, E, I, H, &all)))
                 return st;
             for (size_t e = 0; e < E; e++) {
                 dst[w][e] = all;
@@ -257,8 +258,8 @@ static tw_status load_moe(loader *ld, int l, tw_layer *L)
             }
         }
     }
-    if ((st = find(ld, lname(ld, l, "mlp.experts.down_proj"), false, &t, NULL)) ||
-        (st = mat_view(ld, &t, E, H, I, &all)))
+    if ((st = tw_load_find(ld, tw_load_name(ld, l, "mlp.experts.down_proj"), false, &t, NULL)) ||
+        (st = tw_load_view(ld, &t, E, H, I, &all)))
         return st;
     for (size_t e = 0; e < E; e++) {
         L->exp_down[e] = all;
@@ -269,17 +270,19 @@ static tw_status load_moe(loader *ld, int l, tw_layer *L)
     L->has_shared = S > 0;
     if (!L->has_shared)
         return TW_OK;
-    if ((st = get_mat(ld, lname(ld, l, "mlp.shared_expert.gate_proj.weight"), S, H,
-                      &L->sh_gate)) ||
-        (st = get_mat(ld, lname(ld, l, "mlp.shared_expert.up_proj.weight"), S, H, &L->sh_up)) ||
-        (st = get_mat(ld, lname(ld, l, "mlp.shared_expert.down_proj.weight"), H, S,
-                      &L->sh_down)) ||
-        (st = get_mat(ld, lname(ld, l, "mlp.shared_expert_gate.weight"), 1, H, &L->sh_router)))
+    if ((st = tw_load_mat(ld, tw_load_name(ld, l, "mlp.shared_expert.gate_proj.weight"), S, H,
+                          &L->sh_gate)) ||
+        (st = tw_load_mat(ld, tw_load_name(ld, l, "mlp.shared_expert.up_proj.weight"), S, H,
+                          &L->sh_up)) ||
+        (st = tw_load_mat(ld, tw_load_name(ld, l, "mlp.shared_expert.down_proj.weight"), H, S,
+                          &L->sh_down)) ||
+        (st = tw_load_mat(ld, tw_load_name(ld, l, "mlp.shared_expert_gate.weight"), 1, H,
+                          &L->sh_router)))
         return st;
     return TW_OK;
 }
 
-static tw_status load_layer(loader *ld, int l)
+static tw_status load_layer(tw_loader *ld, int l)
 {
     tw_model *m = ld->m;
     const tw_mconfig *c = &m->cfg;
@@ -289,18 +292,19 @@ static tw_status load_layer(loader *ld, int l)
     tw_status st;
     L->mixer = c->mixer[l];
     L->ffn = c->ffn[l];
-    if ((st = get_vec(ld, lname(ld, l, "input_layernorm.weight"), H, p1, false, &L->attn_norm)))
+    if ((st = tw_load_vec(ld, tw_load_name(ld, l, "input_layernorm.weight"), H, p1, false,
+                          &L->attn_norm)))
         return st;
     if (c->family->sandwich_norms) {
-        if ((st = get_vec(ld, lname(ld, l, "post_attention_layernorm.weight"), H, p1, false,
-                          &L->post_attn_norm)) ||
-            (st = get_vec(ld, lname(ld, l, "pre_feedforward_layernorm.weight"), H, p1, false,
-                          &L->ffn_norm)) ||
-            (st = get_vec(ld, lname(ld, l, "post_feedforward_layernorm.weight"), H, p1, false,
-                          &L->post_ffn_norm)))
+        if ((st = tw_load_vec(ld, tw_load_name(ld, l, "post_attention_layernorm.weight"), H, p1,
+                              false, &L->post_attn_norm)) ||
+            (st = tw_load_vec(ld, tw_load_name(ld, l, "pre_feedforward_layernorm.weight"), H, p1,
+                              false, &L->ffn_norm)) ||
+            (st = tw_load_vec(ld, tw_load_name(ld, l, "post_feedforward_layernorm.weight"), H, p1,
+                              false, &L->post_ffn_norm)))
             return st;
-    } else if ((st = get_vec(ld, lname(ld, l, "post_attention_layernorm.weight"), H, p1, false,
-                             &L->ffn_norm))) {
+    } else if ((st = tw_load_vec(ld, tw_load_name(ld, l, "post_attention_layernorm.weight"), H, p1,
+                                 false, &L->ffn_norm))) {
         return st;
     }
     st = L->mixer == TW_MIXER_ATTENTION ? load_attention(ld, l, L) : load_deltanet(ld, l, L);
@@ -309,9 +313,9 @@ static tw_status load_layer(loader *ld, int l)
     if (L->ffn == TW_FFN_MOE)
         return load_moe(ld, l, L);
     size_t F = c->ffn_dim;
-    if ((st = get_mat(ld, lname(ld, l, "mlp.gate_proj.weight"), F, H, &L->gate)) ||
-        (st = get_mat(ld, lname(ld, l, "mlp.up_proj.weight"), F, H, &L->up)) ||
-        (st = get_mat(ld, lname(ld, l, "mlp.down_proj.weight"), H, F, &L->down)))
+    if ((st = tw_load_mat(ld, tw_load_name(ld, l, "mlp.gate_proj.weight"), F, H, &L->gate)) ||
+        (st = tw_load_mat(ld, tw_load_name(ld, l, "mlp.up_proj.weight"), F, H, &L->up)) ||
+        (st = tw_load_mat(ld, tw_load_name(ld, l, "mlp.down_proj.weight"), H, F, &L->down)))
         return st;
     return TW_OK;
 }
@@ -329,10 +333,10 @@ static tw_status alloc_scratch(tw_model *m, tw_err *err)
     size_t R = m->max_batch > m->max_chunk ? m->max_batch : m->max_chunk;
     size_t H = c->hidden, hd = c->head_dim;
     s->max_rows = R;
-#define ALLOC(field, count)                                                                   \
-    do {                                                                                      \
-        if (!(s->field = m_calloc(m, (count), sizeof *s->field)))                             \
-            return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory for scratch");        \
+#define ALLOC(field, count)                                                                        \
+    do {                                                                                           \
+        if (!(s->field = tw_model_calloc(m, (count), sizeof *s->field)))                           \
+            return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory for scratch");             \
     } while (0)
     ALLOC(x, R * H);
     ALLOC(xn, R * H);
@@ -391,6 +395,7 @@ static void fill_info(tw_model *m)
     for (uint32_t i = 0; i < c->n_eos && i < TW_MODEL_MAX_EOS; i++)
         in->eos_ids[i] = c->eos[i];
     in->recurrent = m->n_dn_layers > 0;
+    in->encoder = m->enc != NULL;
     in->pooling = c->pooling;
     uint64_t per_type[64] = {0};
     tw_wtensor t;
@@ -430,25 +435,32 @@ static tw_status build(tw_model *m, const tw_model_opts *opts, tw_err *err)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "unknown K/V type %d", (int)kv_type);
     m->info.kv_type = kv_type;
 
-    loader ld = {.m = m, .prefix = "model.", .err = err};
+    tw_loader ld = {.m = m, .prefix = "model.", .err = err};
+    if (c->family->encoder) {
+        if ((st = tw_encoder_build(&ld, max_ctx)))
+            return st;
+        fill_info(m);
+        return TW_OK;
+    }
     static const char *prefixes[] = {"model.", "model.language_model.", "language_model.model."};
     tw_wtensor t;
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
         ld.prefix = prefixes[i];
-        if (tw_wsource_find(m->src, lname(&ld, -1, "embed_tokens.weight"), &t, NULL) !=
+        if (tw_wsource_find(m->src, tw_load_name(&ld, -1, "embed_tokens.weight"), &t, NULL) !=
             TW_NOT_FOUND)
             break;
     }
     size_t H = c->hidden;
-    if ((st = get_mat(&ld, lname(&ld, -1, "embed_tokens.weight"), c->vocab, H, &m->embed)) ||
-        (st = get_vec(&ld, lname(&ld, -1, "norm.weight"), H, c->family->norm_plus_one, false,
-                      &m->final_norm)))
+    if ((st = tw_load_mat(&ld, tw_load_name(&ld, -1, "embed_tokens.weight"), c->vocab, H,
+                          &m->embed)) ||
+        (st = tw_load_vec(&ld, tw_load_name(&ld, -1, "norm.weight"), H, c->family->norm_plus_one,
+                          false, &m->final_norm)))
         return st;
     bool have_head;
-    if ((st = find(&ld, "lm_head.weight", true, &t, &have_head)))
+    if ((st = tw_load_find(&ld, "lm_head.weight", true, &t, &have_head)))
         return st;
     if (have_head) {
-        if ((st = mat_view(&ld, &t, 1, c->vocab, H, &m->lm_head)))
+        if ((st = tw_load_view(&ld, &t, 1, c->vocab, H, &m->lm_head)))
             return st;
     } else if (c->tied || tw_wsource_is_gguf(m->src)) {
         m->lm_head = m->embed;
@@ -468,7 +480,7 @@ static tw_status build(tw_model *m, const tw_model_opts *opts, tw_err *err)
             return st == TW_NOT_FOUND ? tw_errorf(err, st, "missing tensor %s", c->rope_freqs)
                                       : st;
         if (t.n_elems != half || tw_type_row_bytes(t.type, half) != t.nbytes ||
-            !(freq_div = m_calloc(m, half, sizeof(float))))
+            !(freq_div = tw_model_calloc(m, half, sizeof(float))))
             return tw_errorf(err, TW_INVALID_ARGUMENT, "tensor %s: expected %zu values", t.name,
                              half);
         tw_dequant_row(t.type, t.data, freq_div, half);
@@ -483,7 +495,7 @@ static tw_status build(tw_model *m, const tw_model_opts *opts, tw_err *err)
             return st;
     }
 
-    if (!(m->layers = m_calloc(m, c->n_layers, sizeof *m->layers)))
+    if (!(m->layers = tw_model_calloc(m, c->n_layers, sizeof *m->layers)))
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory");
     for (uint32_t l = 0; l < c->n_layers; l++) {
         if ((st = load_layer(&ld, (int)l)))

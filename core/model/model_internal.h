@@ -118,7 +118,8 @@ struct tw_model {
     float *final_norm;
     float embed_scale;
 
-    tw_layer *layers;
+    tw_layer *layers;       /* NULL for an encoder, whose blocks are enc's */
+    struct tw_encoder *enc; /* an encoder's weights and scratch (encoder.h), or NULL */
     uint32_t n_attn_layers;
     uint32_t n_dn_layers;
     tw_rope_table ropes[TW_ROPE_KINDS];

@@ -122,6 +122,11 @@ typedef struct tw_model_info {
     bool recurrent;      /* has DeltaNet layers: see tw_seq_truncate() */
     tw_kv_type kv_type;  /* how its sequences store K/V */
     tw_model_pooling pooling; /* how its embeddings pool, as its files say */
+    /* An encoder (BERT and its kin): it reads a whole input at once, each
+     * token seeing every other, and gives hidden states to pool into an
+     * embedding (tw_model_encode); it predicts no token, so the sequence
+     * calls below refuse it. */
+    bool encoder;
 } tw_model_info;
 
 /* Loads a model from `path`: a directory holding config.json and
@@ -228,6 +233,15 @@ typedef enum tw_logits_mode {
  * decode step on the same model. */
 tw_status tw_model_forward(tw_model *model, tw_pool *pool, tw_seq *seq, const uint32_t *tokens,
                            size_t n, float *logits, tw_logits_mode mode, tw_err *err);
+
+/* An encoder's final hidden states for the n tokens of one input
+ * (n x hidden floats into `hidden`, row i for token i), every token
+ * attending to every other; token type 0 throughout. n is 1 to
+ * info.max_context. Keeps no state between calls. Blocking; not concurrent
+ * with another pass on the same model. FAILED_PRECONDITION for a model
+ * that is not an encoder. */
+tw_status tw_model_encode(tw_model *model, tw_pool *pool, const uint32_t *tokens, size_t n,
+                          float *hidden, tw_err *err);
 
 /* One decode step for n_seqs distinct sequences at once: appends tokens[i]
  * to seqs[i] and writes its next-token logits to row i of `logits`
