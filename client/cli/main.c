@@ -45,7 +45,7 @@ typedef struct cli {
     char *chat_template_text;  /* its text, read before connecting */
     /* generate / chat: a JSON answer, fitting the schema when one is given */
     bool json;
-    bool mean, last, raw; /* embed: mean or last-token pooling, no unit length */
+    bool mean, last, cls, raw; /* embed: mean, last- or first-token pooling, no unit length */
     const char *json_schema_file;
     char *json_schema; /* the file's text, read before connecting */
     /* speculative decoding */
@@ -109,10 +109,11 @@ static void usage(FILE *f)
             "  chat [--model M] [--system TEXT] [--stream] [format] [sampling] MESSAGE\n"
             "      the model's reasoning, if any, goes to stderr and the answer to\n"
             "      stdout; --hide-reasoning drops it, --show-reasoning keeps it\n"
-            "  embed [--model M] [--mean | --last] [--raw] [--ids 1,2,3 | TEXT]\n"
+            "  embed [--model M] [--mean | --last | --cls] [--raw] [--ids 1,2,3 | TEXT]\n"
             "      the prompt's vector, its final hidden states pooled as the model's\n"
-            "      file says (the last token's when it says nothing), or with --mean\n"
-            "      every token's mean, with --last the last token's; unit length\n"
+            "      files say (when they say nothing, a decoder's last token's and an\n"
+            "      encoder's mean), or with --mean every token's mean, with --last the\n"
+            "      last token's, with --cls an encoder's first ([CLS]); unit length\n"
             "      unless --raw; a JSON array\n"
             "  watch                      print every stream the engine publishes\n\n"
             "sampling: --max-tokens N --temperature T --top-k K --top-p P --seed S\n"
@@ -489,6 +490,7 @@ static int do_embed(tw_client *c, const cli *o, int argc, char **argv)
     eo.has_pooling = 1;
     eo.pooling = o->mean   ? TOKENWIRE__V1__POOLING__POOLING_MEAN
                  : o->last ? TOKENWIRE__V1__POOLING__POOLING_LAST
+                 : o->cls  ? TOKENWIRE__V1__POOLING__POOLING_CLS
                            : TOKENWIRE__V1__POOLING__POOLING_MODEL;
     eo.has_normalize = 1;
     eo.normalize = !o->raw;
@@ -624,6 +626,7 @@ int main(int argc, char **argv)
         O_JSON_SCHEMA,
         O_MEAN,
         O_LAST,
+        O_CLS,
         O_RAW
     };
     static const struct option opts[] = {
@@ -656,6 +659,7 @@ int main(int argc, char **argv)
         {"json-schema", required_argument, NULL, O_JSON_SCHEMA},
         {"mean", no_argument, NULL, O_MEAN},
         {"last", no_argument, NULL, O_LAST},
+        {"cls", no_argument, NULL, O_CLS},
         {"raw", no_argument, NULL, O_RAW},
         {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0},
@@ -710,6 +714,9 @@ int main(int argc, char **argv)
         case O_LAST:
             o.last = true;
             break;
+        case O_CLS:
+            o.cls = true;
+            break;
         case O_RAW:
             o.raw = true;
             break;
@@ -757,8 +764,8 @@ int main(int argc, char **argv)
         usage(stderr);
         return EXIT_USAGE;
     }
-    if (o.mean && o.last) {
-        fprintf(stderr, "tokenwire: --mean and --last pool two ways; give one\n");
+    if (o.mean + o.last + o.cls > 1) {
+        fprintf(stderr, "tokenwire: --mean, --last and --cls pool different ways; give one\n");
         usage(stderr);
         return EXIT_USAGE;
     }

@@ -582,6 +582,10 @@ tw_status tw_engine_submit(tw_engine *e, const tw_gen_request *req, const tw_gen
                             : TW_CACHE_BYPASS;
     if (r->embed.pooling != TW_POOLING_NONE)
         r->speculative.mode = TW_SPEC_OFF;
+    /* an encoder's states depend on the whole input: no prefix of it is
+     * worth keeping */
+    if (tw_model_get_info(m->model)->encoder)
+        r->cache_mode = TW_CACHE_BYPASS;
     st = admission_check(e, r, err);
     if (st != TW_OK) {
         request_free(r);

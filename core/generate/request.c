@@ -294,6 +294,20 @@ static void ban_calls(const model_entry *m, const tw_gen_request *req, request *
         call_ban_step(m->ban, 0, len > tl ? text + len - tl : text, len > tl ? tl : len);
 }
 
+/* An answer needs a position after its prompt; an embedding only reads
+ * it, up to the whole context (an encoder's position table). */
+static tw_status prompt_fits(const model_entry *m, const tw_gen_request *req, size_t n, tw_err *err)
+{
+    if (req->embed.pooling != TW_POOLING_NONE && n > m->max_context)
+        return tw_errorf(err, TW_INVALID_ARGUMENT,
+                         "prompt: %zu tokens exceed the %u the model reads at once", n,
+                         m->max_context);
+    if (req->embed.pooling == TW_POOLING_NONE && n >= m->max_context)
+        return tw_errorf(err, TW_INVALID_ARGUMENT,
+                         "prompt: %zu tokens leave no room in a context of %u", n, m->max_context);
+    return TW_OK;
+}
+
 static tw_status build_prompt(tw_engine *e, model_entry *m, const tw_gen_request *req,
                               request *r, tw_err *err)
 {
@@ -301,10 +315,8 @@ static tw_status build_prompt(tw_engine *e, model_entry *m, const tw_gen_request
     case TW_PROMPT_TOKENS:
         if (req->n_prompt_ids == 0 || !req->prompt_ids)
             return tw_errorf(err, TW_INVALID_ARGUMENT, "prompt: no token ids");
-        if (req->n_prompt_ids >= m->max_context)
-            return tw_errorf(err, TW_INVALID_ARGUMENT,
-                             "prompt: %zu tokens leave no room in a context of %u",
-                             req->n_prompt_ids, m->max_context);
+        if (prompt_fits(m, req, req->n_prompt_ids, err) != TW_OK)
+            return TW_INVALID_ARGUMENT;
         for (size_t i = 0; i < req->n_prompt_ids; i++)
             if (req->prompt_ids[i] >= m->vocab)
                 return tw_errorf(err, TW_INVALID_ARGUMENT,
@@ -363,11 +375,7 @@ static tw_status build_prompt(tw_engine *e, model_entry *m, const tw_gen_request
         return st;
     if (r->n_prompt == 0)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "prompt: empty");
-    if (r->n_prompt >= m->max_context)
-        return tw_errorf(err, TW_INVALID_ARGUMENT,
-                         "prompt: %zu tokens leave no room in a context of %u", r->n_prompt,
-                         m->max_context);
-    return TW_OK;
+    return prompt_fits(m, req, r->n_prompt, err);
 }
 
 static tw_status copy_stop(const tw_stop_params *in, request *r, tw_err *err)
@@ -442,8 +450,18 @@ static tw_status validate_options(const tw_engine *e, const model_entry *m,
     if ((unsigned)req->format.kind > TW_OUTPUT_CHOICE)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "output format %d unknown",
                          (int)req->format.kind);
-    if ((unsigned)req->embed.pooling > TW_POOLING_MODEL)
+    if ((unsigned)req->embed.pooling > TW_POOLING_CLS)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "pooling %d unknown", (int)req->embed.pooling);
+    const bool encoder = tw_model_get_info(m->model)->encoder;
+    if (encoder && req->embed.pooling == TW_POOLING_NONE)
+        return tw_errorf(err, TW_FAILED_PRECONDITION,
+                         "model \"%s\" is an encoder: it computes embeddings, not answers",
+                         m->name);
+    if (!encoder && req->embed.pooling == TW_POOLING_CLS)
+        return tw_errorf(err, TW_FAILED_PRECONDITION,
+                         "model \"%s\" is a decoder, whose first token's state sees that token "
+                         "alone: ask for last or mean pooling",
+                         m->name);
     if (req->embed.pooling != TW_POOLING_NONE &&
         (req->n != 1 || req->format.kind != TW_OUTPUT_TEXT || req->logprobs.prompt_logprobs ||
          req->prompt_kind == TW_PROMPT_CHAT))
@@ -473,23 +491,28 @@ static tw_status compile_format(const tw_gen_request *req, request *r, tw_err *e
     return tw_json_grammar_compile(schema, len, &r->json, err);
 }
 
-/* TW_POOLING_MODEL: the pooling m's files name, the last token's when they
- * name none (what decoder embedding models are trained for). */
+/* TW_POOLING_MODEL: the pooling m's files name; when they name none, the
+ * last token's for a decoder (what decoder embedding models are trained
+ * for) and the mean for an encoder (what sentence-transformers gives a
+ * plain BERT). */
 static tw_status model_pooling(const model_entry *m, tw_pooling *out, tw_err *err)
 {
-    const tw_model_pooling p = tw_model_get_info(m->model)->pooling;
-    if (p == TW_MODEL_POOLING_UNSAID || p == TW_MODEL_POOLING_LAST) {
+    const tw_model_info *in = tw_model_get_info(m->model);
+    const tw_model_pooling p = in->pooling;
+    if (p == TW_MODEL_POOLING_UNSAID)
+        *out = in->encoder ? TW_POOLING_MEAN : TW_POOLING_LAST;
+    else if (p == TW_MODEL_POOLING_LAST)
         *out = TW_POOLING_LAST;
-        return TW_OK;
-    }
-    if (p == TW_MODEL_POOLING_MEAN) {
+    else if (p == TW_MODEL_POOLING_MEAN)
         *out = TW_POOLING_MEAN;
-        return TW_OK;
-    }
-    return tw_errorf(err, TW_FAILED_PRECONDITION,
-                     "model \"%s\" says its embeddings pool by %s, which this engine does not "
-                     "compute; ask for last or mean pooling",
-                     m->name, tw_model_pooling_name(p));
+    else if (p == TW_MODEL_POOLING_CLS && in->encoder)
+        *out = TW_POOLING_CLS;
+    else
+        return tw_errorf(err, TW_FAILED_PRECONDITION,
+                         "model \"%s\" says its embeddings pool by %s, which this engine does "
+                         "not compute for it; ask for last or mean pooling",
+                         m->name, tw_model_pooling_name(p));
+    return TW_OK;
 }
 
 tw_status request_prepare(tw_engine *e, model_entry *m, const tw_gen_request *req,

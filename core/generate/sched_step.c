@@ -373,6 +373,25 @@ static tw_status forward_summing(sched *s, slot *sl, size_t from, size_t end, tw
     return TW_OK;
 }
 
+/* An encoder's prompt, read in one pass: its pooled state goes to the
+ * slot's vector, or with mean pooling to the sum finish_embedding divides. */
+static tw_status encode_prompt(sched *s, slot *sl, tw_err *err)
+{
+    const request *r = sl->r;
+    const size_t H = tw_model_get_info(sl->m->model)->hidden, n = r->n_prompt;
+    tw_status st = tw_model_encode(sl->m->model, s->pool, r->prompt, n, sl->embed_rows, err);
+    if (st != TW_OK)
+        return st;
+    if (r->embed.pooling == TW_POOLING_MEAN) {
+        for (size_t i = 0; i < n * H; i++)
+            sl->embed_sum[i % H] += sl->embed_rows[i];
+        return TW_OK;
+    }
+    const size_t row = r->embed.pooling == TW_POOLING_CLS ? 0 : n - 1;
+    memcpy(sl->embed, sl->embed_rows + row * H, H * sizeof *sl->embed);
+    return TW_OK;
+}
+
 /* The embedding's vector once the whole prompt is read: the mean of the
  * sum (the last token's state is already in place), scaled to unit length
  * when asked. */
@@ -406,7 +425,9 @@ static void prefill_chunk(tw_engine *e, sched *s, slot *sl, size_t end)
     uint64_t t0 = tw_now_us();
     const tw_pooling pool = r->embed.pooling;
     tw_status st;
-    if (sl->prompt_logits)
+    if (tw_model_get_info(sl->m->model)->encoder)
+        st = encode_prompt(s, sl, &err);
+    else if (sl->prompt_logits)
         st = forward_with_prompt_logprobs(s, sl, sl->prefilled, end, &err);
     else if (pool == TW_POOLING_MEAN)
         st = forward_summing(s, sl, sl->prefilled, end, &err);
@@ -471,6 +492,8 @@ static slot *next_prefilling(sched *s, const slot *after)
  * alone or beside other prompts, so the prefix cache sees the same chunks. */
 static size_t next_chunk_end(const tw_engine *e, slot *sl)
 {
+    if (tw_model_get_info(sl->m->model)->encoder)
+        return sl->r->n_prompt; /* every token attends to every other */
     return engine_cache_chunk_end(sl->m->cache, &sl->cache, sl->prefilled, sl->r->n_prompt,
                                   e->opts.prefill_chunk);
 }

@@ -112,17 +112,20 @@ bool sched_buf_append(text_buf *b, const char *p, size_t n)
     return true;
 }
 
-/* An embedding's vector, and with mean pooling what sums it. */
+/* An embedding's vector, and with mean pooling what sums it; an encoder
+ * takes every row of its prompt at once. */
 static tw_status embed_buffers(slot *sl, tw_err *err)
 {
-    const size_t H = tw_model_get_info(sl->m->model)->hidden;
+    const tw_model_info *in = tw_model_get_info(sl->m->model);
+    const size_t H = in->hidden;
+    const bool mean = sl->r->embed.pooling == TW_POOLING_MEAN;
+    const size_t rows = in->encoder ? sl->r->n_prompt : mean ? (size_t)TW_PREFILL_GROUP : 0;
     sl->embed = malloc(H * sizeof *sl->embed);
-    if (sl->embed && sl->r->embed.pooling == TW_POOLING_MEAN) {
-        sl->embed_rows = malloc((size_t)TW_PREFILL_GROUP * H * sizeof *sl->embed_rows);
+    if (sl->embed && rows)
+        sl->embed_rows = malloc(rows * H * sizeof *sl->embed_rows);
+    if (sl->embed && mean)
         sl->embed_sum = calloc(H, sizeof *sl->embed_sum);
-    }
-    if (!sl->embed ||
-        (sl->r->embed.pooling == TW_POOLING_MEAN && (!sl->embed_rows || !sl->embed_sum)))
+    if (!sl->embed || (rows && !sl->embed_rows) || (mean && !sl->embed_sum))
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "embedding: out of memory");
     return TW_OK;
 }

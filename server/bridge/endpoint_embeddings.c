@@ -235,12 +235,13 @@ static tw_status parse_options(const json_t *root, embed_job *j, long long *dims
         return TW_INVALID_ARGUMENT;
     if ((r = tw_bridge_get_string(root, "pooling", NULL, 16, &s, NULL, ae)) < 0)
         return TW_INVALID_ARGUMENT;
-    if (r == 1 && strcmp(s, "last") && strcmp(s, "mean"))
+    if (r == 1 && strcmp(s, "last") && strcmp(s, "mean") && strcmp(s, "cls"))
         return tw_bridge_fail(ae, TW_INVALID_ARGUMENT, "pooling", "invalid_value",
-                              "'pooling' must be 'last' or 'mean'.");
+                              "'pooling' must be 'last', 'mean' or 'cls'.");
     if (r == 1)
-        j->opts.pooling = !strcmp(s, "mean") ? TOKENWIRE__V1__POOLING__POOLING_MEAN
-                                             : TOKENWIRE__V1__POOLING__POOLING_LAST;
+        j->opts.pooling = !strcmp(s, "mean")  ? TOKENWIRE__V1__POOLING__POOLING_MEAN
+                          : !strcmp(s, "cls") ? TOKENWIRE__V1__POOLING__POOLING_CLS
+                                              : TOKENWIRE__V1__POOLING__POOLING_LAST;
     if ((r = tw_bridge_get_bool(root, "normalize", NULL, &flag, ae)) < 0)
         return TW_INVALID_ARGUMENT;
     if (r == 1)

@@ -237,7 +237,7 @@ tw_status twd_gen_from_wire(const Tokenwire__V1__GenerateRequest *g, uint32_t ma
     if (g->has_n)
         r->n = g->n;
     if (g->embed) {
-        if ((unsigned)g->embed->pooling > TOKENWIRE__V1__POOLING__POOLING_MODEL)
+        if ((unsigned)g->embed->pooling > TOKENWIRE__V1__POOLING__POOLING_CLS)
             return tw_errorf(err, TW_INVALID_ARGUMENT, "embed.pooling %d unknown",
                              (int)g->embed->pooling);
         if (g->has_stream && g->stream && g->embed->pooling)

@@ -24,6 +24,7 @@
 
 #include "bridge_fixture.h"
 #include "test_support.h"
+#include "tw/safetensors.h"
 
 static const char *model_path;
 
@@ -202,6 +203,83 @@ static void test_model_pooling(void **state)
     free(dir);
 }
 
+/* Row `name` of the encoder's reference file scaled to unit length. */
+static void reference_unit(const char *name, float *out, size_t n)
+{
+    tw_st_file *g;
+    tw_err err;
+    assert_int_equal(tw_st_open(TW_BERT_DIR "/golden.safetensors", &g, &err), TW_OK);
+    const tw_st_tensor *t = tw_st_find(g, name);
+    assert_non_null(t);
+    assert_int_equal(t->n_elems, n);
+    assert_int_equal(tw_st_to_f32(t, out, n, &err), TW_OK);
+    tw_st_close(g);
+    double len = 0;
+    for (size_t d = 0; d < n; d++)
+        len += (double)out[d] * out[d];
+    for (size_t d = 0; d < n; d++)
+        out[d] = (float)(out[d] / sqrt(len));
+}
+
+static void expect_vector(const json_t *v, const char *reference)
+{
+    float want[96];
+    assert_int_equal(json_array_size(v), 96);
+    reference_unit(reference, want, 96);
+    for (size_t d = 0; d < 96; d++)
+        if (fabs(json_real_value(json_array_get(v, d)) - want[d]) > 1e-4)
+            fail_msg("%s, dimension %zu: %g against %g", reference, d,
+                     json_real_value(json_array_get(v, d)), want[d]);
+}
+
+/* An encoder (the shipped random-weight BERT with its WordPiece tokenizer)
+ * served whole: a text's vector is what transformers computed for it,
+ * pooled by the model's own CLS unasked, by the mean when asked; /v1/models
+ * says cls; an input past its position table, or a chat answer, is refused
+ * with the reason. */
+static void test_encoder(void **state)
+{
+    (void)state;
+    twb_service s;
+    twb_start(&s, TW_BERT_DIR, NULL, NULL, NULL);
+    json_t *a = embeddings(&s, "{\"input\":[\"Hello world\",\"a\"]}");
+    expect_vector(vector_of(a, 0), "cls_0");
+    expect_vector(vector_of(a, 1), "cls_3");
+    /* [CLS] hello world [SEP]: the tokenizer's special tokens are counted */
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(a, "usage"), "prompt_tokens")), 8 + 3);
+    json_t *m = embeddings(&s, "{\"input\":\"Hello world\",\"pooling\":\"mean\"}");
+    expect_vector(vector_of(m, 0), "mean_0");
+    json_t *c = embeddings(&s, "{\"input\":\"Hello world\",\"pooling\":\"cls\"}");
+    assert_true(json_equal(vector_of(c, 0), vector_of(a, 0)));
+    json_decref(a);
+    json_decref(m);
+    json_decref(c);
+
+    twb_result r = twb_http(&s, "GET", "/v1/models", NULL, SIZE_MAX);
+    json_t *models = twb_ok_json(&r, "models");
+    const json_t *m0 = json_array_get(json_object_get(models, "data"), 0);
+    assert_string_equal(json_string_value(json_object_get(m0, "pooling")), "cls");
+    json_decref(models);
+
+    /* 130 words of one piece each, past the 128 positions */
+    char body[2048];
+    size_t len = (size_t)snprintf(body, sizeof body, "{\"input\":\"");
+    for (int i = 0; i < 130; i++)
+        len += (size_t)snprintf(body + len, sizeof body - len, "a ");
+    snprintf(body + len, sizeof body - len, "\"}");
+    r = twb_http(&s, "POST", "/v1/embeddings", body, SIZE_MAX);
+    if (r.status != 400 || !r.body || !strstr(r.body, "128"))
+        fail_msg("long input: %ld %s", r.status, r.body ? r.body : "");
+    free(r.body);
+    r = twb_http(&s, "POST", "/v1/chat/completions",
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", SIZE_MAX);
+    if (r.status < 400 || r.status >= 500 || !r.body || !strstr(r.body, "encoder"))
+        fail_msg("chat on an encoder: %ld %s", r.status, r.body ? r.body : "");
+    free(r.body);
+    twb_stop(&s);
+}
+
 /* A client that hangs up on many inputs stops them: the bridge starts no
  * more and cancels those the engine is reading, so far fewer than all of
  * them reach the engine; the bridge answers the next client as before. */
@@ -262,6 +340,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_embeddings, twb_teardown),
         cmocka_unit_test_teardown(test_model_pooling, twb_teardown),
+        cmocka_unit_test_teardown(test_encoder, twb_teardown),
         cmocka_unit_test_teardown(test_hangup_stops_inputs, twb_teardown),
     };
     return twb_main(argc, argv, &model_path, tests, sizeof tests / sizeof tests[0]);

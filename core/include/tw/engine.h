@@ -303,14 +303,19 @@ typedef struct tw_format_opts {
  * such as Qwen3-Embedding are trained for it; their tokenizer's EOS, added
  * with add_special_tokens, ends the prompt), MEAN the average of every
  * token's (the prompt is then read whole, past the caches), MODEL the one
- * the model's files name (tw_model_info.pooling; LAST when they name none,
- * FAILED_PRECONDITION when they name one this engine does not compute).
- * normalize scales the vector to unit length, as OpenAI's embeddings are. */
+ * the model's files name (tw_model_info.pooling; when they name none, LAST
+ * for a decoder and MEAN for an encoder; FAILED_PRECONDITION when they name
+ * one this engine does not compute), CLS the first token's (an encoder's
+ * [CLS]; refused for a decoder, whose first state sees that token alone).
+ * An encoder reads the whole prompt in one pass, past the caches, and
+ * serves embeddings only. normalize scales the vector to unit length, as
+ * OpenAI's embeddings are. */
 typedef enum tw_pooling {
     TW_POOLING_NONE = 0, /* not an embedding request: an answer is generated */
     TW_POOLING_LAST = 1,
     TW_POOLING_MEAN = 2,
     TW_POOLING_MODEL = 3,
+    TW_POOLING_CLS = 4,
 } tw_pooling;
 
 typedef struct tw_embed_opts {

@@ -164,8 +164,11 @@ static void test_model_pooling(void **state)
     assert_non_null(strstr(err.msg, "cls"));
     assert_int_equal(embed(f, "cls", TW_POOLING_LAST, &a, &err), TW_OK);
     assert_memory_equal(a.vec, c.vec, a.n * sizeof(float));
-    assert_int_equal(embed(f, "cls", (tw_pooling)(TW_POOLING_MODEL + 1), &a, &err),
+    assert_int_equal(embed(f, "cls", (tw_pooling)(TW_POOLING_CLS + 1), &a, &err),
                      TW_INVALID_ARGUMENT);
+    /* a decoder's first state sees its first token alone: CLS is refused */
+    assert_int_equal(embed(f, "unsaid", TW_POOLING_CLS, &a, &err), TW_FAILED_PRECONDITION);
+    assert_non_null(strstr(err.msg, "decoder"));
 
     /* a sentence-transformers module naming the mean says what the config
      * does not; one naming max pooling (which a GGUF cannot say either)
