@@ -40,7 +40,8 @@ IDS=$(python3 -c 'import json,sys; print(",".join(map(str, json.load(open(sys.ar
 WANT=$(python3 -c 'import json,sys; print(" ".join(map(str, json.load(open(sys.argv[1]))["greedy_ids"][:8])))' "$GOLDEN")
 
 "$B/server/engine/tokenwired" --listen "$RPC" --publish "$PUB" --threads 1 \
-    --model "$S/golden/qwen2" --model-name qwen2 >"$D/daemon.err" 2>&1 &
+    --model "$S/golden/qwen2" --model-name qwen2 \
+    --model "${TW_SOURCE_DIR:?}/tests/data/golden/bert_cls" --model-name bert >"$D/daemon.err" 2>&1 &
 DPID=$!
 ready=0
 for _ in $(seq 1 300); do
@@ -90,6 +91,25 @@ assert max(abs(a - b) for a, b in zip(mean, v)) > 1e-3
 PY
 tw embed >/dev/null 2>&1
 [ $? = 2 ] || fail "embed without a prompt should exit 2"
+
+# An encoder (the shipped BERT, whose files say CLS): a text's vector is the
+# one --cls gives and not the mean; it writes no answer; CLS on a decoder is
+# refused with the reason; two poolings at once are a usage error.
+tw embed --model bert "Hello world" >"$D/bert.out" 2>>"$D/cli.err" || fail "embed on bert exited $?"
+tw embed --model bert --cls "Hello world" >"$D/bert_cls.out" 2>>"$D/cli.err" ||
+    fail "embed --cls on bert exited $?"
+tw embed --model bert --mean "Hello world" >"$D/bert_mean.out" 2>>"$D/cli.err" ||
+    fail "embed --mean on bert exited $?"
+cmp -s "$D/bert.out" "$D/bert_cls.out" || fail "bert's own pooling is not --cls"
+cmp -s "$D/bert.out" "$D/bert_mean.out" && fail "bert's --mean gave the CLS vector"
+tw generate --model bert "Hello" >/dev/null 2>"$D/bert_gen.err"
+[ $? = 1 ] || fail "generate on an encoder should exit 1"
+grep -q "encoder" "$D/bert_gen.err" || fail "generate on an encoder gave no reason"
+tw embed --cls --ids "$IDS" >/dev/null 2>"$D/cls_decoder.err"
+[ $? = 1 ] || fail "embed --cls on a decoder should exit 1"
+grep -q "decoder" "$D/cls_decoder.err" || fail "embed --cls on a decoder gave no reason"
+tw embed --mean --cls --ids "$IDS" >/dev/null 2>&1
+[ $? = 2 ] || fail "embed --mean --cls should exit 2"
 
 tw stats >"$D/stats.out" 2>>"$D/cli.err" || fail "stats exited $?"
 grep -q "^requests_total: [1-9]" "$D/stats.out" || fail "stats: no requests counted"
