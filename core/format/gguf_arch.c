@@ -14,6 +14,7 @@ static const struct {
 } arch_names[] = {
     {TW_ARCH_LLAMA, "llama"},   {TW_ARCH_QWEN2, "qwen2"},   {TW_ARCH_QWEN3, "qwen3"},
     {TW_ARCH_GEMMA3, "gemma3"}, {TW_ARCH_QWEN35, "qwen35"}, {TW_ARCH_QWEN35MOE, "qwen35moe"},
+    {TW_ARCH_BERT, "bert"},
 };
 
 const char *tw_arch_gguf_name(tw_arch arch)
@@ -58,6 +59,8 @@ static const struct {
     {"Qwen3_5MoeForConditionalGeneration", TW_ARCH_QWEN35MOE},
     {"qwen3_5_moe", TW_ARCH_QWEN35MOE},
     {"qwen3_5_moe_text", TW_ARCH_QWEN35MOE},
+    {"BertModel", TW_ARCH_BERT},
+    {"bert", TW_ARCH_BERT},
 };
 
 static tw_arch arch_from_hf_string(const char *s)
@@ -150,6 +153,7 @@ enum {
     A_GEMMA3 = 1 << TW_ARCH_GEMMA3,
     A_QWEN35 = 1 << TW_ARCH_QWEN35,
     A_QWEN35MOE = 1 << TW_ARCH_QWEN35MOE,
+    A_BERT = 1 << TW_ARCH_BERT,
     A_DENSE = A_LLAMA | A_QWEN2 | A_QWEN3,
     A_Q35 = A_QWEN35 | A_QWEN35MOE,
     A_ALL = A_DENSE | A_GEMMA3 | A_Q35,
@@ -176,6 +180,14 @@ static const rule global_rules[] = {
     {A_GEMMA3 | A_Q35, "output_norm.weight", "model.norm.weight", TW_XF_PLUS_ONE, 0, 0},
     {A_ALL, "output.weight", "lm_head.weight", 0, 0, 0},
     {A_LLAMA, "rope_freqs.weight", "", 0, 0, 0},
+    {A_BERT, "token_embd.weight", "embeddings.word_embeddings.weight", 0, 0, 0},
+    {A_BERT, "position_embd.weight", "embeddings.position_embeddings.weight", 0, 0, 0},
+    {A_BERT, "token_types.weight", "embeddings.token_type_embeddings.weight", 0, 0, 0},
+    {A_BERT, "token_embd_norm.weight", "embeddings.LayerNorm.weight", 0, 0, 0},
+    {A_BERT, "token_embd_norm.bias", "embeddings.LayerNorm.bias", 0, 0, 0},
+    /* checkpoints converted from TensorFlow name a LayerNorm's gain and bias so */
+    {A_BERT, "token_embd_norm.weight", "embeddings.LayerNorm.gamma", 0, 0, 0},
+    {A_BERT, "token_embd_norm.bias", "embeddings.LayerNorm.beta", 0, 0, 0},
 };
 
 #define PO TW_XF_PLUS_ONE
@@ -183,8 +195,7 @@ static const rule block_rules[] = {
     {A_DENSE, "attn_norm.weight", "input_layernorm.weight", 0, 0, 0},
     {A_GEMMA3 | A_Q35, "attn_norm.weight", "input_layernorm.weight", PO, 0, 0},
     {A_DENSE, "ffn_norm.weight", "post_attention_layernorm.weight", 0, 0, 0},
-    {A_GEMMA3 | A_Q35, "post_attention_norm.weight", "post_attention_layernorm.weight", PO, 0,
-     0},
+    {A_GEMMA3 | A_Q35, "post_attention_norm.weight", "post_attention_layernorm.weight", PO, 0, 0},
     {A_GEMMA3, "ffn_norm.weight", "pre_feedforward_layernorm.weight", PO, 0, 0},
     {A_GEMMA3, "post_ffw_norm.weight", "post_feedforward_layernorm.weight", PO, 0, 0},
     {A_LLAMA, "attn_q.weight", "self_attn.q_proj.weight", TW_XF_ROPE_PERMUTE, 0, RP_Q},
@@ -228,6 +239,27 @@ static const rule block_rules[] = {
     {A_QWEN35MOE, "ffn_gate_exps.weight", "mlp.experts.gate_up_proj", TW_XF_GATE_HALF, 0, 0},
     {A_QWEN35MOE, "ffn_up_exps.weight", "mlp.experts.gate_up_proj", TW_XF_UP_HALF, 0, 0},
     {A_QWEN35MOE, "ffn_down_exps.weight", "mlp.experts.down_proj", 0, 0, 0},
+    /* BERT: post-norm blocks, a bias on every projection */
+    {A_BERT, "attn_q.weight", "attention.self.query.weight", 0, 0, 0},
+    {A_BERT, "attn_q.bias", "attention.self.query.bias", 0, 0, 0},
+    {A_BERT, "attn_k.weight", "attention.self.key.weight", 0, 0, 0},
+    {A_BERT, "attn_k.bias", "attention.self.key.bias", 0, 0, 0},
+    {A_BERT, "attn_v.weight", "attention.self.value.weight", 0, 0, 0},
+    {A_BERT, "attn_v.bias", "attention.self.value.bias", 0, 0, 0},
+    {A_BERT, "attn_output.weight", "attention.output.dense.weight", 0, 0, 0},
+    {A_BERT, "attn_output.bias", "attention.output.dense.bias", 0, 0, 0},
+    {A_BERT, "attn_output_norm.weight", "attention.output.LayerNorm.weight", 0, 0, 0},
+    {A_BERT, "attn_output_norm.bias", "attention.output.LayerNorm.bias", 0, 0, 0},
+    {A_BERT, "ffn_up.weight", "intermediate.dense.weight", 0, 0, 0},
+    {A_BERT, "ffn_up.bias", "intermediate.dense.bias", 0, 0, 0},
+    {A_BERT, "ffn_down.weight", "output.dense.weight", 0, 0, 0},
+    {A_BERT, "ffn_down.bias", "output.dense.bias", 0, 0, 0},
+    {A_BERT, "layer_output_norm.weight", "output.LayerNorm.weight", 0, 0, 0},
+    {A_BERT, "layer_output_norm.bias", "output.LayerNorm.bias", 0, 0, 0},
+    {A_BERT, "attn_output_norm.weight", "attention.output.LayerNorm.gamma", 0, 0, 0},
+    {A_BERT, "attn_output_norm.bias", "attention.output.LayerNorm.beta", 0, 0, 0},
+    {A_BERT, "layer_output_norm.weight", "output.LayerNorm.gamma", 0, 0, 0},
+    {A_BERT, "layer_output_norm.bias", "output.LayerNorm.beta", 0, 0, 0},
 };
 #undef PO
 
@@ -252,13 +284,19 @@ static const char *split_block(const char *name, const char *prefix, uint32_t n_
     return q + 1;
 }
 
+/* Where an HF checkpoint of the family keeps its blocks. */
+static const char *hf_block_prefix(const tw_arch_params *p)
+{
+    return p->arch == TW_ARCH_BERT ? "encoder.layer." : "model.layers.";
+}
+
 static void fill_map(const tw_arch_params *p, const rule *r, uint32_t bid, bool block,
                      tw_gguf_name_map *m)
 {
     memset(m, 0, sizeof *m);
     if (block) {
         snprintf(m->gguf_name, sizeof m->gguf_name, "blk.%u.%s", bid, r->gguf);
-        snprintf(m->hf_name, sizeof m->hf_name, "model.layers.%u.%s", bid, r->hf);
+        snprintf(m->hf_name, sizeof m->hf_name, "%s%u.%s", hf_block_prefix(p), bid, r->hf);
     } else {
         snprintf(m->gguf_name, sizeof m->gguf_name, "%s", r->gguf);
         snprintf(m->hf_name, sizeof m->hf_name, "%s", r->hf);
@@ -290,6 +328,9 @@ static const char *strip_hf_prefix(const char *hf_name, char *buf, size_t cap)
     }
     if (strcmp(hf_name, "language_model.lm_head.weight") == 0)
         return "lm_head.weight";
+    /* a BERT saved from a task head (BertForMaskedLM, ...) */
+    if (strncmp(hf_name, "bert.", 5) == 0)
+        return hf_name + 5;
     return hf_name;
 }
 
@@ -303,7 +344,7 @@ tw_status tw_gguf_name_from_hf(const tw_arch_params *p, const char *hf_name,
     const char *name = strip_hf_prefix(hf_name, buf, sizeof buf);
     unsigned mask = 1u << p->arch;
     uint32_t bid;
-    const char *rest = split_block(name, "model.layers.", p->n_layers, &bid);
+    const char *rest = split_block(name, hf_block_prefix(p), p->n_layers, &bid);
     const rule *rules = rest ? block_rules : global_rules;
     size_t nr = rest ? N_BLOCK : N_GLOBAL;
     const char *key = rest ? rest : name;

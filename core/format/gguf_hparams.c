@@ -80,10 +80,10 @@ static const struct {
     {TW_ARCH_LLAMA, "llama", "LlamaForCausalLM", "hidden_act", "silu"},
     {TW_ARCH_QWEN2, "qwen2", "Qwen2ForCausalLM", "hidden_act", "silu"},
     {TW_ARCH_QWEN3, "qwen3", "Qwen3ForCausalLM", "hidden_act", "silu"},
-    {TW_ARCH_GEMMA3, "gemma3_text", "Gemma3ForCausalLM", "hidden_activation",
-     "gelu_pytorch_tanh"},
+    {TW_ARCH_GEMMA3, "gemma3_text", "Gemma3ForCausalLM", "hidden_activation", "gelu_pytorch_tanh"},
     {TW_ARCH_QWEN35, "qwen3_5_text", "Qwen3_5ForCausalLM", "hidden_act", "silu"},
     {TW_ARCH_QWEN35MOE, "qwen3_5_moe_text", "Qwen3_5MoeForCausalLM", "hidden_act", "silu"},
+    {TW_ARCH_BERT, "bert", "BertModel", "hidden_act", "gelu"},
 };
 
 static tw_status rope_object(const reader *r, json_t **out)
@@ -238,10 +238,18 @@ static tw_status build_config(const reader *r, tw_arch arch, json_t *cfg)
         return st;
     if (found)
         set_new(cfg, "max_position_embeddings", json_integer(u));
-    double eps = 1e-6;
-    if ((st = opt_f32(r, "attention.layer_norm_rms_epsilon", &eps, &found)))
+    double eps = arch == TW_ARCH_BERT ? 1e-12 : 1e-6;
+    const bool layer_norm = arch == TW_ARCH_BERT;
+    if ((st = opt_f32(
+             r, layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon",
+             &eps, &found)))
         return st;
-    set_new(cfg, "rms_norm_eps", json_real(eps));
+    set_new(cfg, layer_norm ? "layer_norm_eps" : "rms_norm_eps", json_real(eps));
+    if (arch == TW_ARCH_BERT) {
+        const tw_gguf_tensor *types = tw_gguf_find_tensor(r->g, "token_types.weight");
+        if (types && types->n_dims == 2)
+            set_new(cfg, "type_vocab_size", json_integer((json_int_t)types->dims[1]));
+    }
 
     /* vocabulary size: explicit key, else the embedding rows, else tokens */
     uint64_t vocab = 0;
@@ -480,6 +488,14 @@ tw_status tw_gguf_hparams_from_hf(const json_t *config, tw_gguf_writer *w, tw_er
     double d;
     if (num(cget(config, "rms_norm_eps"), &d))
         put_f32(&h, "attention.layer_norm_rms_epsilon", d);
+    if (p.arch == TW_ARCH_BERT) {
+        put_f32(&h, "attention.layer_norm_epsilon",
+                num(cget(config, "layer_norm_eps"), &d) ? d : 1e-12);
+        char k[128];
+        snprintf(k, sizeof k, "%s.attention.causal", h.arch);
+        if (!h.st)
+            h.st = tw_gguf_writer_set_bool(w, k, false, err);
+    }
 
     /* RoPE: the full-attention parameters (gemma3 keeps one per layer type) */
     const json_t *rp = cget(config, "rope_parameters");

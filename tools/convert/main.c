@@ -57,13 +57,24 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
+/* What an encoder's checkpoint holds beyond the encoder: BertModel's pooler,
+ * a task head's masked-LM or classifier layers, the position-id buffer. */
+static bool encoder_extra(const char *name)
+{
+    if (strncmp(name, "bert.", 5) == 0)
+        name += 5;
+    return strncmp(name, "pooler.", 7) == 0 || strncmp(name, "cls.", 4) == 0 ||
+           strncmp(name, "classifier.", 11) == 0 || strcmp(name, "embeddings.position_ids") == 0;
+}
+
 /* Tensors that have no place in a text model GGUF. */
 static bool skipped(const char *name, bool tied)
 {
     return ends_with(name, ".rotary_emb.inv_freq") || strncmp(name, "mtp.", 4) == 0 ||
            strncmp(name, "model.mtp.", 10) == 0 || strstr(name, "visual.") != NULL ||
-           strstr(name, "vision_tower.") != NULL || strstr(name, "multi_modal_projector.") != NULL ||
-           (tied && strcmp(name, "lm_head.weight") == 0);
+           strstr(name, "vision_tower.") != NULL ||
+           strstr(name, "multi_modal_projector.") != NULL ||
+           (tied && strcmp(name, "lm_head.weight") == 0) || encoder_extra(name);
 }
 
 /* Types llama.cpp's converter always keeps in F32. */
@@ -233,6 +244,8 @@ static tw_status convert(const char *dir, const char *out, tw_type type, const c
     const tw_st_tensor *emb = tw_st_set_find(set, "model.embed_tokens.weight");
     if (!emb)
         emb = tw_st_set_find(set, "model.language_model.embed_tokens.weight");
+    if (!emb)
+        emb = tw_st_set_find(set, "embeddings.word_embeddings.weight");
     uint64_t vocab = emb && emb->n_dims == 2 ? emb->shape[0] : 0;
     const json_t *vs = json_object_get(config, "vocab_size");
     if (json_is_integer(vs) && json_integer_value(vs) > 0)

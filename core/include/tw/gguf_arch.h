@@ -77,6 +77,7 @@ typedef enum tw_arch {
     TW_ARCH_GEMMA3,
     TW_ARCH_QWEN35,
     TW_ARCH_QWEN35MOE,
+    TW_ARCH_BERT, /* an encoder: HF names "embeddings.*" and "encoder.layer.N.*" */
 } tw_arch;
 
 /* GGUF general.architecture value ("llama", "qwen35moe", ...); NULL for
