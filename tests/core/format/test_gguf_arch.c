@@ -118,6 +118,55 @@ static void test_qwen35_value_heads(void **state)
     assert_int_equal(m[0].xform, 0);
 }
 
+/* BERT's names both ways: its blocks under encoder.layer, a task head's
+ * "bert." dropped, TensorFlow's gamma/beta read as weight/bias, and the
+ * pooler, which an encoder's GGUF leaves out, mapped to nothing. */
+static void test_bert_names(void **state)
+{
+    (void)state;
+    tw_arch_params p = params("{\"architectures\":[\"BertForMaskedLM\"],\"model_type\":"
+                              "\"bert\",\"hidden_size\":8,\"num_hidden_layers\":2,"
+                              "\"num_attention_heads\":2}");
+    assert_int_equal(p.arch, TW_ARCH_BERT);
+    assert_string_equal(tw_arch_gguf_name(p.arch), "bert");
+    static const char *const pairs[][2] = {
+        {"embeddings.word_embeddings.weight", "token_embd.weight"},
+        {"bert.embeddings.position_embeddings.weight", "position_embd.weight"},
+        {"embeddings.token_type_embeddings.weight", "token_types.weight"},
+        {"embeddings.LayerNorm.gamma", "token_embd_norm.weight"},
+        {"encoder.layer.1.attention.self.query.bias", "blk.1.attn_q.bias"},
+        {"bert.encoder.layer.0.attention.output.LayerNorm.weight", "blk.0.attn_output_norm.weight"},
+        {"encoder.layer.1.intermediate.dense.weight", "blk.1.ffn_up.weight"},
+        {"encoder.layer.0.output.dense.weight", "blk.0.ffn_down.weight"},
+        {"encoder.layer.1.output.LayerNorm.beta", "blk.1.layer_output_norm.bias"},
+    };
+    tw_gguf_name_map m[2], back;
+    size_t n;
+    tw_err err;
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        if (tw_gguf_name_from_hf(&p, pairs[i][0], m, &n, &err) != TW_OK)
+            fail_msg("%s: %s", pairs[i][0], err.msg);
+        assert_int_equal(n, 1);
+        assert_string_equal(m[0].gguf_name, pairs[i][1]);
+        assert_int_equal(m[0].xform, 0);
+        /* back to the name the encoder's loader asks for */
+        assert_int_equal(tw_gguf_name_to_hf(&p, pairs[i][1], &back, &err), TW_OK);
+        if (strncmp(pairs[i][0], "bert.", 5) != 0 && !strstr(pairs[i][0], "gamma") &&
+            !strstr(pairs[i][0], "beta"))
+            assert_string_equal(back.hf_name, pairs[i][0]);
+    }
+    assert_int_equal(tw_gguf_name_to_hf(&p, "blk.1.attn_output_norm.bias", &back, &err), TW_OK);
+    assert_string_equal(back.hf_name, "encoder.layer.1.attention.output.LayerNorm.bias");
+    assert_int_equal(tw_gguf_name_to_hf(&p, "token_embd_norm.weight", &back, &err), TW_OK);
+    assert_string_equal(back.hf_name, "embeddings.LayerNorm.weight");
+    assert_int_equal(tw_gguf_name_from_hf(&p, "pooler.dense.weight", m, &n, &err), TW_NOT_FOUND);
+    assert_int_equal(tw_gguf_name_from_hf(&p, "encoder.layer.2.output.dense.weight", m, &n, &err),
+                     TW_NOT_FOUND);
+    /* a decoder's names mean nothing to it */
+    assert_int_equal(tw_gguf_name_from_hf(&p, "model.embed_tokens.weight", m, &n, &err),
+                     TW_NOT_FOUND);
+}
+
 static void test_unknown_family(void **state)
 {
     (void)state;
@@ -224,9 +273,8 @@ static void test_pooling_type(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_llama_rope_permute),
-        cmocka_unit_test(test_qwen35_value_heads),
-        cmocka_unit_test(test_unknown_family),
+        cmocka_unit_test(test_llama_rope_permute), cmocka_unit_test(test_qwen35_value_heads),
+        cmocka_unit_test(test_bert_names),         cmocka_unit_test(test_unknown_family),
         cmocka_unit_test(test_pooling_type),
     };
     return cmocka_run_group_tests_name("core/format/gguf_arch", tests, NULL, NULL);
