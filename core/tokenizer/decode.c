@@ -114,10 +114,20 @@ static tw_status feed_token(const tw_tokenizer *tok, unsigned flags, utf8_state 
     uint8_t type = tok->vocab.type[id];
     if ((flags & TW_DECODE_SKIP_SPECIAL) && (type == TW_TOKEN_CONTROL || type == TW_TOKEN_UNKNOWN))
         return TW_OK;
-    size_t n = tok->vocab.bspan[id].len;
+    tok_span sp = tok->vocab.bspan[id];
+    if (tok->wp_first) {
+        /* WordPiece: the first token keeps its prefix and gets no space,
+         * whatever bytes it has; an id without a token is not one. */
+        if (type == TW_TOKEN_UNUSED)
+            return TW_OK;
+        if (!u->started)
+            sp = tok->wp_first[id];
+        u->started = true;
+    }
+    size_t n = sp.len;
     if (n == 0) /* a vocabulary of empty tokens has no byte store at all (NULL) */
         return TW_OK;
-    const uint8_t *p = (const uint8_t *)tok->vocab.bytes.p + tok->vocab.bspan[id].off;
+    const uint8_t *p = (const uint8_t *)tok->vocab.bytes.p + sp.off;
     /* SentencePiece's dummy prefix: the space it put before the first
      * word is not part of the text. */
     if (!u->started && tok->strip_leading_space && !(flags & TW_DECODE_KEEP_LEADING_SPACE) &&

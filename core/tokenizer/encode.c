@@ -124,8 +124,17 @@ static tw_status model_segment(const tw_tokenizer *tok, tok_scratch *sc, const c
     for (size_t i = 0; i < sc->pieces.n; i++) {
         tok_piece pc = sc->pieces.v[i];
         const char *p = sc->text.p + pc.off;
-        st = tok->kind == TW_TOKENIZER_SPM ? tok_spm_piece(tok, sc, p, pc.len, out, err)
-                                           : tok_bpe_piece(tok, sc, p, pc.len, out, err);
+        switch (tok->kind) {
+        case TW_TOKENIZER_SPM:
+            st = tok_spm_piece(tok, sc, p, pc.len, out, err);
+            break;
+        case TW_TOKENIZER_WORDPIECE:
+            st = tok_wordpiece_piece(tok, sc, p, pc.len, out, err);
+            break;
+        default:
+            st = tok_bpe_piece(tok, sc, p, pc.len, out, err);
+            break;
+        }
         if (st != TW_OK)
             return st;
     }

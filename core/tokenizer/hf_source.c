@@ -7,7 +7,7 @@
 
 #include <jansson.h>
 
-#include "tok_internal.h"
+#include "hf_internal.h"
 
 #define META "\xe2\x96\x81"
 
@@ -131,6 +131,8 @@ static tw_status parse_normalizer(tw_tokenizer *tok, json_t *n, int depth, tw_er
             return st;
         return dup_str(json_object_get(n, "content"), &nm->str2, &nm->len2, "Replace.content", err);
     }
+    if (strcmp(type, "BertNormalizer") == 0)
+        return tok_hf_bert_normalizer(tok, n, err);
     if (strcmp(type, "Strip") == 0) {
         if ((st = add_norm(tok, &nm, err)) != TW_OK)
             return st;
@@ -212,6 +214,9 @@ static tw_status parse_pretokenizer(tw_tokenizer *tok, json_t *n, int depth, boo
         return get_pattern(n, "pre_tokenizer Split", &p->re, err);
     }
     if (strcmp(type, "ByteLevel") == 0) {
+        if (tok->kind == TW_TOKENIZER_WORDPIECE) /* its symbols are formed by the BPE path */
+            return tw_errorf(err, TW_UNIMPLEMENTED,
+                             "pre_tokenizer ByteLevel with a WordPiece model");
         bool prefix = false, use_regex = true;
         if ((st = get_bool(n, "add_prefix_space", &prefix, "ByteLevel", err)) != TW_OK ||
             (st = get_bool(n, "use_regex", &use_regex, "ByteLevel", err)) != TW_OK)
@@ -267,8 +272,13 @@ static tw_status parse_pretokenizer(tw_tokenizer *tok, json_t *n, int depth, boo
     }
     if (strcmp(type, "Whitespace") == 0)
         return tok_pre_add_split(tok, "\\w+|[^\\w\\s]+", SPLIT_REMOVED, true, err);
-    if (strcmp(type, "WhitespaceSplit") == 0)
-        return tok_pre_add_split(tok, "\\s+", SPLIT_REMOVED, false, err);
+    /* Walked char by char: PCRE2's \s is not quite Rust's char::is_whitespace. */
+    if (strcmp(type, "BertPreTokenizer") == 0 || strcmp(type, "WhitespaceSplit") == 0) {
+        if ((st = add_pre(tok, &p, err)) != TW_OK)
+            return st;
+        p->kind = type[0] == 'B' ? PRE_BERT : PRE_WS_SPLIT;
+        return TW_OK;
+    }
     return tw_errorf(err, TW_UNIMPLEMENTED, "unsupported pre_tokenizer type \"%s\"", type);
 }
 
@@ -299,6 +309,8 @@ static tw_status parse_decoder(tw_tokenizer *tok, json_t *n, int depth, tw_err *
     }
     if (strcmp(type, "ByteFallback") == 0 || strcmp(type, "Fuse") == 0)
         return TW_OK;
+    if (strcmp(type, "WordPiece") == 0)
+        return tok_hf_wordpiece_decoder(tok, n, err);
     if (strcmp(type, "Metaspace") == 0) {
         tok->dec_metaspace = true;
         bool prefix = true;
@@ -494,11 +506,13 @@ static tw_status parse_model(tw_tokenizer *tok, json_t *root, tw_err *err)
     json_t *type = json_object_get(model, "type");
     if (type && !json_is_string(type))
         return tw_errorf(err, TW_INVALID_ARGUMENT, "model.type must be a string");
-    if (type && strcmp(json_string_value(type), "BPE") != 0)
-        return tw_errorf(err, TW_UNIMPLEMENTED, "unsupported tokenizer model \"%s\" (only BPE)",
+    bool wordpiece = type && strcmp(json_string_value(type), "WordPiece") == 0;
+    if (type && !wordpiece && strcmp(json_string_value(type), "BPE") != 0)
+        return tw_errorf(err, TW_UNIMPLEMENTED,
+                         "unsupported tokenizer model \"%s\" (only BPE and WordPiece)",
                          json_string_value(type));
     static const char *const unsupported[] = {"continuing_subword_prefix", "end_of_word_suffix"};
-    for (size_t i = 0; i < 2; i++) {
+    for (size_t i = 0; i < 2 && !wordpiece; i++) {
         json_t *v = json_object_get(model, unsupported[i]);
         if (json_is_string(v) && json_string_length(v) > 0)
             return tw_errorf(err, TW_UNIMPLEMENTED, "model.%s is not supported", unsupported[i]);
@@ -509,6 +523,8 @@ static tw_status parse_model(tw_tokenizer *tok, json_t *root, tw_err *err)
     tw_status st = parse_vocab(tok, model, json_is_array(added) ? added : NULL, err);
     if (st != TW_OK)
         return st;
+    if (wordpiece)
+        return tok_hf_wordpiece_model(tok, model, err);
     if ((st = parse_merges(tok, model, err)) != TW_OK)
         return st;
     if ((st = get_bool(model, "byte_fallback", &tok->byte_fallback, "model", err)) != TW_OK ||
@@ -553,6 +569,8 @@ static tw_status parse_post(tw_tokenizer *tok, json_t *pp, int depth, tw_err *er
                 return st;
         return TW_OK;
     }
+    if (strcmp(type, "BertProcessing") == 0 || strcmp(type, "RobertaProcessing") == 0)
+        return tok_hf_bert_post(tok, pp, type, err);
     if (strcmp(type, "TemplateProcessing") != 0)
         return TW_OK;
     json_t *single = json_object_get(pp, "single");

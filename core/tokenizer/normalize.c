@@ -1,5 +1,5 @@
 /* Normalizers: Unicode normalization forms (utf8proc), lowercase, prepend,
- * replace and strip, applied in order to each text segment between added
+ * replace, strip and BERT's, applied in order to each text segment between added
  * tokens. Invalid UTF-8 passes through untouched: only the valid runs are
  * normalized. */
 #include <stdlib.h>
@@ -80,12 +80,140 @@ static tw_status lowercase(const char *in, size_t len, tok_buf *out, tw_err *err
             continue;
         }
         char u[4];
-        size_t n = tok_utf8_encode((uint32_t)utf8proc_tolower((utf8proc_int32_t)cp), u);
+        size_t n;
+        /* Rust's char::to_lowercase, which tokenizers uses, applies the one
+         * unconditional many-char lowercase mapping of SpecialCasing.txt;
+         * utf8proc's simple mapping would give a bare "i". */
+        if (cp == 0x130) {
+            if (!tok_buf_append(out, "i\xcc\x87", 3))
+                return oom(err);
+            i += l;
+            continue;
+        }
+        n = tok_utf8_encode((uint32_t)utf8proc_tolower((utf8proc_int32_t)cp), u);
         if (!tok_buf_append(out, u, n))
             return oom(err);
         i += l;
     }
     return TW_OK;
+}
+
+/* ---- BertNormalizer ------------------------------------------------------- */
+
+/* General category C* (tokenizers' is_other): control, format, surrogate,
+ * private use and unassigned. */
+static bool is_other(uint32_t cp)
+{
+    switch (utf8proc_category((utf8proc_int32_t)cp)) {
+    case UTF8PROC_CATEGORY_CN:
+    case UTF8PROC_CATEGORY_CC:
+    case UTF8PROC_CATEGORY_CF:
+    case UTF8PROC_CATEGORY_CS:
+    case UTF8PROC_CATEGORY_CO:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* The ideograph blocks BERT surrounds with spaces. The fifth range starts at
+ * U+2B920 rather than the block's U+2B820 because tokenizers 0.23 has it so,
+ * and matching the ids it gives is the point. */
+static bool is_cjk(uint32_t cp)
+{
+    return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) ||
+           (cp >= 0x20000 && cp <= 0x2A6DF) || (cp >= 0x2A700 && cp <= 0x2B73F) ||
+           (cp >= 0x2B740 && cp <= 0x2B81F) || (cp >= 0x2B920 && cp <= 0x2CEAF) ||
+           (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
+}
+
+/* clean_text and handle_chinese_chars, in one pass. */
+static tw_status bert_clean(const tok_norm *n, const char *in, size_t len, tok_buf *out,
+                            tw_err *err)
+{
+    size_t i = 0;
+    while (i < len) {
+        uint32_t cp;
+        size_t l = tok_utf8_decode((const uint8_t *)in + i, len - i, &cp);
+        if (l == 0) {
+            if (!tok_buf_append(out, in + i, 1))
+                return oom(err);
+            i++;
+            continue;
+        }
+        bool ok = true;
+        if (n->clean &&
+            (cp == 0 || cp == 0xFFFD || (is_other(cp) && cp != '\t' && cp != '\n' && cp != '\r'))) {
+            /* removed outright, as tokenizers does */
+        } else if (n->clean && tok_is_space(cp)) {
+            ok = tok_buf_append(out, " ", 1);
+        } else if (n->cjk && is_cjk(cp)) {
+            ok = tok_buf_append(out, " ", 1) && tok_buf_append(out, in + i, l) &&
+                 tok_buf_append(out, " ", 1);
+        } else {
+            ok = tok_buf_append(out, in + i, l);
+        }
+        if (!ok)
+            return oom(err);
+        i += l;
+    }
+    return TW_OK;
+}
+
+/* NFD, then every nonspacing mark (Mn) dropped. */
+static tw_status strip_accents(const char *in, size_t len, tok_buf *out, tw_err *err)
+{
+    static const tok_norm nfd = {.kind = NORM_NFD};
+    size_t start = out->len;
+    tw_status st = unicode_form(&nfd, in, len, out, err);
+    if (st != TW_OK)
+        return st;
+    size_t r = start, w = start;
+    while (r < out->len) {
+        uint32_t cp;
+        size_t l = tok_utf8_decode((const uint8_t *)out->p + r, out->len - r, &cp);
+        if (l == 0)
+            l = 1;
+        else if (utf8proc_category((utf8proc_int32_t)cp) == UTF8PROC_CATEGORY_MN) {
+            r += l;
+            continue;
+        }
+        memmove(out->p + w, out->p + r, l);
+        w += l;
+        r += l;
+    }
+    out->len = w;
+    return TW_OK;
+}
+
+/* tokenizers' order: clean, chinese chars, accents, lowercase. */
+static tw_status bert(const tok_norm *n, const char *in, size_t len, tok_buf *out, tw_err *err)
+{
+    tok_buf t1 = {0}, t2 = {0};
+    const char *cur = in;
+    size_t cur_len = len;
+    tw_status st = TW_OK;
+    int pass = 0;
+    for (int k = 0; k < 3 && st == TW_OK; k++) {
+        bool on = k == 0 ? n->clean || n->cjk : k == 1 ? n->accents : n->lower;
+        if (!on)
+            continue;
+        tok_buf *dst = pass++ % 2 ? &t2 : &t1;
+        dst->len = 0;
+        if (k == 0)
+            st = bert_clean(n, cur, cur_len, dst, err);
+        else if (k == 1)
+            st = strip_accents(cur, cur_len, dst, err);
+        else
+            st = lowercase(cur, cur_len, dst, err);
+        cur = dst->p;
+        cur_len = dst->len;
+    }
+    if (st == TW_OK && cur_len > 0 && !tok_buf_append(out, cur, cur_len))
+        st = oom(err);
+    tok_buf_free(&t1);
+    tok_buf_free(&t2);
+    return st;
 }
 
 static tw_status replace(const tok_norm *n, tok_scratch *sc, const char *in, size_t len,
@@ -187,6 +315,9 @@ tw_status tok_normalize(const tw_tokenizer *tok, tok_scratch *sc, const char *in
             break;
         case NORM_STRIP:
             st = strip(n, cur, cur_len, dst, err);
+            break;
+        case NORM_BERT:
+            st = bert(n, cur, cur_len, dst, err);
             break;
         }
         /* An empty result still needs a non-NULL pointer to read from. */

@@ -1,6 +1,6 @@
 /* Pre-tokenizers: regex splits (PCRE2, Unicode properties), ByteLevel's
- * prefix space, Metaspace; and the named regex sets of GGUF's
- * tokenizer.ggml.pre.
+ * prefix space, Metaspace, BERT's whitespace and punctuation split; and
+ * the named regex sets of GGUF's tokenizer.ggml.pre.
  *
  * A sequence of steps runs piece by piece, as Hugging Face's Sequence does:
  * every step splits every piece the previous step produced. llama.cpp's
@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <utf8proc.h>
 
 #include "tok_internal.h"
 
@@ -392,6 +394,45 @@ static tw_status prefix_space_piece(tok_scratch *sc, tok_piece pc, tok_pieces *o
     return TW_OK;
 }
 
+/* ASCII punctuation (Rust's is_ascii_punctuation, which takes in symbols
+ * such as $ + < = > ^ ` | ~) or general category P*. */
+static bool is_bert_punct(uint32_t cp)
+{
+    if (cp < 0x80)
+        return (cp >= '!' && cp <= '/') || (cp >= ':' && cp <= '@') || (cp >= '[' && cp <= '`') ||
+               (cp >= '{' && cp <= '~');
+    utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
+    return c >= UTF8PROC_CATEGORY_PC && c <= UTF8PROC_CATEGORY_PO;
+}
+
+/* Whitespace ends a word and is dropped; with PRE_BERT every punctuation
+ * character is also a piece of its own. A byte that starts no valid
+ * sequence stays inside its word, where the model makes it unknown. */
+static tw_status word_split_piece(const tok_pre *step, tok_scratch *sc, tok_piece pc,
+                                  tok_pieces *out, tw_err *err)
+{
+    const uint8_t *s = (const uint8_t *)sc->text.p + pc.off;
+    size_t word = 0, i = 0;
+    while (i < pc.len) {
+        uint32_t cp;
+        size_t l = tok_utf8_decode(s + i, pc.len - i, &cp);
+        bool space = l && tok_is_space(cp);
+        bool punct = l && !space && step->kind == PRE_BERT && is_bert_punct(cp);
+        if (l == 0)
+            l = 1;
+        if (space || punct) {
+            if (!tok_pieces_push(out, pc.off + word, i - word, pc.first && word == 0) ||
+                (punct && !tok_pieces_push(out, pc.off + i, l, pc.first && i == 0)))
+                return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory");
+            word = i + l;
+        }
+        i += l;
+    }
+    if (!tok_pieces_push(out, pc.off + word, pc.len - word, pc.first && word == 0))
+        return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory");
+    return TW_OK;
+}
+
 tw_status tok_pretokenize(const tw_tokenizer *tok, tok_scratch *sc, size_t off, size_t len,
                           bool first, tw_err *err)
 {
@@ -410,6 +451,10 @@ tw_status tok_pretokenize(const tw_tokenizer *tok, tok_scratch *sc, size_t off, 
                 break;
             case PRE_METASPACE:
                 st = metaspace_piece(step, sc, pc, &sc->tmp, err);
+                break;
+            case PRE_WS_SPLIT:
+            case PRE_BERT:
+                st = word_split_piece(step, sc, pc, &sc->tmp, err);
                 break;
             case PRE_PREFIX_SPACE:
             default:

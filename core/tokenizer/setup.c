@@ -46,6 +46,8 @@ void tw_tokenizer_free(tw_tokenizer *tok)
         free_regex(tok->pre[i].re);
     free(tok->eog);
     free(tok->chat_template);
+    free(tok->wp_in_model);
+    free(tok->wp_first);
     free(tok);
 }
 
@@ -152,11 +154,45 @@ static bool decode_normal(const tw_tokenizer *tok, const char *s, size_t len, to
     return true;
 }
 
+/* Both WordPiece forms of every token; ids no entry names decode to
+ * nothing, as Hugging Face drops ids it has no token for. */
+static tw_status build_wordpiece_bytes(tw_tokenizer *tok, tw_err *err)
+{
+    tok_vocab *v = &tok->vocab;
+    if (tok->dec_byte_level || tok->dec_metaspace || tok->strip_leading_space)
+        return tw_errorf(err, TW_UNIMPLEMENTED,
+                         "decoder WordPiece combined with ByteLevel, Metaspace or Strip");
+    free(tok->wp_first);
+    tok->wp_first = calloc(v->n, sizeof *tok->wp_first);
+    if (!tok->wp_first)
+        return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory decoding the vocabulary");
+    for (uint32_t id = 0; id < v->n; id++) {
+        const char *s = v->text.p + v->tspan[id].off;
+        size_t len = v->tspan[id].len;
+        bool used = v->type[id] != TW_TOKEN_UNUSED;
+        size_t f = v->bytes.len;
+        bool ok = !used || tok_wordpiece_decoded(tok, s, len, true, &v->bytes);
+        size_t b = v->bytes.len;
+        ok = ok && (!used || tok_wordpiece_decoded(tok, s, len, false, &v->bytes));
+        if (!ok || v->bytes.len > UINT32_MAX)
+            return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory decoding the vocabulary");
+        tok->wp_first[id] = (tok_span){(uint32_t)f, (uint32_t)(b - f)};
+        v->bspan[id] = (tok_span){(uint32_t)b, (uint32_t)(v->bytes.len - b)};
+        if (b - f > v->max_bytes)
+            v->max_bytes = b - f;
+        if (v->bytes.len - b > v->max_bytes)
+            v->max_bytes = v->bytes.len - b;
+    }
+    return TW_OK;
+}
+
 tw_status tok_build_bytes(tw_tokenizer *tok, tw_err *err)
 {
     tok_vocab *v = &tok->vocab;
     tok_buf_free(&v->bytes);
     v->max_bytes = 0;
+    if (tok->dec_wordpiece)
+        return build_wordpiece_bytes(tok, err);
     for (uint32_t id = 0; id < v->n; id++) {
         const char *s = v->text.p + v->tspan[id].off;
         size_t len = v->tspan[id].len;

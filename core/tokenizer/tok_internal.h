@@ -18,6 +18,10 @@
 #define TOK_MAX_VOCAB (1u << 24)
 #define TOK_MAX_TOKEN_BYTES (1u << 16)
 #define TOK_MAX_STEPS 32
+/* WordPiece: longest continuing-subword prefix ("##" in every real model)
+ * and largest max_input_chars_per_word accepted (real models use 100-200). */
+#define TOK_WP_MAX_PREFIX 16
+#define TOK_WP_MAX_CHARS  (1u << 20)
 
 /* ---- growable byte buffer ------------------------------------------------ */
 
@@ -114,9 +118,10 @@ typedef enum tok_norm_kind {
     NORM_NFKC,
     NORM_NFKD,
     NORM_LOWERCASE,
-    NORM_PREPEND,   /* prepend str when the text is not empty */
-    NORM_REPLACE,   /* replace every occurrence of str by str2 */
-    NORM_STRIP,     /* strip whitespace: left/right */
+    NORM_PREPEND, /* prepend str when the text is not empty */
+    NORM_REPLACE, /* replace every occurrence of str by str2 */
+    NORM_STRIP,   /* strip whitespace: left/right */
+    NORM_BERT,    /* Hugging Face's BertNormalizer */
 } tok_norm_kind;
 
 typedef struct tok_norm {
@@ -125,6 +130,8 @@ typedef struct tok_norm {
     size_t len, len2;
     pcre2_code *re; /* NORM_REPLACE with a regex pattern */
     bool left, right;
+    /* NORM_BERT: clean_text, handle_chinese_chars, strip_accents, lowercase */
+    bool clean, cjk, accents, lower;
 } tok_norm;
 
 typedef enum tok_behavior {
@@ -136,9 +143,11 @@ typedef enum tok_behavior {
 } tok_behavior;
 
 typedef enum tok_pre_kind {
-    PRE_SPLIT,     /* regex split */
+    PRE_SPLIT,        /* regex split */
     PRE_PREFIX_SPACE, /* ByteLevel add_prefix_space */
-    PRE_METASPACE, /* replace ' ' by U+2581, optional prepend, optional split */
+    PRE_METASPACE,    /* replace ' ' by U+2581, optional prepend, optional split */
+    PRE_WS_SPLIT,     /* drop whitespace between words (WhitespaceSplit) */
+    PRE_BERT,         /* PRE_WS_SPLIT, and each punctuation char a piece */
 } tok_pre_kind;
 
 typedef enum tok_prepend {
@@ -176,6 +185,16 @@ struct tw_tokenizer {
     bool ignore_merges;
     bool fuse_unk;
 
+    /* WordPiece model */
+    char wp_prefix[TOK_WP_MAX_PREFIX + 1]; /* continuing_subword_prefix */
+    size_t wp_prefix_len;
+    size_t wp_max_chars; /* longer words are one unk */
+    size_t wp_max_len;   /* longest model.vocab text: no longer piece can match */
+    uint32_t wp_unk;
+    /* Ids that model.vocab names: an added token that only added_tokens
+     * lists is no piece of a word, as in Hugging Face. */
+    uint8_t *wp_in_model;
+
     tok_added *added;
     size_t n_added;
     tok_trie trie_raw;  /* added tokens matched in the raw text */
@@ -190,6 +209,13 @@ struct tw_tokenizer {
     bool dec_byte_level; /* byte-level symbols back to bytes */
     bool dec_metaspace;  /* U+2581 back to a space */
     bool strip_leading_space;
+    /* WordPiece decoder: vocab.bspan holds a token's bytes after another
+     * token (prefix removed or a space put before it), wp_first its bytes
+     * as the first token; both cleaned up when dec_wp_cleanup. */
+    bool dec_wordpiece, dec_wp_cleanup;
+    char dec_wp_prefix[TOK_WP_MAX_PREFIX + 1];
+    size_t dec_wp_prefix_len;
+    tok_span *wp_first;
 
     /* special ids (TW_TOKEN_NONE when absent) */
     uint32_t bos, eos, eot, eom, pad, unk, think_open, think_close;
@@ -267,6 +293,12 @@ tw_status tok_bpe_piece(const tw_tokenizer *tok, tok_scratch *sc, const char *s,
                         tok_out *out, tw_err *err);
 tw_status tok_spm_piece(const tw_tokenizer *tok, tok_scratch *sc, const char *s, size_t len,
                         tok_out *out, tw_err *err);
+tw_status tok_wordpiece_piece(const tw_tokenizer *tok, tok_scratch *sc, const char *s, size_t len,
+                              tok_out *out, tw_err *err);
+/* Appends what the WordPiece decoder makes of token text s, first in the
+ * sequence or not. False when memory runs out. */
+bool tok_wordpiece_decoded(const tw_tokenizer *tok, const char *s, size_t len, bool first,
+                           tok_buf *out);
 /* Heap of merge candidates. */
 bool tok_heap_push(tok_scratch *sc, const tok_cand *c);
 bool tok_heap_pop(tok_scratch *sc, tok_cand *c);

@@ -1,13 +1,18 @@
 /* Tokenizers: text <-> token ids, byte-exact with the models' own tokenizers.
  *
- * Two model families are covered:
+ * Three model families are covered:
  *  - byte-level BPE (GPT-2, Llama 3, Qwen, DeepSeek, ...): the text is split by
  *    the model's pre-tokenizer regexes (PCRE2 with Unicode properties), each
  *    piece is mapped byte by byte onto the 256 byte-level symbols and merged
  *    by merge rank;
  *  - SentencePiece BPE (Llama 1/2, Mistral, Phi-3, Gemma): spaces become U+2581
  *    with a dummy prefix, symbols are merged by piece score, and characters
- *    the vocabulary lacks fall back to <0xXX> byte tokens.
+ *    the vocabulary lacks fall back to <0xXX> byte tokens;
+ *  - WordPiece (BERT and the embedding models built on it: bge, MiniLM, e5):
+ *    BertNormalizer, words split at whitespace and punctuation, each word
+ *    cut greedily into the longest vocabulary pieces ("##" continuing
+ *    them), a word that cannot be cut completely becoming [UNK]
+ *    (tokenizer.json only).
  * A tokenizer is loaded from GGUF metadata (tokenizer.ggml.*) or from a
  * Hugging Face tokenizer.json (+ tokenizer_config.json); both give the same
  * behaviour for the same model.
@@ -53,8 +58,9 @@ typedef enum tw_token_type {
 } tw_token_type;
 
 typedef enum tw_tokenizer_kind {
-    TW_TOKENIZER_BPE = 0, /* byte-level or character BPE ranked by merges */
-    TW_TOKENIZER_SPM = 1, /* SentencePiece BPE ranked by piece scores */
+    TW_TOKENIZER_BPE = 0,       /* byte-level or character BPE ranked by merges */
+    TW_TOKENIZER_SPM = 1,       /* SentencePiece BPE ranked by piece scores */
+    TW_TOKENIZER_WORDPIECE = 2, /* greedy longest-match WordPiece (BERT) */
 } tw_tokenizer_kind;
 
 /* ---- loading ------------------------------------------------------------ */
@@ -118,7 +124,9 @@ tw_status tw_tokenizer_encode(const tw_tokenizer *tok, const char *text, size_t 
 
 /* The raw bytes a token stands for: byte-level symbols mapped back to bytes,
  * U+2581 turned back into spaces, <0xXX> as the byte, added and control
- * tokens as their text. The pointer is owned by tok and valid until
+ * tokens as their text. With a WordPiece decoder, what the token adds after
+ * another one: "##ing" gives "ing", "the" gives " the" (the first token of
+ * a decode has neither change). The pointer is owned by tok and valid until
  * tw_tokenizer_free(); it is not NUL-terminated and may hold a partial UTF-8
  * sequence. Returns NULL (and *len = 0) for an id out of range. */
 const char *tw_tokenizer_token_bytes(const tw_tokenizer *tok, uint32_t id, size_t *len);

@@ -202,8 +202,8 @@ static void test_malformed_json_refused(void **state)
                    " \"behavior\": \"Sideways\"}}",
                    TW_INVALID_ARGUMENT, "Sideways");
     expect_refused("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}},"
-                   " \"normalizer\": {\"type\": \"BertNormalizer\"}}",
-                   TW_UNIMPLEMENTED, "BertNormalizer");
+                   " \"normalizer\": {\"type\": \"Precompiled\"}}",
+                   TW_UNIMPLEMENTED, "Precompiled");
     expect_refused("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}},"
                    " \"normalizer\": {\"kind\": \"NFC\"}}",
                    TW_INVALID_ARGUMENT, "normalizer must be an object");

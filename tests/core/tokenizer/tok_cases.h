@@ -1,5 +1,7 @@
 /* Reading the reference test cases: NAME.inp holds strings separated by
- * lines "__ggml_vocab_test__", NAME.out one line of ids per string. */
+ * lines "__ggml_vocab_test__", NAME.out one line of ids per string. The
+ * last string may end with a separator (llama.cpp's files) or not (the
+ * files tools/golden writes by joining the strings). */
 #ifndef TW_TEST_TOK_CASES_H
 #define TW_TEST_TOK_CASES_H
 
@@ -48,9 +50,12 @@ static bool tok_cases_load(tok_cases *c, const char *inp_path, const char *out_p
     char *p = c->inp, *end = c->inp + ilen;
     char *line = c->outp;
     while (p < end) {
-        char *s = strstr(p, sep);
-        if (!s)
-            break;
+        /* Not strstr: a string may hold NUL bytes. */
+        char *s = p;
+        while (s + sizeof sep - 1 <= end && memcmp(s, sep, sizeof sep - 1) != 0)
+            s++;
+        if (s + sizeof sep - 1 > end)
+            s = end; /* the last string, with no separator after it */
         if (c->n == cap) {
             cap *= 2;
             c->v = realloc(c->v, cap * sizeof *c->v);
@@ -60,7 +65,7 @@ static bool tok_cases_load(tok_cases *c, const char *inp_path, const char *out_p
         tc->text = p;
         tc->len = (size_t)(s - p);
         *s = '\0';
-        p = s + sizeof sep - 1;
+        p = s == end ? end : s + sizeof sep - 1;
         /* the matching line of ids */
         char *nl = strchr(line, '\n');
         if (!nl)
