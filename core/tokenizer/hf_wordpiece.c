@@ -154,7 +154,7 @@ static tw_status special_pair(const tw_tokenizer *tok, json_t *pp, const char *t
 
 tw_status tok_hf_bert_post(tw_tokenizer *tok, json_t *pp, const char *type, tw_err *err)
 {
-    uint32_t cls, sep;
+    uint32_t cls = 0, sep = 0;
     tw_status st = special_pair(tok, pp, type, "cls", &cls, err);
     if (st == TW_OK)
         st = special_pair(tok, pp, type, "sep", &sep, err);

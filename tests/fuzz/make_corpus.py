@@ -168,6 +168,23 @@ def main():
             "split": True}
     spm2 = dict(spm, pre_tokenizer=meta, normalizer=None)
     put(hf, "metaspace", json.dumps(spm2) + "\n%%CONFIG%%\n{}")
+    wp_vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "a": 4, "##b": 5, "ab": 6,
+                "!": 7, "\u00e9": 8, "##\u00e9": 9, "\u4e2d": 10}
+    wp = {
+        "version": "1.0",
+        "added_tokens": [{"id": i, "content": t, "special": True, "single_word": False,
+                          "lstrip": False, "rstrip": False, "normalized": False}
+                         for t, i in list(wp_vocab.items())[:4]],
+        "normalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                       "strip_accents": None, "lowercase": True},
+        "pre_tokenizer": {"type": "BertPreTokenizer"},
+        "post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]},
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+        "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                  "max_input_chars_per_word": 8, "vocab": wp_vocab}}
+    put(hf, "wordpiece", json.dumps(wp))
+    for p in small_files(os.path.join(root, "tests/data/tokenizers/*/tokenizer.json")):
+        put(hf, "wp_" + os.path.basename(os.path.dirname(p)), open(p, "rb").read())
 
     ct = os.path.join(out, "chat_template")
     cr = os.path.join(out, "chat_render")
