@@ -421,6 +421,10 @@ static tw_status build(tw_model *m, const tw_model_opts *opts, tw_err *err)
 
     size_t max_ctx = opts && opts->max_context ? opts->max_context
                                                : (c->max_pos < 8192 ? c->max_pos : 8192);
+    /* an encoder's positions are a learned table with nothing past its end:
+     * a larger context asked of every model is this one's table */
+    if (c->family->encoder && max_ctx > c->max_pos)
+        max_ctx = c->max_pos;
     if (max_ctx > c->max_pos || max_ctx > UINT32_MAX)
         return tw_errorf(err, TW_INVALID_ARGUMENT,
                          "max_context %zu exceeds the model's max_position_embeddings %u",

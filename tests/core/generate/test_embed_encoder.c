@@ -98,6 +98,8 @@ static int setup(void **state)
     tw_engine_opts o;
     tw_engine_opts_init(&o);
     o.threads = 2;
+    /* a context asked of every model: the encoder keeps its 128 positions */
+    o.max_context = 4096;
     if (tw_engine_create(&o, &f->e, &err) != TW_OK) {
         fprintf(stderr, "engine: %s\n", err.msg);
         return -1;
