@@ -373,23 +373,19 @@ static tw_status forward_summing(sched *s, slot *sl, size_t from, size_t end, tw
     return TW_OK;
 }
 
-/* An encoder's prompt, read in one pass: its pooled state goes to the
- * slot's vector, or with mean pooling to the sum finish_embedding divides. */
-static tw_status encode_prompt(sched *s, slot *sl, tw_err *err)
+/* An encoder's prompt, read: its pooled state goes to the slot's vector,
+ * or with mean pooling to the sum finish_embedding divides. */
+static void pool_encoded(slot *sl)
 {
     const request *r = sl->r;
     const size_t H = tw_model_get_info(sl->m->model)->hidden, n = r->n_prompt;
-    tw_status st = tw_model_encode(sl->m->model, s->pool, r->prompt, n, sl->embed_rows, err);
-    if (st != TW_OK)
-        return st;
     if (r->embed.pooling == TW_POOLING_MEAN) {
         for (size_t i = 0; i < n * H; i++)
             sl->embed_sum[i % H] += sl->embed_rows[i];
-        return TW_OK;
+        return;
     }
     const size_t row = r->embed.pooling == TW_POOLING_CLS ? 0 : n - 1;
     memcpy(sl->embed, sl->embed_rows + row * H, H * sizeof *sl->embed);
-    return TW_OK;
 }
 
 /* The embedding's vector once the whole prompt is read: the mean of the
@@ -425,9 +421,7 @@ static void prefill_chunk(tw_engine *e, sched *s, slot *sl, size_t end)
     uint64_t t0 = tw_now_us();
     const tw_pooling pool = r->embed.pooling;
     tw_status st;
-    if (tw_model_get_info(sl->m->model)->encoder)
-        st = encode_prompt(s, sl, &err);
-    else if (sl->prompt_logits)
+    if (sl->prompt_logits)
         st = forward_with_prompt_logprobs(s, sl, sl->prefilled, end, &err);
     else if (pool == TW_POOLING_MEAN)
         st = forward_summing(s, sl, sl->prefilled, end, &err);
@@ -484,6 +478,44 @@ static slot *next_prefilling(sched *s, const slot *after)
     return sl;
 }
 
+/* sl's prompt and those of the younger encoder slots of its model that
+ * fit beside it, read in one pass over the weights (an embedding request
+ * of many short inputs is many slots); each slot then has its vector. */
+static void encode_slots(tw_engine *e, sched *s, slot *sl)
+{
+    slot *batch[TW_ENCODE_MAX_INPUTS];
+    const uint32_t *tokens[TW_ENCODE_MAX_INPUTS];
+    size_t n[TW_ENCODE_MAX_INPUTS];
+    float *hidden[TW_ENCODE_MAX_INPUTS];
+    const size_t cap = tw_model_encode_rows(sl->m->model);
+    size_t k = 0, rows = 0;
+    for (slot *c = sl; c && k < TW_ENCODE_MAX_INPUTS; c = next_prefilling(s, c)) {
+        if (c->m != sl->m || c->r->n_prompt > cap - rows)
+            continue;
+        batch[k] = c;
+        tokens[k] = c->r->prompt;
+        n[k] = c->r->n_prompt;
+        hidden[k] = c->embed_rows;
+        rows += n[k++];
+    }
+    tw_err err;
+    const uint64_t t0 = tw_now_us();
+    tw_status st = tw_model_encode_batch(sl->m->model, s->pool, k, tokens, n, hidden, &err);
+    const uint64_t us = tw_now_us() - t0;
+    count_rate(e, 0, rows);
+    for (size_t i = 0; i < k; i++) {
+        slot *c = batch[i];
+        c->prefill_us += us * n[i] / rows; /* each input's share of the pass */
+        if (st != TW_OK) {
+            sched_slot_fail(c, st, err.msg);
+            continue;
+        }
+        c->prefilled = n[i];
+        pool_encoded(c);
+        finish_embedding(c);
+    }
+}
+
 /* A prompt that can be read to its end in at most this share of
  * prefill_chunk goes ahead of older ones (see sched_prefill_step). */
 #define QUICK_SHARE 4
@@ -504,6 +536,10 @@ static size_t next_chunk_end(const tw_engine *e, slot *sl)
  * frees the slot. */
 static void prefill_and_emit(tw_engine *e, sched *s, slot *sl, size_t end)
 {
+    if (tw_model_get_info(sl->m->model)->encoder) {
+        encode_slots(e, s, sl);
+        return;
+    }
     prefill_chunk(e, s, sl, end);
     if (sl->state == SLOT_DECODE)
         sched_emit(e, sl);

@@ -46,7 +46,6 @@ typedef struct rows_job {
     const tw_model *m;
     row_op op;
     size_t rows;
-    const uint32_t *tokens;          /* ROW_EMBED */
     const tw_enc_layer *L;           /* ROW_QKV_BIAS */
     const float *bias, *ln_w, *ln_b; /* ROW_ADD_NORM, ROW_BIAS_ACT */
 } rows_job;
@@ -59,8 +58,8 @@ static void row_pass(const rows_job *j, size_t r)
     float *x = e->x + r * H, *y = e->y + r * H;
     switch (j->op) {
     case ROW_EMBED:
-        tw_mat_row(&e->word, j->tokens[r], y);
-        tw_mat_row(&e->pos, r, x);
+        tw_mat_row(&e->word, e->row_token[r], y);
+        tw_mat_row(&e->pos, e->row_pos[r], x);
         for (size_t d = 0; d < H; d++)
             y[d] += x[d] + e->type0[d];
         layer_norm(x, y, e->emb_ln_w, e->emb_ln_b, H, c->norm_eps);
@@ -104,20 +103,31 @@ static void run_rows(tw_pool *pool, rows_job *j)
     tw_pool_run(pool, rows_task, j, tasks);
 }
 
+/* The inputs of a batch: input i is rows [start[i], start[i] + len[i]),
+ * its scores at score[i] in each head's share. */
+typedef struct batch_plan {
+    size_t k;
+    size_t start[TW_ENCODE_MAX_INPUTS], len[TW_ENCODE_MAX_INPUTS];
+    size_t score[TW_ENCODE_MAX_INPUTS];
+} batch_plan;
+
 typedef struct attend_job {
     const tw_encoder *e;
-    size_t n, H, hd;
+    const batch_plan *plan;
+    size_t H, hd, n_heads;
     float scale;
 } attend_job;
 
-/* One head: softmax(q k^T * scale) v over all n rows, into att. */
+/* One head of one input: softmax(q k^T * scale) v over its rows, into att. */
 static void attend_head(void *ctx, int task, int n_tasks)
 {
     (void)n_tasks;
     const attend_job *j = ctx;
     const tw_encoder *e = j->e;
-    const size_t n = j->n, H = j->H, hd = j->hd, off = (size_t)task * hd;
-    float *S = e->scores + (size_t)task * e->max_rows * e->max_rows;
+    const size_t in = (size_t)task / j->n_heads, head = (size_t)task % j->n_heads;
+    const size_t n = j->plan->len[in], H = j->H, hd = j->hd;
+    const size_t off = j->plan->start[in] * H + head * hd;
+    float *S = e->scores + head * e->max_len * e->max_rows + j->plan->score[in];
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)n, (int)hd, 1.0f, e->q + off,
                 (int)H, e->k + off, (int)H, 0.0f, S, (int)n);
     for (size_t r = 0; r < n; r++) {
@@ -131,7 +141,8 @@ static void attend_head(void *ctx, int task, int n_tasks)
                 e->v + off, (int)H, 0.0f, e->att + off, (int)H);
 }
 
-static void block(tw_model *m, tw_pool *pool, const tw_enc_layer *L, size_t n)
+static void block(tw_model *m, tw_pool *pool, const tw_enc_layer *L, const batch_plan *plan,
+                  size_t n)
 {
     const tw_mconfig *c = &m->cfg;
     tw_encoder *e = m->enc;
@@ -140,8 +151,13 @@ static void block(tw_model *m, tw_pool *pool, const tw_enc_layer *L, size_t n)
     tw_mat_mul_multi(pool, qkv, outs, 3, e->x, n);
     rows_job r = {.m = m, .op = ROW_QKV_BIAS, .rows = n, .L = L};
     run_rows(pool, &r);
-    attend_job j = {.e = e, .n = n, .H = c->hidden, .hd = c->head_dim, .scale = c->attn_scale};
-    tw_pool_run(pool, attend_head, &j, (int)c->n_heads);
+    attend_job j = {.e = e,
+                    .plan = plan,
+                    .H = c->hidden,
+                    .hd = c->head_dim,
+                    .n_heads = c->n_heads,
+                    .scale = c->attn_scale};
+    tw_pool_run(pool, attend_head, &j, (int)(plan->k * c->n_heads));
     tw_mat_mul(pool, &L->wo, e->att, n, e->y);
     r = (rows_job){.m = m,
                    .op = ROW_ADD_NORM,
@@ -164,30 +180,65 @@ static void block(tw_model *m, tw_pool *pool, const tw_enc_layer *L, size_t n)
     run_rows(pool, &r);
 }
 
-tw_status tw_model_encode(tw_model *model, tw_pool *pool, const uint32_t *tokens, size_t n,
-                          float *hidden, tw_err *err)
+tw_status tw_model_encode_batch(tw_model *model, tw_pool *pool, size_t k,
+                                const uint32_t *const *tokens, const size_t *n,
+                                float *const *hidden, tw_err *err)
 {
-    if (!model || !tokens || !hidden)
+    if (!model || !tokens || !n || !hidden)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "encode: NULL argument");
     tw_encoder *e = model->enc;
     if (!e)
         return tw_errorf(err, TW_FAILED_PRECONDITION,
                          "encode: %s is not an encoder; embed through tw_model_forward",
                          model->cfg.model_type);
-    if (n == 0 || n > e->max_rows)
-        return tw_errorf(err, TW_OUT_OF_RANGE,
-                         "encode: %zu tokens; the model reads 1 to %zu at once", n, e->max_rows);
+    if (k == 0 || k > TW_ENCODE_MAX_INPUTS)
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "encode: %zu inputs (1 to %d at once)", k,
+                         TW_ENCODE_MAX_INPUTS);
     const tw_mconfig *c = &model->cfg;
     const size_t H = c->hidden;
-    for (size_t i = 0; i < n; i++)
-        if (tokens[i] >= c->vocab)
-            return tw_errorf(err, TW_INVALID_ARGUMENT,
-                             "token id %u at index %zu is outside the vocabulary (%u)", tokens[i],
-                             i, c->vocab);
-    rows_job r = {.m = model, .op = ROW_EMBED, .rows = n, .tokens = tokens};
+    batch_plan plan = {.k = k};
+    size_t rows = 0, score = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (!tokens[i] || !hidden[i])
+            return tw_errorf(err, TW_INVALID_ARGUMENT, "encode: input %zu is NULL", i);
+        if (n[i] == 0 || n[i] > e->max_len)
+            return tw_errorf(err, TW_OUT_OF_RANGE,
+                             "encode: %zu tokens; the model reads 1 to %zu at once", n[i],
+                             e->max_len);
+        if (n[i] > e->max_rows - rows)
+            return tw_errorf(err, TW_OUT_OF_RANGE,
+                             "encode: the inputs hold more than the %zu tokens of one pass",
+                             e->max_rows);
+        for (size_t t = 0; t < n[i]; t++) {
+            if (tokens[i][t] >= c->vocab)
+                return tw_errorf(err, TW_INVALID_ARGUMENT,
+                                 "token id %u at index %zu is outside the vocabulary (%u)",
+                                 tokens[i][t], t, c->vocab);
+            e->row_token[rows + t] = tokens[i][t];
+            e->row_pos[rows + t] = (uint32_t)t;
+        }
+        plan.start[i] = rows;
+        plan.len[i] = n[i];
+        plan.score[i] = score;
+        rows += n[i];
+        score += n[i] * n[i];
+    }
+    rows_job r = {.m = model, .op = ROW_EMBED, .rows = rows};
     run_rows(pool, &r);
     for (uint32_t l = 0; l < c->n_layers; l++)
-        block(model, pool, &e->layers[l], n);
-    memcpy(hidden, e->x, n * H * sizeof *hidden);
+        block(model, pool, &e->layers[l], &plan, rows);
+    for (size_t i = 0; i < k; i++)
+        memcpy(hidden[i], e->x + plan.start[i] * H, n[i] * H * sizeof *hidden[i]);
     return TW_OK;
+}
+
+tw_status tw_model_encode(tw_model *model, tw_pool *pool, const uint32_t *tokens, size_t n,
+                          float *hidden, tw_err *err)
+{
+    return tw_model_encode_batch(model, pool, 1, &tokens, &n, &hidden, err);
+}
+
+size_t tw_model_encode_rows(const tw_model *model)
+{
+    return model && model->enc ? model->enc->max_rows : 0;
 }

@@ -19,11 +19,14 @@ typedef struct tw_encoder {
     float *emb_ln_w, *emb_ln_b;
     tw_enc_layer *layers;
 
-    size_t max_rows; /* info.max_context */
+    size_t max_len;  /* one input's tokens at most: info.max_context */
+    size_t max_rows; /* the tokens of a batch of inputs at most */
     float *x, *y;    /* [rows][hidden] */
     float *q, *k, *v, *att;
-    float *ff;     /* [rows][ffn] */
-    float *scores; /* [n_heads][rows][rows] */
+    float *ff;           /* [rows][ffn] */
+    float *scores;       /* [n_heads][max_len * max_rows]: each input's n x n in turn */
+    uint32_t *row_token; /* [rows]: the batch's tokens, input after input */
+    uint32_t *row_pos;   /* [rows]: each token's position in its input */
 } tw_encoder;
 
 #endif

@@ -69,27 +69,32 @@ static tw_status load_layer(tw_loader *ld, int l, tw_enc_layer *L)
     return TW_OK;
 }
 
-/* The scratch for inputs of up to R tokens; the attention scores of every
- * head are kept at once so the heads can run side by side. */
-static tw_status alloc_scratch(tw_loader *ld, tw_encoder *e, size_t R)
+/* The scratch for inputs of up to P tokens, batches of up to R: the
+ * attention scores of every head are kept at once, so the heads (and the
+ * inputs) run side by side. An input's n x n scores sit after the earlier
+ * inputs', and n is at most P, so a head's share is P x R. */
+static tw_status alloc_scratch(tw_loader *ld, tw_encoder *e, size_t P, size_t R)
 {
     tw_model *m = ld->m;
     const tw_mconfig *c = &m->cfg;
     const size_t H = c->hidden;
     size_t score_floats;
-    if (__builtin_mul_overflow(R * R, (size_t)c->n_heads, &score_floats) ||
+    if (__builtin_mul_overflow(P * R, (size_t)c->n_heads, &score_floats) ||
         score_floats > ((size_t)1 << 28))
         return tw_errorf(ld->err, TW_INVALID_ARGUMENT,
                          "an encoder reading %zu tokens at once needs %zu heads x %zu x %zu "
                          "attention scores, above 1 GiB: lower max_context",
-                         R, (size_t)c->n_heads, R, R);
+                         R, (size_t)c->n_heads, P, R);
+    e->max_len = P;
     e->max_rows = R;
     float **bufs[] = {&e->x, &e->y, &e->q, &e->k, &e->v, &e->att};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (!(*bufs[i] = tw_model_calloc(m, R * H, sizeof(float))))
             return tw_errorf(ld->err, TW_RESOURCE_EXHAUSTED, "out of memory for scratch");
     if (!(e->ff = tw_model_calloc(m, R * c->ffn_dim, sizeof(float))) ||
-        !(e->scores = tw_model_calloc(m, score_floats, sizeof(float))))
+        !(e->scores = tw_model_calloc(m, score_floats, sizeof(float))) ||
+        !(e->row_token = tw_model_calloc(m, R, sizeof(uint32_t))) ||
+        !(e->row_pos = tw_model_calloc(m, R, sizeof(uint32_t))))
         return tw_errorf(ld->err, TW_RESOURCE_EXHAUSTED, "out of memory for scratch");
     return TW_OK;
 }
@@ -126,7 +131,10 @@ tw_status tw_encoder_build(tw_loader *ld, size_t max_context)
     for (uint32_t l = 0; l < c->n_layers; l++)
         if ((st = load_layer(ld, (int)l, &e->layers[l])))
             return st;
-    if ((st = alloc_scratch(ld, e, max_context)))
+    /* short inputs batch up to TW_ENCODE_BATCH_ROWS tokens: one read of the
+     * weights serves them all */
+    const size_t rows = max_context > TW_ENCODE_BATCH_ROWS ? max_context : TW_ENCODE_BATCH_ROWS;
+    if ((st = alloc_scratch(ld, e, max_context, rows)))
         return st;
     m->enc = e;
     return TW_OK;

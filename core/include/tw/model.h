@@ -243,6 +243,24 @@ tw_status tw_model_forward(tw_model *model, tw_pool *pool, tw_seq *seq, const ui
 tw_status tw_model_encode(tw_model *model, tw_pool *pool, const uint32_t *tokens, size_t n,
                           float *hidden, tw_err *err);
 
+/* Most inputs, and (below an encoder's own max_context) most tokens, that
+ * one tw_model_encode_batch call takes. */
+#define TW_ENCODE_MAX_INPUTS 64
+#define TW_ENCODE_BATCH_ROWS 512
+
+/* tw_model_encode of k inputs in one pass over the weights: input i is
+ * n[i] tokens at tokens[i] (1 to info.max_context), its states go to
+ * hidden[i]. Each input attends to itself alone; its states agree with
+ * tw_model_encode's to rounding (the products over more rows may take
+ * other kernels). k is 1 to TW_ENCODE_MAX_INPUTS and the n[i] sum to at
+ * most tw_model_encode_rows(). */
+tw_status tw_model_encode_batch(tw_model *model, tw_pool *pool, size_t k,
+                                const uint32_t *const *tokens, const size_t *n,
+                                float *const *hidden, tw_err *err);
+
+/* The most tokens one tw_model_encode_batch call takes (0: not an encoder). */
+size_t tw_model_encode_rows(const tw_model *model);
+
 /* One decode step for n_seqs distinct sequences at once: appends tokens[i]
  * to seqs[i] and writes its next-token logits to row i of `logits`
  * (n_seqs x vocab_size floats). The weights are read once for the whole

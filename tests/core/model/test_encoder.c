@@ -165,6 +165,73 @@ static void test_matches_reference(void **state)
     assert_true(longest > 100); /* the positions near the table's end were read */
 }
 
+/* Every reference text in one pass: each input's states are its own,
+ * attending to itself alone, as read apart (to rounding) and as
+ * transformers computed them; and what a batch refuses. */
+static void test_batch(void **state)
+{
+    const fixture *f = *state;
+    const size_t H = tw_model_get_info(f->m)->hidden;
+    uint32_t *ids[8];
+    size_t n[8], k = 0;
+    float *got[8], *alone[8], *want[8];
+    while (k < 8 && (ids[k] = ref_ids(f, (int)k, &n[k])) != NULL) {
+        char name[32];
+        size_t nh;
+        snprintf(name, sizeof name, "hidden_%zu", k);
+        want[k] = ref_floats(f, name, &nh);
+        got[k] = malloc(n[k] * H * sizeof(float));
+        alone[k] = malloc(n[k] * H * sizeof(float));
+        k++;
+    }
+    assert_int_equal(k, 5);
+    tw_err err;
+    const uint32_t *const *in = (const uint32_t *const *)ids;
+    if (tw_model_encode_batch(f->m, f->pool, k, in, n, got, &err) != TW_OK)
+        fail_msg("batch: %s", err.msg);
+    for (size_t i = 0; i < k; i++) {
+        assert_int_equal(tw_model_encode(f->m, f->pool, ids[i], n[i], alone[i], &err), TW_OK);
+        for (size_t x = 0; x < n[i] * H; x++) {
+            if (fabs(got[i][x] - alone[i][x]) > 1e-5 || fabs(got[i][x] - want[i][x]) > tolerance)
+                fail_msg("input %zu, value %zu: %g batched, %g alone, %g wanted", i, x, got[i][x],
+                         alone[i][x], want[i][x]);
+        }
+    }
+    /* refusals: no input, too many, more tokens than one pass holds */
+    assert_int_equal(tw_model_encode_batch(f->m, f->pool, 0, in, n, got, &err),
+                     TW_INVALID_ARGUMENT);
+    assert_int_equal(
+        tw_model_encode_batch(f->m, f->pool, TW_ENCODE_MAX_INPUTS + 1, in, n, got, &err),
+        TW_INVALID_ARGUMENT);
+    const size_t rows = tw_model_encode_rows(f->m);
+    assert_true(rows >= 128);
+    size_t many = rows / n[4] + 1, lens[TW_ENCODE_MAX_INPUTS];
+    const uint32_t *same[TW_ENCODE_MAX_INPUTS];
+    float *outs[TW_ENCODE_MAX_INPUTS];
+    float *big = malloc(many * n[4] * H * sizeof(float));
+    for (size_t i = 0; i < many; i++) {
+        same[i] = ids[4];
+        lens[i] = n[4];
+        outs[i] = big + i * n[4] * H;
+    }
+    assert_int_equal(tw_model_encode_batch(f->m, f->pool, many, same, lens, outs, &err),
+                     TW_OUT_OF_RANGE);
+    assert_non_null(strstr(err.msg, "one pass"));
+    /* one input fewer fits, and each copy reads the same (to rounding: the
+     * products may split the rows differently) */
+    assert_int_equal(tw_model_encode_batch(f->m, f->pool, many - 1, same, lens, outs, &err), TW_OK);
+    for (size_t i = 1; i + 1 < many; i++)
+        for (size_t x = 0; x < n[4] * H; x++)
+            assert_true(fabs(outs[i][x] - outs[0][x]) <= 1e-5);
+    free(big);
+    for (size_t i = 0; i < k; i++) {
+        free(ids[i]);
+        free(got[i]);
+        free(alone[i]);
+        free(want[i]);
+    }
+}
+
 /* A token sees the tokens after it: changing the last token changes the
  * first one's state (a causal pass would leave it). */
 static void test_bidirectional(void **state)
@@ -268,9 +335,9 @@ int main(int argc, char **argv)
             return 2;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_info),          cmocka_unit_test(test_matches_reference),
-        cmocka_unit_test(test_bidirectional), cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_bad_configs),
+        cmocka_unit_test(test_info),     cmocka_unit_test(test_matches_reference),
+        cmocka_unit_test(test_batch),    cmocka_unit_test(test_bidirectional),
+        cmocka_unit_test(test_refusals), cmocka_unit_test(test_bad_configs),
     };
     const size_t n = sizeof tests / sizeof tests[0] - (argc == 4 ? 1 : 0);
     return _cmocka_run_group_tests(model_path, tests, n, setup, teardown);
