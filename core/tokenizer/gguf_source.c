@@ -1,6 +1,7 @@
 /* Tokenizer from GGUF metadata (tokenizer.ggml.*), as llama.cpp's converter
  * writes it: "gpt2" is byte-level BPE with merges and a named
- * pre-tokenizer, "llama" is SentencePiece with scores. */
+ * pre-tokenizer, "llama" is SentencePiece with scores, "bert" is WordPiece
+ * (gguf_wordpiece.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,9 +73,6 @@ static tw_status load_tokens(tw_tokenizer *tok, const tw_gguf *g, tw_err *err)
         if (!s)
             return tw_errorf(err, TW_INVALID_ARGUMENT, KEY("tokens") "[%llu] is not a string",
                              (unsigned long long)i);
-        st = tok_vocab_set_text(&tok->vocab, (uint32_t)i, s, len, err);
-        if (st != TW_OK)
-            return st;
         int64_t t = TW_TOKEN_NORMAL;
         if (types && !tw_gguf_array_i64(types, i, &t))
             return tw_errorf(err, TW_INVALID_ARGUMENT, KEY("token_type") "[%llu] is not an integer",
@@ -82,6 +80,12 @@ static tw_status load_tokens(tw_tokenizer *tok, const tw_gguf *g, tw_err *err)
         if (t < 0 || t > TW_TOKEN_BYTE)
             t = TW_TOKEN_UNDEFINED;
         tok->vocab.type[i] = (uint8_t)t;
+        /* a "bert" text's spelling depends on its type */
+        st = tok->kind == TW_TOKENIZER_WORDPIECE
+                 ? tok_gguf_wp_text(tok, (uint32_t)i, s, len, err)
+                 : tok_vocab_set_text(&tok->vocab, (uint32_t)i, s, len, err);
+        if (st != TW_OK)
+            return st;
         if (scores && !tw_gguf_array_f32(scores, i, &tok->vocab.score[i]))
             return tw_errorf(err, TW_INVALID_ARGUMENT, KEY("scores") "[%llu] is not a number",
                              (unsigned long long)i);
@@ -175,6 +179,30 @@ static tw_status spm_setup(tw_tokenizer *tok, const tw_gguf *g, tw_err *err)
     return TW_OK;
 }
 
+/* The special ids and add_*_token flags of "gpt2" and "llama" vocabularies. */
+static tw_status read_specials(tw_tokenizer *tok, const tw_gguf *g, bool spm, tw_err *err)
+{
+    if (spm) {
+        tok->bos = 1, tok->eos = 2, tok->unk = 0;
+    }
+    tw_status st = opt_id(g, KEY("bos_token_id"), &tok->bos, err);
+    if (st == TW_OK)
+        st = opt_id(g, KEY("eos_token_id"), &tok->eos, err);
+    if (st == TW_OK)
+        st = opt_id(g, KEY("eot_token_id"), &tok->eot, err);
+    if (st == TW_OK)
+        st = opt_id(g, KEY("eom_token_id"), &tok->eom, err);
+    if (st == TW_OK)
+        st = opt_id(g, KEY("unknown_token_id"), &tok->unk, err);
+    if (st == TW_OK)
+        st = opt_id(g, KEY("padding_token_id"), &tok->pad, err);
+    if (st == TW_OK)
+        st = opt_bool(g, KEY("add_bos_token"), &tok->add_bos, err);
+    if (st == TW_OK)
+        st = opt_bool(g, KEY("add_eos_token"), &tok->add_eos, err);
+    return st;
+}
+
 tw_status tw_tokenizer_from_gguf(const tw_gguf *g, tw_tokenizer **out, tw_err *err)
 {
     if (!g || !out)
@@ -186,14 +214,15 @@ tw_status tw_tokenizer_from_gguf(const tw_gguf *g, tw_tokenizer **out, tw_err *e
         return tw_error_wrap(err, st, "GGUF tokenizer");
     bool bpe = strcmp(model, "gpt2") == 0;
     bool spm = strcmp(model, "llama") == 0;
-    if (!bpe && !spm)
+    bool wp = strcmp(model, "bert") == 0;
+    if (!bpe && !spm && !wp)
         return tw_errorf(err, TW_UNIMPLEMENTED, "unsupported tokenizer model '%s' in " KEY("model"),
                          model);
 
     tw_tokenizer *tok = tok_new();
     if (!tok)
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory");
-    tok->kind = spm ? TW_TOKENIZER_SPM : TW_TOKENIZER_BPE;
+    tok->kind = spm ? TW_TOKENIZER_SPM : wp ? TW_TOKENIZER_WORDPIECE : TW_TOKENIZER_BPE;
     st = load_tokens(tok, g, err);
     if (st == TW_OK && bpe) {
         st = load_merges(tok, g, err);
@@ -216,30 +245,14 @@ tw_status tw_tokenizer_from_gguf(const tw_gguf *g, tw_tokenizer **out, tw_err *e
         /* llama.cpp's default for BPE models; the add_bos_token key below
          * overrides it, and the Llama 3 family asks for BOS. */
         tok->add_bos = tok->ignore_merges;
-    } else if (st == TW_OK) {
+    } else if (st == TW_OK && spm) {
         st = spm_setup(tok, g, err);
+    } else if (st == TW_OK) {
+        st = tok_gguf_wordpiece(tok, g, err);
     }
 
-    if (st == TW_OK) {
-        if (spm) {
-            tok->bos = 1, tok->eos = 2, tok->unk = 0;
-        }
-        st = opt_id(g, KEY("bos_token_id"), &tok->bos, err);
-    }
-    if (st == TW_OK)
-        st = opt_id(g, KEY("eos_token_id"), &tok->eos, err);
-    if (st == TW_OK)
-        st = opt_id(g, KEY("eot_token_id"), &tok->eot, err);
-    if (st == TW_OK)
-        st = opt_id(g, KEY("eom_token_id"), &tok->eom, err);
-    if (st == TW_OK)
-        st = opt_id(g, KEY("unknown_token_id"), &tok->unk, err);
-    if (st == TW_OK)
-        st = opt_id(g, KEY("padding_token_id"), &tok->pad, err);
-    if (st == TW_OK)
-        st = opt_bool(g, KEY("add_bos_token"), &tok->add_bos, err);
-    if (st == TW_OK)
-        st = opt_bool(g, KEY("add_eos_token"), &tok->add_eos, err);
+    if (st == TW_OK && !wp)
+        st = read_specials(tok, g, spm, err);
     if (st == TW_OK && tw_gguf_find_key(g, "tokenizer.chat_template") >= 0) {
         const char *tmpl;
         size_t len;

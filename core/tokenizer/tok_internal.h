@@ -341,6 +341,12 @@ tw_status tok_finish_specials(tw_tokenizer *tok, tw_err *err);
 
 tw_tokenizer *tok_new(void);
 
+/* GGUF "bert" vocabularies (gguf_wordpiece.c). tok_gguf_wp_text sets the
+ * text of id from its phantom-space form, after its type; tok_gguf_wordpiece
+ * sets up everything else once all texts are in and the map is built. */
+tw_status tok_gguf_wp_text(tw_tokenizer *tok, uint32_t id, const char *s, size_t len, tw_err *err);
+tw_status tok_gguf_wordpiece(tw_tokenizer *tok, const tw_gguf *g, tw_err *err);
+
 /* byte-level mapping: unicode code point of byte b, and back (-1 if none). */
 uint32_t tok_byte_to_cp(uint8_t b);
 int tok_cp_to_byte(uint32_t cp);

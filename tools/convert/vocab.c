@@ -1,5 +1,6 @@
 /* tokenizer.json (+ tokenizer_config.json) -> tokenizer.ggml.* metadata, the
- * way llama.cpp's converter writes a byte-level BPE vocabulary. */
+ * way llama.cpp's converter writes a byte-level BPE vocabulary; WordPiece
+ * (BERT) vocabularies are written by vocab_wordpiece.c. */
 #include "convert.h"
 
 #include <limits.h>
@@ -7,9 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-/* llama.cpp token types */
-enum { TOK_NORMAL = 1, TOK_CONTROL = 3, TOK_USER_DEFINED = 4, TOK_UNUSED = 5 };
 
 static json_t *load_json(const char *dir, const char *name, bool *present, tw_err *err)
 {
@@ -27,8 +25,7 @@ static json_t *load_json(const char *dir, const char *name, bool *present, tw_er
     return j;
 }
 
-/* "<|...|>" and friends are control tokens even when not marked special. */
-static bool looks_special(const char *s)
+bool twc_looks_special(const char *s)
 {
     size_t n = strlen(s);
     return (n >= 4 && strncmp(s, "<|", 2) == 0 && strcmp(s + n - 2, "|>") == 0) ||
@@ -52,8 +49,7 @@ static const char *guess_pre(const json_t *tok)
     return pre;
 }
 
-/* Token text of tokenizer_config's bos_token etc. (string or AddedToken). */
-static const char *special_text(const json_t *v)
+const char *twc_special_text(const json_t *v)
 {
     if (json_is_string(v))
         return json_string_value(v);
@@ -140,10 +136,15 @@ tw_status twc_write_vocab(const char *dir, const json_t *config, uint64_t vocab_
     const json_t *model = json_object_get(tok, "model");
     const json_t *vocab = json_object_get(model, "vocab");
     const char *mtype = json_string_value(json_object_get(model, "type"));
+    if (mtype && strcmp(mtype, "WordPiece") == 0) {
+        st = twc_write_vocab_wordpiece(dir, tok, tcfg, config, vocab_size, pre_override, w, err);
+        *written = st == TW_OK;
+        goto done;
+    }
     if (!mtype || strcmp(mtype, "BPE") != 0 || !json_is_object(vocab)) {
         st = tw_errorf(err, TW_UNIMPLEMENTED,
-                       "%s/tokenizer.json: only byte-level BPE vocabularies are converted (model "
-                       "type '%s')",
+                       "%s/tokenizer.json: only byte-level BPE and WordPiece vocabularies are "
+                       "converted (model type '%s')",
                        dir, mtype ? mtype : "?");
         goto done;
     }
@@ -173,7 +174,7 @@ tw_status twc_write_vocab(const char *dir, const json_t *config, uint64_t vocab_
     {
         uint64_t id = (uint64_t)json_integer_value(v);
         tokens[id] = (char *)k;
-        types[id] = TOK_NORMAL;
+        types[id] = TWC_TOK_NORMAL;
     }
     size_t i;
     const json_t *a;
@@ -189,9 +190,9 @@ tw_status twc_write_vocab(const char *dir, const json_t *config, uint64_t vocab_
         }
         uint64_t id = (uint64_t)json_integer_value(idv);
         tokens[id] = (char *)content;
-        types[id] = json_is_true(json_object_get(a, "special")) || looks_special(content)
-                        ? TOK_CONTROL
-                        : TOK_USER_DEFINED;
+        types[id] = json_is_true(json_object_get(a, "special")) || twc_looks_special(content)
+                        ? TWC_TOK_CONTROL
+                        : TWC_TOK_USER_DEFINED;
     }
     char pad[32];
     tw_gguf_warr *tok_arr;
@@ -202,7 +203,7 @@ tw_status twc_write_vocab(const char *dir, const json_t *config, uint64_t vocab_
         if (!s) {
             snprintf(pad, sizeof pad, "[PAD%llu]", (unsigned long long)id);
             s = pad;
-            types[id] = TOK_UNUSED;
+            types[id] = TWC_TOK_UNUSED;
         }
         st = tw_gguf_warr_push_str(tok_arr, s, strlen(s), err);
     }
@@ -255,7 +256,7 @@ tw_status twc_write_vocab(const char *dir, const json_t *config, uint64_t vocab_
         {"pad_token", "pad_token_id", "tokenizer.ggml.padding_token_id"},
     };
     for (size_t s = 0; s < sizeof specials / sizeof specials[0] && !st; s++) {
-        const char *text = special_text(json_object_get(tcfg, specials[s].cfg));
+        const char *text = twc_special_text(json_object_get(tcfg, specials[s].cfg));
         int64_t id = -1;
         for (uint64_t t = 0; text && t < n; t++)
             if (tokens[t] && strcmp(tokens[t], text) == 0) {

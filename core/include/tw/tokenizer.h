@@ -12,7 +12,8 @@
  *    BertNormalizer, words split at whitespace and punctuation, each word
  *    cut greedily into the longest vocabulary pieces ("##" continuing
  *    them), a word that cannot be cut completely becoming [UNK]
- *    (tokenizer.json only).
+ *    (tokenizer.json, or a GGUF "bert" vocabulary in llama.cpp's
+ *    phantom-space spelling).
  * A tokenizer is loaded from GGUF metadata (tokenizer.ggml.*) or from a
  * Hugging Face tokenizer.json (+ tokenizer_config.json); both give the same
  * behaviour for the same model.
@@ -96,7 +97,8 @@ void tw_tokenizer_free(tw_tokenizer *tok);
 
 /* Add the BOS (and EOS) tokens that the tokenizer's configuration asks for
  * (GGUF tokenizer.ggml.add_bos_token/add_eos_token, tokenizer_config.json
- * add_bos_token/add_eos_token, tokenizer.json TemplateProcessing). */
+ * add_bos_token/add_eos_token, tokenizer.json TemplateProcessing). A GGUF
+ * "bert" vocabulary always adds [CLS] and [SEP], as llama.cpp does. */
 #define TW_ENCODE_ADD_SPECIAL 0x1u
 /* Match control tokens written in the text (e.g. "<|im_start|>") as the
  * tokens themselves. Without it they are tokenized as ordinary text. */
