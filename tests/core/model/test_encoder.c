@@ -189,10 +189,14 @@ static void test_batch(void **state)
     const uint32_t *const *in = (const uint32_t *const *)ids;
     if (tw_model_encode_batch(f->m, f->pool, k, in, n, got, &err) != TW_OK)
         fail_msg("batch: %s", err.msg);
+    /* quantized weights meet activations rounded to 8 bits in short passes
+     * and in f32 in long ones, so batched and alone agree only to the
+     * weights' rounding there */
+    const double apart = tolerance < 1e-3 ? 1e-5 : tolerance;
     for (size_t i = 0; i < k; i++) {
         assert_int_equal(tw_model_encode(f->m, f->pool, ids[i], n[i], alone[i], &err), TW_OK);
         for (size_t x = 0; x < n[i] * H; x++) {
-            if (fabs(got[i][x] - alone[i][x]) > 1e-5 || fabs(got[i][x] - want[i][x]) > tolerance)
+            if (fabs(got[i][x] - alone[i][x]) > apart || fabs(got[i][x] - want[i][x]) > tolerance)
                 fail_msg("input %zu, value %zu: %g batched, %g alone, %g wanted", i, x, got[i][x],
                          alone[i][x], want[i][x]);
         }
