@@ -7,6 +7,10 @@
 
 #include "tok_internal.h"
 
+/* An optional boolean member of obj: absent or null keeps *out; another
+ * type is an error naming where.key. */
+tw_status tok_hf_bool(json_t *obj, const char *key, bool *out, const char *where, tw_err *err);
+
 /* model.type "WordPiece", after the vocabulary and added tokens are in:
  * unk_token, continuing_subword_prefix, max_input_chars_per_word. */
 tw_status tok_hf_wordpiece_model(tw_tokenizer *tok, json_t *model, tw_err *err);

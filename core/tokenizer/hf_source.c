@@ -16,8 +16,7 @@ static tw_status oom(tw_err *err)
     return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory");
 }
 
-/* Optional boolean member: absent or null keeps *out. */
-static tw_status get_bool(json_t *obj, const char *key, bool *out, const char *where, tw_err *err)
+tw_status tok_hf_bool(json_t *obj, const char *key, bool *out, const char *where, tw_err *err)
 {
     json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v))
@@ -138,9 +137,9 @@ static tw_status parse_normalizer(tw_tokenizer *tok, json_t *n, int depth, tw_er
             return st;
         nm->kind = NORM_STRIP;
         nm->left = nm->right = true;
-        if ((st = get_bool(n, "strip_left", &nm->left, "Strip", err)) != TW_OK)
+        if ((st = tok_hf_bool(n, "strip_left", &nm->left, "Strip", err)) != TW_OK)
             return st;
-        return get_bool(n, "strip_right", &nm->right, "Strip", err);
+        return tok_hf_bool(n, "strip_right", &nm->right, "Strip", err);
     }
     return tw_errorf(err, TW_UNIMPLEMENTED, "unsupported normalizer type \"%s\"", type);
 }
@@ -209,7 +208,7 @@ static tw_status parse_pretokenizer(tw_tokenizer *tok, json_t *n, int depth, boo
         p->kind = PRE_SPLIT;
         if ((st = parse_behavior(n, &p->behavior, err)) != TW_OK)
             return st;
-        if ((st = get_bool(n, "invert", &p->invert, "Split", err)) != TW_OK)
+        if ((st = tok_hf_bool(n, "invert", &p->invert, "Split", err)) != TW_OK)
             return st;
         return get_pattern(n, "pre_tokenizer Split", &p->re, err);
     }
@@ -218,8 +217,8 @@ static tw_status parse_pretokenizer(tw_tokenizer *tok, json_t *n, int depth, boo
             return tw_errorf(err, TW_UNIMPLEMENTED,
                              "pre_tokenizer ByteLevel with a WordPiece model");
         bool prefix = false, use_regex = true;
-        if ((st = get_bool(n, "add_prefix_space", &prefix, "ByteLevel", err)) != TW_OK ||
-            (st = get_bool(n, "use_regex", &use_regex, "ByteLevel", err)) != TW_OK)
+        if ((st = tok_hf_bool(n, "add_prefix_space", &prefix, "ByteLevel", err)) != TW_OK ||
+            (st = tok_hf_bool(n, "use_regex", &use_regex, "ByteLevel", err)) != TW_OK)
             return st;
         if (prefix) {
             if ((st = add_pre(tok, &p, err)) != TW_OK)
@@ -245,8 +244,8 @@ static tw_status parse_pretokenizer(tw_tokenizer *tok, json_t *n, int depth, boo
         p->split = true;
         p->prepend = PREPEND_ALWAYS;
         bool add_prefix = true;
-        if ((st = get_bool(n, "add_prefix_space", &add_prefix, "Metaspace", err)) != TW_OK ||
-            (st = get_bool(n, "split", &p->split, "Metaspace", err)) != TW_OK)
+        if ((st = tok_hf_bool(n, "add_prefix_space", &add_prefix, "Metaspace", err)) != TW_OK ||
+            (st = tok_hf_bool(n, "split", &p->split, "Metaspace", err)) != TW_OK)
             return st;
         if (!add_prefix)
             p->prepend = PREPEND_NEVER;
@@ -266,7 +265,7 @@ static tw_status parse_pretokenizer(tw_tokenizer *tok, json_t *n, int depth, boo
     }
     if (strcmp(type, "Digits") == 0) {
         bool single = false;
-        if ((st = get_bool(n, "individual_digits", &single, "Digits", err)) != TW_OK)
+        if ((st = tok_hf_bool(n, "individual_digits", &single, "Digits", err)) != TW_OK)
             return st;
         return tok_pre_add_split(tok, single ? "\\p{N}" : "\\p{N}+", SPLIT_ISOLATED, false, err);
     }
@@ -314,7 +313,7 @@ static tw_status parse_decoder(tw_tokenizer *tok, json_t *n, int depth, tw_err *
     if (strcmp(type, "Metaspace") == 0) {
         tok->dec_metaspace = true;
         bool prefix = true;
-        if ((st = get_bool(n, "add_prefix_space", &prefix, "Metaspace", err)) != TW_OK)
+        if ((st = tok_hf_bool(n, "add_prefix_space", &prefix, "Metaspace", err)) != TW_OK)
             return st;
         json_t *scheme = json_object_get(n, "prepend_scheme");
         if (json_is_string(scheme))
@@ -410,13 +409,13 @@ static tw_status parse_vocab(tw_tokenizer *tok, json_t *model, json_t *added, tw
         ad->id = id;
         char where[48];
         snprintf(where, sizeof where, "added_tokens[%zu]", i);
-        if ((st = get_bool(a, "special", &ad->special, where, err)) != TW_OK)
+        if ((st = tok_hf_bool(a, "special", &ad->special, where, err)) != TW_OK)
             return st;
         ad->normalized = !ad->special; /* HF's default for AddedToken */
-        if ((st = get_bool(a, "normalized", &ad->normalized, where, err)) != TW_OK ||
-            (st = get_bool(a, "lstrip", &ad->lstrip, where, err)) != TW_OK ||
-            (st = get_bool(a, "rstrip", &ad->rstrip, where, err)) != TW_OK ||
-            (st = get_bool(a, "single_word", &ad->single_word, where, err)) != TW_OK)
+        if ((st = tok_hf_bool(a, "normalized", &ad->normalized, where, err)) != TW_OK ||
+            (st = tok_hf_bool(a, "lstrip", &ad->lstrip, where, err)) != TW_OK ||
+            (st = tok_hf_bool(a, "rstrip", &ad->rstrip, where, err)) != TW_OK ||
+            (st = tok_hf_bool(a, "single_word", &ad->single_word, where, err)) != TW_OK)
             return st;
         tok_span sp = tok->vocab.tspan[id];
         if (sp.len != json_string_length(c) ||
@@ -527,9 +526,9 @@ static tw_status parse_model(tw_tokenizer *tok, json_t *root, tw_err *err)
         return tok_hf_wordpiece_model(tok, model, err);
     if ((st = parse_merges(tok, model, err)) != TW_OK)
         return st;
-    if ((st = get_bool(model, "byte_fallback", &tok->byte_fallback, "model", err)) != TW_OK ||
-        (st = get_bool(model, "fuse_unk", &tok->fuse_unk, "model", err)) != TW_OK ||
-        (st = get_bool(model, "ignore_merges", &tok->ignore_merges, "model", err)) != TW_OK)
+    if ((st = tok_hf_bool(model, "byte_fallback", &tok->byte_fallback, "model", err)) != TW_OK ||
+        (st = tok_hf_bool(model, "fuse_unk", &tok->fuse_unk, "model", err)) != TW_OK ||
+        (st = tok_hf_bool(model, "ignore_merges", &tok->ignore_merges, "model", err)) != TW_OK)
         return st;
     json_t *unk = json_object_get(model, "unk_token");
     if (json_is_string(unk)) {
@@ -624,8 +623,8 @@ static tw_status parse_config(tw_tokenizer *tok, json_t *cfg, tw_err *err)
         (st = config_token(tok, cfg, "eos_token", &tok->eos, err)) != TW_OK ||
         (st = config_token(tok, cfg, "pad_token", &tok->pad, err)) != TW_OK ||
         (st = config_token(tok, cfg, "unk_token", &tok->unk, err)) != TW_OK ||
-        (st = get_bool(cfg, "add_bos_token", &tok->add_bos, "tokenizer_config", err)) != TW_OK ||
-        (st = get_bool(cfg, "add_eos_token", &tok->add_eos, "tokenizer_config", err)) != TW_OK)
+        (st = tok_hf_bool(cfg, "add_bos_token", &tok->add_bos, "tokenizer_config", err)) != TW_OK ||
+        (st = tok_hf_bool(cfg, "add_eos_token", &tok->add_eos, "tokenizer_config", err)) != TW_OK)
         return st;
     json_t *tmpl = json_object_get(cfg, "chat_template");
     const char *text = NULL;

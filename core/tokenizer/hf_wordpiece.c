@@ -8,18 +8,6 @@
 
 #include "hf_internal.h"
 
-/* Absent or null keeps *out. */
-static tw_status opt_bool(json_t *obj, const char *key, bool *out, const char *where, tw_err *err)
-{
-    json_t *v = json_object_get(obj, key);
-    if (!v || json_is_null(v))
-        return TW_OK;
-    if (!json_is_boolean(v))
-        return tw_errorf(err, TW_INVALID_ARGUMENT, "%s.%s must be a boolean", where, key);
-    *out = json_is_true(v);
-    return TW_OK;
-}
-
 /* A continuing-subword prefix into dst (TOK_WP_MAX_PREFIX + 1 bytes);
  * absent or null keeps dst. */
 static tw_status opt_prefix(json_t *obj, const char *key, const char *where, char *dst, size_t *len,
@@ -105,13 +93,13 @@ tw_status tok_hf_bert_normalizer(tw_tokenizer *tok, json_t *n, tw_err *err)
         return tw_errorf(err, TW_INVALID_ARGUMENT, "more than %d normalizer steps", TOK_MAX_STEPS);
     tok_norm nm = {.kind = NORM_BERT, .clean = true, .cjk = true, .lower = true};
     tw_status st;
-    if ((st = opt_bool(n, "clean_text", &nm.clean, "BertNormalizer", err)) != TW_OK ||
-        (st = opt_bool(n, "handle_chinese_chars", &nm.cjk, "BertNormalizer", err)) != TW_OK ||
-        (st = opt_bool(n, "lowercase", &nm.lower, "BertNormalizer", err)) != TW_OK)
+    if ((st = tok_hf_bool(n, "clean_text", &nm.clean, "BertNormalizer", err)) != TW_OK ||
+        (st = tok_hf_bool(n, "handle_chinese_chars", &nm.cjk, "BertNormalizer", err)) != TW_OK ||
+        (st = tok_hf_bool(n, "lowercase", &nm.lower, "BertNormalizer", err)) != TW_OK)
         return st;
     /* null: accents go exactly when case goes, as in BERT's uncased models */
     nm.accents = nm.lower;
-    if ((st = opt_bool(n, "strip_accents", &nm.accents, "BertNormalizer", err)) != TW_OK)
+    if ((st = tok_hf_bool(n, "strip_accents", &nm.accents, "BertNormalizer", err)) != TW_OK)
         return st;
     tok->norm[tok->n_norm++] = nm;
     return TW_OK;
@@ -127,7 +115,7 @@ tw_status tok_hf_wordpiece_decoder(tw_tokenizer *tok, json_t *n, tw_err *err)
     tw_status st = opt_prefix(n, "prefix", "decoder WordPiece", tok->dec_wp_prefix,
                               &tok->dec_wp_prefix_len, err);
     if (st == TW_OK)
-        st = opt_bool(n, "cleanup", &tok->dec_wp_cleanup, "decoder WordPiece", err);
+        st = tok_hf_bool(n, "cleanup", &tok->dec_wp_cleanup, "decoder WordPiece", err);
     if (st == TW_OK)
         tok->dec_wordpiece = true;
     return st;

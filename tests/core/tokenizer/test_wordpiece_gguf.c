@@ -117,42 +117,6 @@ static void check_same_as_json(const tw_tokenizer *g, const tw_tokenizer *j, con
     tok_cases_free(&cases);
 }
 
-/* golden.json's texts, with [CLS] and [SEP], are the ids transformers fed
- * the reference BERT. */
-static void check_golden(const tw_tokenizer *tok)
-{
-    char path[1100];
-    snprintf(path, sizeof path, "%s/golden/bert_cls/golden.json", TW_REPO_DATA);
-    json_t *meta = json_load_file(path, 0, NULL);
-    assert_non_null(meta);
-    json_t *texts = json_object_get(meta, "texts");
-    assert_true(json_array_size(texts) >= 4);
-    snprintf(path, sizeof path, "%s/golden/bert_cls/golden.safetensors", TW_REPO_DATA);
-    tw_err err = {{0}};
-    tw_st_file *st = NULL;
-    assert_int_equal(tw_st_open(path, &st, &err), TW_OK);
-    uint32_t *ids = malloc(MAX_IDS * sizeof *ids);
-    for (size_t i = 0; i < json_array_size(texts); i++) {
-        const char *text = json_string_value(json_array_get(texts, i));
-        char name[32];
-        snprintf(name, sizeof name, "ids_%zu", i);
-        const tw_st_tensor *t = tw_st_find(st, name);
-        assert_non_null(t);
-        assert_int_equal(t->dtype, TW_ST_I64);
-        size_t n =
-            encode(tok, text, strlen(text), TW_ENCODE_ADD_SPECIAL | TW_ENCODE_PARSE_SPECIAL, ids);
-        assert_int_equal(n, t->n_elems);
-        for (size_t k = 0; k < n; k++) {
-            int64_t want;
-            memcpy(&want, (const char *)t->data + k * 8, 8);
-            assert_int_equal(ids[k], want);
-        }
-    }
-    free(ids);
-    tw_st_close(st);
-    json_decref(meta);
-}
-
 static uint32_t u32_key(const tw_gguf *g, const char *key)
 {
     tw_err err = {{0}};
@@ -262,7 +226,7 @@ static void test_round_trip_uncased(void **state)
     tw_tokenizer *g = load_gguf(out);
     tw_tokenizer *j = load_repo("golden/bert_cls");
     check_reference(g, "tokenizers/wordpiece-uncased");
-    check_golden(g);
+    wp_check_golden_ids(g);
     check_same_as_json(g, j, "tokenizers/wordpiece-uncased");
     check_metadata(out, tj, true);
     tw_tokenizer_free(g);
