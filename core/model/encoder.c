@@ -1,6 +1,8 @@
-/* The encoder's forward pass: one input read whole, every token attending
- * to every other, post-norm blocks. The scores of all heads are formed by
- * sgemm side by side on the pool; the rest runs over the rows. */
+/* The encoder's forward pass: each input read whole, every token attending
+ * to every other token of its input, post-norm blocks. The inputs of a
+ * batch share the matrix products, so the weights are read once for all of
+ * them; their attention runs per (input, head) by sgemm, side by side on
+ * the pool, and the rest over the rows. */
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
