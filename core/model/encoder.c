@@ -105,6 +105,40 @@ static void run_rows(tw_pool *pool, rows_job *j)
     tw_pool_run(pool, rows_task, j, tasks);
 }
 
+typedef struct f32_job {
+    const tw_mat *w;
+    const float *x;
+    float *y;
+    size_t n;
+} f32_job;
+
+static void f32_task(void *ctx, int task, int n_tasks)
+{
+    const f32_job *j = ctx;
+    const size_t rows = j->w->rows, cols = j->w->cols;
+    const size_t per = (rows + (size_t)n_tasks - 1) / (size_t)n_tasks;
+    const size_t r0 = (size_t)task * per, nr = r0 + per < rows ? per : rows - r0;
+    if (r0 >= rows)
+        return;
+    const float *w = (const float *)(const void *)(j->w->w + r0 * j->w->row_bytes);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)j->n, (int)nr, (int)cols, 1.0f, j->x,
+                (int)cols, w, (int)(j->w->row_bytes / sizeof(float)), 0.0f, j->y + r0, (int)rows);
+}
+
+/* y = x W^T over n rows. The decoder's products keep a few rows on kernels
+ * whose bits match a single row's, which speculation needs and an encoder
+ * does not: f32 weights go to sgemm at every row count, split over the
+ * pool by weight rows. */
+static void matmul(tw_pool *pool, const tw_mat *w, const float *x, size_t n, float *y)
+{
+    if (w->type != TW_TYPE_F32 || w->row_bytes % sizeof(float) != 0) {
+        tw_mat_mul(pool, w, x, n, y);
+        return;
+    }
+    f32_job j = {.w = w, .x = x, .y = y, .n = n};
+    tw_pool_run(pool, f32_task, &j, tw_pool_threads(pool));
+}
+
 /* The inputs of a batch: input i is rows [start[i], start[i] + len[i]),
  * its scores at score[i] in each head's share. */
 typedef struct batch_plan {
@@ -148,9 +182,15 @@ static void block(tw_model *m, tw_pool *pool, const tw_enc_layer *L, const batch
 {
     const tw_mconfig *c = &m->cfg;
     tw_encoder *e = m->enc;
-    const tw_mat *qkv[3] = {&L->wq, &L->wk, &L->wv};
-    float *const outs[3] = {e->q, e->k, e->v};
-    tw_mat_mul_multi(pool, qkv, outs, 3, e->x, n);
+    if (L->wq.type == TW_TYPE_F32) {
+        matmul(pool, &L->wq, e->x, n, e->q);
+        matmul(pool, &L->wk, e->x, n, e->k);
+        matmul(pool, &L->wv, e->x, n, e->v);
+    } else {
+        const tw_mat *qkv[3] = {&L->wq, &L->wk, &L->wv};
+        float *const outs[3] = {e->q, e->k, e->v};
+        tw_mat_mul_multi(pool, qkv, outs, 3, e->x, n);
+    }
     rows_job r = {.m = m, .op = ROW_QKV_BIAS, .rows = n, .L = L};
     run_rows(pool, &r);
     attend_job j = {.e = e,
@@ -160,7 +200,7 @@ static void block(tw_model *m, tw_pool *pool, const tw_enc_layer *L, const batch
                     .n_heads = c->n_heads,
                     .scale = c->attn_scale};
     tw_pool_run(pool, attend_head, &j, (int)(plan->k * c->n_heads));
-    tw_mat_mul(pool, &L->wo, e->att, n, e->y);
+    matmul(pool, &L->wo, e->att, n, e->y);
     r = (rows_job){.m = m,
                    .op = ROW_ADD_NORM,
                    .rows = n,
@@ -169,10 +209,10 @@ static void block(tw_model *m, tw_pool *pool, const tw_enc_layer *L, const batch
                    .ln_b = L->attn_ln_b};
     run_rows(pool, &r);
 
-    tw_mat_mul(pool, &L->up, e->x, n, e->ff);
+    matmul(pool, &L->up, e->x, n, e->ff);
     r = (rows_job){.m = m, .op = ROW_BIAS_ACT, .rows = n, .bias = L->b_up};
     run_rows(pool, &r);
-    tw_mat_mul(pool, &L->down, e->ff, n, e->y);
+    matmul(pool, &L->down, e->ff, n, e->y);
     r = (rows_job){.m = m,
                    .op = ROW_ADD_NORM,
                    .rows = n,
