@@ -53,10 +53,23 @@ static int write_one(const char *dir, const char *arch, const char *tok_model, i
                                       g_a, "<|im_start|>"};
     const char *const spm_tokens[] = {"<unk>", "<s>", "</s>", "<0x0A>", "\xe2\x96\x81",
                                       "a", u_a, "b"};
-    CK(tw_gguf_writer_set_arr_strs(w, "tokenizer.ggml.tokens", spm ? spm_tokens : bpe_tokens,
+    /* BERT's WordPiece in llama.cpp's phantom-space form */
+    const int bert = !strcmp(tok_model, "bert");
+    const char *const wp_tokens[] = {"[PAD]", "[UNK]", "[CLS]",        "[SEP]",
+                                     u_a,     "b",     "\xe2\x96\x81", "[MASK]"};
+    CK(tw_gguf_writer_set_arr_strs(w, "tokenizer.ggml.tokens",
+                                   spm    ? spm_tokens
+                                   : bert ? wp_tokens
+                                          : bpe_tokens,
                                    8, &err));
     int32_t types[8] = {3, 3, 1, 1, 1, 1, 1, 4};
-    if (spm) {
+    if (bert) {
+        types[2] = types[3] = types[7] = 3;
+        CK(tw_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 1, &err));
+        CK(tw_gguf_writer_set_u32(w, "tokenizer.ggml.cls_token_id", 2, &err));
+        CK(tw_gguf_writer_set_u32(w, "tokenizer.ggml.seperator_token_id", 3, &err));
+        CK(tw_gguf_writer_set_bool(w, "tokenizer.ggml.normalizer.lowercase", variant == 0, &err));
+    } else if (spm) {
         types[0] = 2;
         types[3] = 6;
         types[7] = 1;
@@ -107,5 +120,7 @@ int main(int argc, char **argv)
         bad |= write_one(argv[1], archs[i], "gpt2", 0);
         bad |= write_one(argv[1], archs[i], "llama", 1);
     }
+    bad |= write_one(argv[1], "bert", "bert", 0);
+    bad |= write_one(argv[1], "bert", "bert", 1);
     return bad;
 }
