@@ -401,6 +401,7 @@ tw_status tw_engine_load_model(tw_engine *e, const char *path, const char *name,
     mo.max_chunk = e->opts.prefill_chunk;
     mo.weight_pages = e->opts.weight_pages;
     mo.kv_type = e->opts.kv_type;
+    mo.quantize = e->opts.quantize;
     tw_status st = tw_model_load(path, &mo, &m->model, err);
     if (st == TW_OK && opts->draft_path && *opts->draft_path)
         st = engine_load_draft(m, opts->draft_path, &mo, err);

@@ -59,6 +59,12 @@ tw_status tw_model_fingerprint(tw_model *m, char out[65], tw_err *err)
         hash_tensor(ctx, &t);
     if (m->info.kv_type == TW_KV_F16)
         EVP_DigestUpdate(ctx, "kv:f16\n", 7);
+    /* a checkpoint quantized at load computes other numbers than as stored */
+    if (m->quantized_to != TW_TYPE_F32) {
+        char q[48];
+        int n = snprintf(q, sizeof q, "quantized:%s\n", tw_type_name(m->quantized_to));
+        EVP_DigestUpdate(ctx, q, (size_t)n);
+    }
     unsigned char md[32];
     unsigned int len = 0;
     int ok = EVP_DigestFinal_ex(ctx, md, &len);

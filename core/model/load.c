@@ -408,6 +408,8 @@ static void fill_info(tw_model *m)
     for (unsigned ty = 0; ty < 64; ty++)
         if (per_type[ty] > per_type[in->weight_type])
             in->weight_type = (tw_type)ty;
+    if (m->quantized_to != TW_TYPE_F32)
+        in->weight_type = m->quantized_to;
 }
 
 static tw_status build(tw_model *m, const tw_model_opts *opts, tw_err *err)
@@ -510,6 +512,9 @@ static tw_status build(tw_model *m, const tw_model_opts *opts, tw_err *err)
         m->dn_state_floats = (size_t)c->dn_v_heads * c->dn_k_dim * c->dn_v_dim;
         m->dn_conv_floats = (size_t)(c->dn_conv - 1) * conv_dim;
     }
+    if (opts && opts->quantize != TW_TYPE_F32 &&
+        (st = tw_model_quantize_at_load(m, opts->quantize, err)))
+        return st;
     if ((st = alloc_scratch(m, err)) || (st = tw_model_pack_weights(m, err)))
         return st;
     fill_info(m);

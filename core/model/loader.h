@@ -40,6 +40,14 @@ tw_status tw_load_mat(tw_loader *ld, const char *name, size_t rows, size_t cols,
 tw_status tw_load_vec(tw_loader *ld, const char *name, size_t n, bool plus_one, bool optional,
                       float **out);
 
+/* Whether t is a type matrices can be quantized to at load. */
+bool tw_quantize_load_type(tw_type t);
+
+/* Quantizes every matrix stored as f32, f16 or bf16 whose rows are whole
+ * blocks of `to` (but the MoE routers, as tw-convert leaves them), in
+ * copies the model owns (quantize_load.c). */
+tw_status tw_model_quantize_at_load(tw_model *m, tw_type to, tw_err *err);
+
 /* Builds an encoder model (cfg.family->encoder) from ld's source: its
  * weights and its scratch for max_context rows (encoder_load.c). */
 tw_status tw_encoder_build(tw_loader *ld, size_t max_context);

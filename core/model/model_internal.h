@@ -132,6 +132,7 @@ struct tw_model {
     size_t max_chunk;
     tw_scratch s;
 
+    tw_type quantized_to; /* the type matrices were quantized to at load; F32: none */
     bool have_fingerprint;
     char fingerprint[65];
 

@@ -55,6 +55,9 @@ static const opt_def OPTS[] = {
      "N|auto  bytes of the next weights each compute thread "
      "fetches while it waits within a decode step (auto, "
      "default: half the L2; 0: off)"},
+    {"quantize", K_STR,
+     "none|q8_0|q4_0|q4_k|q6_k  quantize a Hugging Face checkpoint's f32/f16/bf16 "
+     "matrices as it loads, as tw-convert would (default none)"},
     {"kv-type", K_STR,
      "f16|f32      how sequences store attention K/V: f16 (default: half the "
      "memory per token and half the reads of a long context) or f32"},
@@ -424,6 +427,17 @@ static tw_status apply(loader *l, const opt_def *o, const char *v)
         cs = set_choice(&c, v, n, modes, 4, err);
         if (cs == TW_OK)
             cfg->f16_prefill = (twd_f16_prefill)c;
+        return cs;
+    }
+    if (!strcmp(n, "quantize")) {
+        static const choice types[] = {{"none", TW_TYPE_F32},
+                                       {"q8_0", TW_TYPE_Q8_0},
+                                       {"q4_0", TW_TYPE_Q4_0},
+                                       {"q4_k", TW_TYPE_Q4_K},
+                                       {"q6_k", TW_TYPE_Q6_K}};
+        cs = set_choice(&c, v, n, types, 5, err);
+        if (cs == TW_OK)
+            cfg->quantize = (tw_type)c;
         return cs;
     }
     if (!strcmp(n, "kv-type")) {

@@ -70,6 +70,7 @@ typedef struct twd_config {
     bool prefix_cache_copy;        /* --prefix-cache-pages copy */
     tw_weight_pages weight_pages;  /* --weight-pages */
     tw_kv_type kv_type;            /* --kv-type */
+    tw_type quantize;              /* --quantize (TW_TYPE_F32: none) */
     twd_isa isa;                   /* --isa */
     twd_prefetch decode_prefetch;  /* --decode-prefetch */
     twd_f16_prefill f16_prefill;   /* --f16-prefill */

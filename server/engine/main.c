@@ -74,6 +74,7 @@ static int run(const twd_config *cfg, const char *widest)
     eo.prefix_cache_copy = cfg->prefix_cache_copy;
     eo.weight_pages = cfg->weight_pages;
     eo.kv_type = cfg->kv_type;
+    eo.quantize = cfg->quantize;
     eo.long_context_chars = cfg->long_context_chars;
     eo.short_question_chars = cfg->short_question_chars;
     tw_hw_choice used = {eo.threads, eo.max_batch, eo.prefill_chunk,

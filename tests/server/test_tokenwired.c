@@ -618,6 +618,44 @@ static void test_generate_narrower_isa(void **state)
     free(dir);
 }
 
+/* --quantize q8_0: a Hugging Face checkpoint (the shipped qwen3_deep) is
+ * served quantized, which the model list says, and answers. */
+static void test_quantize_at_load(void **state)
+{
+    (void)state;
+    char model_dir[1024];
+    snprintf(model_dir, sizeof model_dir, "%s/tests/data/golden/qwen3_deep",
+             getenv("TW_SOURCE_DIR") ? getenv("TW_SOURCE_DIR") : ".");
+    twt_daemon d;
+    const char *extra[] = {"--model", model_dir,    "--model-name", "q", "--threads",
+                           "2",       "--quantize", "q8_0",         NULL};
+    daemon_start(&d, extra, NULL);
+    tw_client *c = connect_to(&d, NULL);
+    Tokenwire__V1__Reply *rep = NULL;
+    tw_err err;
+    assert_int_equal(tw_client_list_models(c, NULL, &rep, &err), TW_OK);
+    assert_int_equal(rep->list_models->n_models, 1);
+    assert_string_equal(rep->list_models->models[0]->weight_type, "Q8_0");
+    tw_wire_free_reply(rep);
+
+    Tokenwire__V1__GenerateRequest g = TOKENWIRE__V1__GENERATE_REQUEST__INIT;
+    Tokenwire__V1__TokenIds t = TOKENWIRE__V1__TOKEN_IDS__INIT;
+    uint32_t ids[4] = {5, 6, 7, 8};
+    t.n_ids = 4;
+    t.ids = ids;
+    g.prompt_case = TOKENWIRE__V1__GENERATE_REQUEST__PROMPT_TOKEN_IDS;
+    g.token_ids = &t;
+    Tokenwire__V1__StopRules stop = TOKENWIRE__V1__STOP_RULES__INIT;
+    stop.has_max_tokens = 1;
+    stop.max_tokens = 4;
+    g.stop = &stop;
+    assert_int_equal(tw_client_generate(c, &g, &rep, &err), TW_OK);
+    assert_int_equal(rep->generate->choices[0]->n_token_ids, 4);
+    tw_wire_free_reply(rep);
+    tw_client_close(c);
+    daemon_stop(&d);
+}
+
 /* Settings with a fixed set of values refuse anything else at start, with
  * the setting named and a non-zero exit, before serving anything. */
 static void test_bad_setting_values(void **state)
@@ -636,7 +674,8 @@ static void test_bad_setting_values(void **state)
                               {"--fetch-ahead-bytes", "lots"},
                               {"--fetch-ahead-bytes", "1G"},
                               {"--isa", "sse9"},
-                              {"--prefix-cache-pages", "maybe"}};
+                              {"--prefix-cache-pages", "maybe"},
+                              {"--quantize", "q3_k"}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const char *argv[] = {prog, cases[i][0], cases[i][1], NULL};
         tw_test_spawn_opts o = {.log_path = log, .stdin_null = true};
@@ -705,6 +744,7 @@ int main(void)
         cmocka_unit_test_teardown(test_generate_golden, twt_daemon_teardown),
         cmocka_unit_test_teardown(test_verbose_logs_user, twt_daemon_teardown),
         cmocka_unit_test_teardown(test_generate_narrower_isa, twt_daemon_teardown),
+        cmocka_unit_test_teardown(test_quantize_at_load, twt_daemon_teardown),
         cmocka_unit_test(test_bad_setting_values),
         cmocka_unit_test(test_chat_template_errors),
     };

@@ -56,6 +56,8 @@ typedef struct tw_engine_opts {
     uint32_t max_prompt_bytes; /* text / chat prompt size (default 8 MiB) */
     tw_weight_pages weight_pages; /* where GGUF weights live (default TW_WEIGHTS_AUTO) */
     tw_kv_type kv_type;           /* how sequences store K/V (default TW_KV_F32) */
+    tw_type quantize;             /* tw_model_opts.quantize for every model loaded
+                                     (default TW_TYPE_F32: as stored) */
 
     /* Caches of prompt state (tw/prefix_cache.h, tw/state_store.h). */
     uint64_t cache_bytes;        /* in-memory prefix cache per model (default 1 GiB) */

@@ -82,6 +82,11 @@ typedef struct tw_model_opts {
     tw_weight_pages weight_pages;
     /* How sequences store K/V [TW_KV_F32]. */
     tw_kv_type kv_type;
+    /* Matrices stored as f32, f16 or bf16 (a Hugging Face checkpoint's) are
+     * quantized to this type as the model loads: Q8_0, Q4_0, Q4_K or Q6_K,
+     * the matrices and bits tw-convert would write; a matrix whose rows are
+     * not whole blocks of it stays as stored. [TW_TYPE_F32: as stored] */
+    tw_type quantize;
 } tw_model_opts;
 
 #define TW_MODEL_MAX_EOS 8
