@@ -517,6 +517,7 @@ static tw_status build(tw_model *m, const tw_model_opts *opts, tw_err *err)
         return st;
     if ((st = alloc_scratch(m, err)) || (st = tw_model_pack_weights(m, err)))
         return st;
+    tw_model_quantized_release(m, false);
     fill_info(m);
     return TW_OK;
 }
@@ -608,6 +609,7 @@ void tw_model_free(tw_model *m)
     for (int k = 0; k < TW_ROPE_KINDS; k++)
         tw_rope_free(&m->ropes[k]);
     tw_model_unpack_weights(m);
+    tw_model_quantized_release(m, true);
     tw_wsource_close(m->src);
     free(m);
 }

@@ -48,6 +48,10 @@ bool tw_quantize_load_type(tw_type t);
  * copies the model owns (quantize_load.c). */
 tw_status tw_model_quantize_at_load(tw_model *m, tw_type to, tw_err *err);
 
+/* Frees the quantized copies no matrix reads any more (those the packing
+ * replaced), or with `all` every one of them (the model is going). */
+void tw_model_quantized_release(tw_model *m, bool all);
+
 /* Builds an encoder model (cfg.family->encoder) from ld's source: its
  * weights and its scratch for max_context rows (encoder_load.c). */
 tw_status tw_encoder_build(tw_loader *ld, size_t max_context);

@@ -133,6 +133,7 @@ struct tw_model {
     tw_scratch s;
 
     tw_type quantized_to; /* the type matrices were quantized to at load; F32: none */
+    struct tw_qcopies *qcopies; /* the copies quantize_load.c made, or NULL */
     bool have_fingerprint;
     char fingerprint[65];
 

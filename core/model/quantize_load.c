@@ -3,7 +3,59 @@
  * on the integer kernels without a conversion step. The matrices chosen and
  * the rows' bits are those tw-convert writes for the same type, so a
  * checkpoint quantized here computes what its converted GGUF computes. */
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "tw/log.h"
+
 #include "model/loader.h"
+
+/* Each quantized copy and the matrix it was made for: once the weights are
+ * packed, a copy no matrix reads any more is given back. */
+typedef struct tw_qcopy {
+    uint8_t *buf;
+    const tw_mat *mat;
+    const uint8_t *orig; /* the rows it was made from */
+    size_t orig_len;
+} tw_qcopy;
+
+struct tw_qcopies {
+    tw_qcopy *v;
+    size_t n, cap;
+};
+
+static bool keep_copy(tw_model *m, uint8_t *buf, const tw_mat *mat, const tw_mat *orig)
+{
+    struct tw_qcopies *q = m->qcopies;
+    if (!q && !(q = m->qcopies = calloc(1, sizeof *q)))
+        return false;
+    if (q->n == q->cap) {
+        size_t cap = q->cap ? 2 * q->cap : 64;
+        tw_qcopy *v = realloc(q->v, cap * sizeof *v);
+        if (!v)
+            return false;
+        q->v = v;
+        q->cap = cap;
+    }
+    q->v[q->n++] = (tw_qcopy){buf, mat, orig->w, orig->rows * orig->row_bytes};
+    return true;
+}
+
+void tw_model_quantized_release(tw_model *m, bool all)
+{
+    struct tw_qcopies *q = m->qcopies;
+    for (size_t i = 0; q && i < q->n; i++)
+        if (q->v[i].buf && (all || q->v[i].mat->w != q->v[i].buf)) {
+            free(q->v[i].buf);
+            q->v[i].buf = NULL;
+        }
+    if (all && q) {
+        free(q->v);
+        free(q);
+        m->qcopies = NULL;
+    }
+}
 
 /* A matrix to quantize: stored as floats, its rows whole blocks of `to`.
  * The MoE routers stay as they are, as tw-convert keeps them f32. */
@@ -27,7 +79,11 @@ static tw_status quantize(tw_model *m, tw_mat *mat, tw_type to, float **row, siz
         *cap = mat->cols;
     }
     const size_t rb = tw_type_row_bytes(to, mat->cols);
-    uint8_t *q = tw_model_calloc(m, mat->rows, rb);
+    uint8_t *q = malloc(mat->rows * rb);
+    if (q && !keep_copy(m, q, mat, mat)) {
+        free(q);
+        q = NULL;
+    }
     if (!q)
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED,
                          "quantize: out of memory for a %zu x %zu matrix as %s", mat->rows,
@@ -38,6 +94,25 @@ static tw_status quantize(tw_model *m, tw_mat *mat, tw_type to, float **row, siz
     }
     *mat = (tw_mat){.w = q, .type = to, .rows = mat->rows, .cols = mat->cols, .row_bytes = rb};
     return TW_OK;
+}
+
+/* The stored rows every copy was made from, once all are made (two
+ * matrices may read the same rows): whole pages only, so a neighbour's
+ * bytes stay. A file mapping drops them (a later read faults them in
+ * again); a private copy frees them. */
+static void give_back_originals(tw_model *m)
+{
+    const struct tw_qcopies *q = m->qcopies;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    size_t freed = 0;
+    for (size_t i = 0; q && i < q->n; i++) {
+        const uintptr_t lo = ((uintptr_t)q->v[i].orig + page - 1) & ~(page - 1);
+        const uintptr_t hi = ((uintptr_t)q->v[i].orig + q->v[i].orig_len) & ~(page - 1);
+        if (hi > lo && madvise((void *)lo, hi - lo, MADV_DONTNEED) == 0)
+            freed += hi - lo;
+    }
+    tw_info("quantized %zu matrices to %s at load; %.1f MiB of their stored rows given back",
+            q ? q->n : 0, tw_type_name(m->quantized_to), (double)freed / 1048576.0);
 }
 
 bool tw_quantize_load_type(tw_type t)
@@ -52,6 +127,12 @@ tw_status tw_model_quantize_at_load(tw_model *m, tw_type to, tw_err *err)
                          "quantize: %s is not a type to quantize to at load (Q8_0, Q4_0, Q4_K, "
                          "Q6_K)",
                          tw_type_name(to));
+    /* the fingerprint samples the stored weights, whose pages go below */
+    m->quantized_to = to;
+    char fp[65];
+    tw_status fs = tw_model_fingerprint(m, fp, err);
+    if (fs)
+        return fs;
     float *row = NULL;
     size_t cap = 0;
     const bool tied = m->lm_head.w == m->embed.w && m->lm_head.type == m->embed.type;
@@ -76,6 +157,6 @@ tw_status tw_model_quantize_at_load(tw_model *m, tw_type to, tw_err *err)
         }
     }
     if (!st)
-        m->quantized_to = to;
+        give_back_originals(m);
     return st;
 }
