@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "tw/log.h"
+#include "tw/pool.h"
 
 #include "model/loader.h"
 
@@ -16,8 +17,7 @@
 typedef struct tw_qcopy {
     uint8_t *buf;
     const tw_mat *mat;
-    const uint8_t *orig; /* the rows it was made from */
-    size_t orig_len;
+    tw_mat src; /* the stored rows it is made from */
 } tw_qcopy;
 
 struct tw_qcopies {
@@ -38,7 +38,7 @@ static bool keep_copy(tw_model *m, uint8_t *buf, const tw_mat *mat, const tw_mat
         q->v = v;
         q->cap = cap;
     }
-    q->v[q->n++] = (tw_qcopy){buf, mat, orig->w, orig->rows * orig->row_bytes};
+    q->v[q->n++] = (tw_qcopy){buf, mat, *orig};
     return true;
 }
 
@@ -66,18 +66,12 @@ static bool wants(const tw_mat *mat, tw_type to)
            tw_type_row_bytes(to, mat->cols) != 0;
 }
 
-static tw_status quantize(tw_model *m, tw_mat *mat, tw_type to, float **row, size_t *cap,
-                          tw_err *err)
+/* Points mat at a new copy of `to` rows, recorded with its source; the
+ * rows are written later, all matrices' together (quantize_rows). */
+static tw_status plan(tw_model *m, tw_mat *mat, tw_type to, tw_err *err)
 {
     if (!wants(mat, to))
         return TW_OK;
-    if (mat->cols > *cap) {
-        float *r = tw_model_calloc(m, mat->cols, sizeof *r);
-        if (!r)
-            return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "quantize: out of memory");
-        *row = r;
-        *cap = mat->cols;
-    }
     const size_t rb = tw_type_row_bytes(to, mat->cols);
     uint8_t *q = malloc(mat->rows * rb);
     if (q && !keep_copy(m, q, mat, mat)) {
@@ -88,11 +82,82 @@ static tw_status quantize(tw_model *m, tw_mat *mat, tw_type to, float **row, siz
         return tw_errorf(err, TW_RESOURCE_EXHAUSTED,
                          "quantize: out of memory for a %zu x %zu matrix as %s", mat->rows,
                          mat->cols, tw_type_name(to));
-    for (size_t r = 0; r < mat->rows; r++) {
-        tw_mat_row(mat, r, *row);
-        tw_quant_row(to, *row, q + r * rb, mat->cols);
-    }
     *mat = (tw_mat){.w = q, .type = to, .rows = mat->rows, .cols = mat->cols, .row_bytes = rb};
+    return TW_OK;
+}
+
+#define QUANT_CHUNK_ROWS 64
+/* a row as wide as the widest FFN of common models on the stack (128 KiB) */
+#define QUANT_STACK_FLOATS 32768
+
+typedef struct quant_job {
+    const struct tw_qcopies *q;
+    const size_t *first; /* copy i's chunks start at first[i]; first[n] is the total */
+    tw_type to;
+    int failed; /* a task could not have a row's floats */
+} quant_job;
+
+/* One chunk of one copy's rows: dequantized from the stored type, then
+ * rounded to `to`, the row's bits those of tw-convert's. */
+static void quant_task(void *ctx, int task, int n_tasks)
+{
+    (void)n_tasks;
+    const quant_job *j = ctx;
+    size_t lo = 0, hi = j->q->n;
+    while (hi - lo > 1) { /* the copy whose chunks hold this task */
+        const size_t mid = (lo + hi) / 2;
+        if (j->first[mid] <= (size_t)task)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    const tw_qcopy *c = &j->q->v[lo];
+    const size_t r0 = ((size_t)task - j->first[lo]) * QUANT_CHUNK_ROWS;
+    const size_t r1 = r0 + QUANT_CHUNK_ROWS < c->src.rows ? r0 + QUANT_CHUNK_ROWS : c->src.rows;
+    const size_t rb = tw_type_row_bytes(j->to, c->src.cols);
+    float stack[QUANT_STACK_FLOATS];
+    float *row = c->src.cols <= QUANT_STACK_FLOATS ? stack : malloc(c->src.cols * sizeof *row);
+    if (!row) {
+        __atomic_store_n(&((quant_job *)ctx)->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    for (size_t r = r0; r < r1; r++) {
+        tw_mat_row(&c->src, r, row);
+        tw_quant_row(j->to, row, c->buf + r * rb, c->src.cols);
+    }
+    if (row != stack)
+        free(row);
+}
+
+/* Every planned copy's rows, in chunks spread over a pool of this
+ * machine's cores (loading holds no pool of its own). */
+static tw_status quantize_rows(tw_model *m, tw_type to, tw_err *err)
+{
+    const struct tw_qcopies *q = m->qcopies;
+    if (!q || !q->n)
+        return TW_OK;
+    size_t *first = malloc((q->n + 1) * sizeof *first);
+    if (!first)
+        return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "quantize: out of memory");
+    first[0] = 0;
+    for (size_t i = 0; i < q->n; i++)
+        first[i + 1] = first[i] + (q->v[i].src.rows + QUANT_CHUNK_ROWS - 1) / QUANT_CHUNK_ROWS;
+    const size_t chunks = first[q->n];
+    if (chunks > INT32_MAX) {
+        free(first);
+        return tw_errorf(err, TW_INVALID_ARGUMENT, "quantize: %zu row chunks are too many", chunks);
+    }
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = cpus < 1 ? 1 : cpus > 64 ? 64 : (int)cpus;
+    tw_pool *pool = NULL;
+    if (tw_pool_create(threads, &pool, err) != TW_OK)
+        pool = NULL; /* the chunks then run on this thread */
+    quant_job j = {.q = q, .first = first, .to = to};
+    tw_pool_run(pool, quant_task, &j, (int)chunks);
+    tw_pool_destroy(pool);
+    free(first);
+    if (__atomic_load_n(&j.failed, __ATOMIC_RELAXED))
+        return tw_errorf(err, TW_RESOURCE_EXHAUSTED, "quantize: out of memory for a row");
     return TW_OK;
 }
 
@@ -106,8 +171,9 @@ static void give_back_originals(tw_model *m)
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     size_t freed = 0;
     for (size_t i = 0; q && i < q->n; i++) {
-        const uintptr_t lo = ((uintptr_t)q->v[i].orig + page - 1) & ~(page - 1);
-        const uintptr_t hi = ((uintptr_t)q->v[i].orig + q->v[i].orig_len) & ~(page - 1);
+        const tw_mat *o = &q->v[i].src;
+        const uintptr_t lo = ((uintptr_t)o->w + page - 1) & ~(page - 1);
+        const uintptr_t hi = ((uintptr_t)o->w + o->rows * o->row_bytes) & ~(page - 1);
         if (hi > lo && madvise((void *)lo, hi - lo, MADV_DONTNEED) == 0)
             freed += hi - lo;
     }
@@ -133,29 +199,29 @@ tw_status tw_model_quantize_at_load(tw_model *m, tw_type to, tw_err *err)
     tw_status fs = tw_model_fingerprint(m, fp, err);
     if (fs)
         return fs;
-    float *row = NULL;
-    size_t cap = 0;
     const bool tied = m->lm_head.w == m->embed.w && m->lm_head.type == m->embed.type;
-    tw_status st = quantize(m, &m->embed, to, &row, &cap, err);
+    tw_status st = plan(m, &m->embed, to, err);
     if (!st && tied)
         m->lm_head = m->embed;
     else if (!st)
-        st = quantize(m, &m->lm_head, to, &row, &cap, err);
+        st = plan(m, &m->lm_head, to, err);
     for (uint32_t l = 0; !st && l < m->cfg.n_layers; l++) {
         tw_layer *L = &m->layers[l];
         tw_mat *mats[] = {&L->wq,   &L->wk,   &L->wv,      &L->wo,       &L->in_qkv,
                           &L->in_z, &L->in_b, &L->in_a,    &L->out_proj, &L->gate,
                           &L->up,   &L->down, &L->sh_gate, &L->sh_up,    &L->sh_down};
         for (size_t i = 0; !st && i < sizeof mats / sizeof mats[0]; i++)
-            st = quantize(m, mats[i], to, &row, &cap, err);
+            st = plan(m, mats[i], to, err);
         for (uint32_t e = 0; !st && L->exp_gate && e < m->cfg.n_experts; e++) {
-            st = quantize(m, &L->exp_gate[e], to, &row, &cap, err);
+            st = plan(m, &L->exp_gate[e], to, err);
             if (!st)
-                st = quantize(m, &L->exp_up[e], to, &row, &cap, err);
+                st = plan(m, &L->exp_up[e], to, err);
             if (!st)
-                st = quantize(m, &L->exp_down[e], to, &row, &cap, err);
+                st = plan(m, &L->exp_down[e], to, err);
         }
     }
+    if (!st)
+        st = quantize_rows(m, to, err);
     if (!st)
         give_back_originals(m);
     return st;
