@@ -14,8 +14,8 @@ typedef struct tw_enc_layer {
 } tw_enc_layer;
 
 typedef struct tw_encoder {
-    tw_mat word, pos;
-    float *type0; /* token type 0's row, added to every token */
+    tw_mat word, pos, types;
+    float *type0; /* types' row 0, added to every token */
     float *emb_ln_w, *emb_ln_b;
     tw_enc_layer *layers;
 

@@ -115,19 +115,18 @@ tw_status tw_encoder_build(tw_loader *ld, size_t max_context)
     tw_encoder *e = tw_model_calloc(m, 1, sizeof *e);
     if (!e || !(e->layers = tw_model_calloc(m, c->n_layers, sizeof *e->layers)))
         return tw_errorf(ld->err, TW_RESOURCE_EXHAUSTED, "out of memory");
-    tw_mat types;
     tw_status st;
     if ((st = tw_load_mat(ld, ename(ld, -1, "embeddings.word_embeddings.weight"), c->vocab, H,
                           &e->word)) ||
         (st = tw_load_mat(ld, ename(ld, -1, "embeddings.position_embeddings.weight"), c->max_pos, H,
                           &e->pos)) ||
         (st = tw_load_mat(ld, ename(ld, -1, "embeddings.token_type_embeddings.weight"),
-                          c->n_token_types, H, &types)) ||
+                          c->n_token_types, H, &e->types)) ||
         (st = layer_norm(ld, -1, "embeddings.LayerNorm", &e->emb_ln_w, &e->emb_ln_b)))
         return st;
     if (!(e->type0 = tw_model_calloc(m, H, sizeof(float))))
         return tw_errorf(ld->err, TW_RESOURCE_EXHAUSTED, "out of memory");
-    tw_mat_row(&types, 0, e->type0);
+    tw_mat_row(&e->types, 0, e->type0);
     for (uint32_t l = 0; l < c->n_layers; l++)
         if ((st = load_layer(ld, (int)l, &e->layers[l])))
             return st;

@@ -445,6 +445,9 @@ static tw_status build(tw_model *m, const tw_model_opts *opts, tw_err *err)
     if (c->family->encoder) {
         if ((st = tw_encoder_build(&ld, max_ctx)))
             return st;
+        if (opts && opts->quantize != TW_TYPE_F32 &&
+            (st = tw_model_quantize_at_load(m, opts->quantize, err)))
+            return st;
         fill_info(m);
         return TW_OK;
     }

@@ -10,6 +10,7 @@
 #include "tw/log.h"
 #include "tw/pool.h"
 
+#include "model/encoder.h"
 #include "model/loader.h"
 
 /* Each quantized copy and the matrix it was made for: once the weights are
@@ -181,6 +182,30 @@ static void give_back_originals(tw_model *m)
             q ? q->n : 0, tw_type_name(m->quantized_to), (double)freed / 1048576.0);
 }
 
+/* An encoder's matrices: its three tables as well, as tw-convert writes
+ * them, and the token-type row the passes add read again from its copy. */
+static tw_status quantize_encoder(tw_model *m, tw_type to, tw_err *err)
+{
+    tw_encoder *e = m->enc;
+    tw_status st = TW_OK;
+    tw_mat *tables[] = {&e->word, &e->pos, &e->types};
+    for (size_t i = 0; !st && i < sizeof tables / sizeof tables[0]; i++)
+        st = plan(m, tables[i], to, err);
+    for (uint32_t l = 0; !st && l < m->cfg.n_layers; l++) {
+        tw_enc_layer *L = &e->layers[l];
+        tw_mat *mats[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->up, &L->down};
+        for (size_t i = 0; !st && i < sizeof mats / sizeof mats[0]; i++)
+            st = plan(m, mats[i], to, err);
+    }
+    if (!st)
+        st = quantize_rows(m, to, err);
+    if (st)
+        return st;
+    tw_mat_row(&e->types, 0, e->type0);
+    give_back_originals(m);
+    return TW_OK;
+}
+
 bool tw_quantize_load_type(tw_type t)
 {
     return t == TW_TYPE_Q8_0 || t == TW_TYPE_Q4_0 || t == TW_TYPE_Q4_K || t == TW_TYPE_Q6_K;
@@ -199,6 +224,8 @@ tw_status tw_model_quantize_at_load(tw_model *m, tw_type to, tw_err *err)
     tw_status fs = tw_model_fingerprint(m, fp, err);
     if (fs)
         return fs;
+    if (m->enc)
+        return quantize_encoder(m, to, err);
     const bool tied = m->lm_head.w == m->embed.w && m->lm_head.type == m->embed.type;
     tw_status st = plan(m, &m->embed, to, err);
     if (!st && tied)
