@@ -262,6 +262,12 @@ done
 "$B/bench/suite/tw-bench-tokenizer" "$VOCAB" "$CORPUS" gpt-2 >>"$ROWS"
 rm -f "$CORPUS"
 
+say "embeddings from an encoder (bge-small shape, random weights)"
+EREPS=5
+[ -n "$QUICK" ] && EREPS=3
+"$B/bench/encoder/tw-bench-encode" --shape bge-small --reps "$EREPS" "${TARGS[@]}" >>"$ROWS" ||
+    say "encoder benchmark failed"
+
 say "RPC benchmarks through tokenwired"
 MODEL="$CACHE/qwen2-0.5b-Q8_0.gguf"
 [ -f "$MODEL" ] || MODEL="$CACHE/qwen2-0.5b-$(echo $TYPES | awk '{print $1}').gguf"
