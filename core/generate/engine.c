@@ -350,6 +350,7 @@ static void fill_info(tw_engine *e, const model_entry *m, tw_engine_model_info *
     out->tool_format = tw_tool_format_name(m->tool_format);
     out->has_thinking = m->think_open != TW_TOKEN_NONE;
     out->pooling = tw_model_pooling_name(tw_model_get_info(m->model)->pooling);
+    out->encoder = tw_model_get_info(m->model)->encoder;
     out->progress = 1.0f;
 }
 

@@ -20,12 +20,22 @@ static void *take_prompts(void *arg)
 
 void tw_bridge_for_each_prompt(size_t n, void (*fn)(size_t i, void *user), void *user)
 {
+    tw_bridge_for_each_prompt_at(n, TW_BRIDGE_BATCH_IN_FLIGHT, fn, user);
+}
+
+void tw_bridge_for_each_prompt_at(size_t n, size_t width, void (*fn)(size_t i, void *user),
+                                  void *user)
+{
     prompt_queue q = {.n = n, .fn = fn, .user = user};
     atomic_init(&q.next, 0);
-    pthread_t th[TW_BRIDGE_BATCH_IN_FLIGHT - 1];
+    pthread_t th[TW_BRIDGE_ENCODER_IN_FLIGHT - 1];
+    if (width < 1)
+        width = 1;
+    if (width > TW_BRIDGE_ENCODER_IN_FLIGHT)
+        width = TW_BRIDGE_ENCODER_IN_FLIGHT;
     size_t started = 0;
     /* a thread that cannot start leaves its prompts to the others */
-    while (started + 1 < TW_BRIDGE_BATCH_IN_FLIGHT && started + 1 < n &&
+    while (started + 1 < width && started + 1 < n &&
            pthread_create(&th[started], NULL, take_prompts, &q) == 0)
         started++;
     take_prompts(&q);

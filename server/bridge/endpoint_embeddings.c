@@ -273,6 +273,38 @@ static json_t *answer(const embed_job *j, size_t n, size_t dims, bool base64)
                      (json_int_t)tokens);
 }
 
+/* How many of a request's inputs go to the engine at once: more for an
+ * encoder, which reads the inputs waiting together in one pass. The model
+ * is the one named, or the engine's default; asking costs a ListModels,
+ * and a failed one leaves the usual width. */
+static size_t inputs_in_flight(tw_bridge *b, const char *model)
+{
+    Tokenwire__V1__ListModelsRequest lm = TOKENWIRE__V1__LIST_MODELS_REQUEST__INIT;
+    Tokenwire__V1__Request req = TOKENWIRE__V1__REQUEST__INIT;
+    req.method_case = TOKENWIRE__V1__REQUEST__METHOD_LIST_MODELS;
+    req.list_models = &lm;
+    Tokenwire__V1__Reply *rep = NULL;
+    tw_bridge_apierr ae;
+    size_t width = TW_BRIDGE_BATCH_IN_FLIGHT;
+    if (tw_bridge_engine_call(b->engine, &req, true, &rep, &ae) != TW_OK)
+        return width;
+    if (rep->result_case == TOKENWIRE__V1__REPLY__RESULT_LIST_MODELS) {
+        const Tokenwire__V1__ListModelsReply *l = rep->list_models;
+        for (size_t i = 0; i < l->n_models; i++) {
+            const Tokenwire__V1__ModelInfo *m = l->models[i];
+            const bool named = model && *model ? m->name && !strcmp(m->name, model)
+                                               : m->is_default || l->n_models == 1;
+            if (named) {
+                if (m->has_encoder && m->encoder)
+                    width = TW_BRIDGE_ENCODER_IN_FLIGHT;
+                break;
+            }
+        }
+    }
+    tw_wire_free_reply(rep);
+    return width;
+}
+
 void tw_bridge_ep_embeddings(tw_bridge *b, const tw_bridge_http_req *rq, const tw_bridge_sink *sink,
                              tw_bridge_http_resp *resp)
 {
@@ -302,10 +334,11 @@ void tw_bridge_ep_embeddings(tw_bridge *b, const tw_bridge_http_req *rq, const t
         /* Watching the connection costs its keep-alive (the answer goes
          * out with Connection: close), so only inputs that take more than
          * one round are watched: those a client may leave behind. */
+        const size_t width = n > 1 ? inputs_in_flight(b, j.model) : 1;
         tw_bridge_hangup h;
-        tw_bridge_hangup_begin(&h, b, n > TW_BRIDGE_BATCH_IN_FLIGHT ? sink : NULL);
+        tw_bridge_hangup_begin(&h, b, n > width ? sink : NULL);
         j.h = &h;
-        tw_bridge_for_each_prompt(n, embed_one, &j);
+        tw_bridge_for_each_prompt_at(n, width, embed_one, &j);
         tw_bridge_hangup_end(&h);
         st = tw_bridge_first_failure(j.st, j.ae, n, &ae);
     }

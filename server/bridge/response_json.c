@@ -631,6 +631,9 @@ json_t *tw_bridge_model_json(const Tokenwire__V1__ModelInfo *m)
     /* the embeddings' pooling when the model's files name one */
     if (m->pooling && m->pooling[0] && strcmp(m->pooling, "unsaid") != 0)
         bad |= json_object_set_new(o, "pooling", text_or_empty(m->pooling));
+    /* an encoder answers /v1/embeddings only */
+    if (m->has_encoder && m->encoder)
+        bad |= json_object_set_new(o, "encoder", json_true());
     if (bad) {
         json_decref(o);
         return NULL;

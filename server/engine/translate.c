@@ -307,6 +307,8 @@ void twd_model_to_wire(const tw_engine_model_info *i, Tokenwire__V1__ModelInfo *
         o->error = (char *)i->error;
     if (i->pooling)
         o->pooling = (char *)i->pooling;
+    o->has_encoder = 1;
+    o->encoder = i->encoder;
 }
 
 void twd_stats_to_wire(const tw_engine_stats *s, Tokenwire__V1__StatsReply *o)

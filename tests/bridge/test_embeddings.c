@@ -260,7 +260,34 @@ static void test_encoder(void **state)
     json_t *models = twb_ok_json(&r, "models");
     const json_t *m0 = json_array_get(json_object_get(models, "data"), 0);
     assert_string_equal(json_string_value(json_object_get(m0, "pooling")), "cls");
+    assert_true(json_is_true(json_object_get(m0, "encoder")));
     json_decref(models);
+
+    /* 40 inputs, sixteen at a time to the engine, which reads the ones
+     * waiting together in one pass: each vector is its text's (the passes
+     * over more rows may take other products: to rounding) */
+    json_t *alone = embeddings(&s, "{\"input\":[\"tokens, [MASK] and caf\u00e9\"]}");
+    char many[4096];
+    size_t len0 = (size_t)snprintf(many, sizeof many, "{\"input\":[");
+    for (int i = 0; i < 40; i++)
+        len0 += (size_t)snprintf(many + len0, sizeof many - len0, "%s\"%s\"", i ? "," : "",
+                                 i % 2 ? "tokens, [MASK] and caf\u00e9" : "Hello world");
+    snprintf(many + len0, sizeof many - len0, "]}");
+    json_t *all = embeddings(&s, many);
+    assert_int_equal(json_array_size(json_object_get(all, "data")), 40);
+    for (size_t i = 0; i < 40; i++) {
+        const json_t *got = vector_of(all, i);
+        if (i % 2 == 0) {
+            expect_vector(got, "cls_0");
+            continue;
+        }
+        const json_t *want = vector_of(alone, 0);
+        for (size_t d = 0; d < 96; d++)
+            assert_true(fabs(json_real_value(json_array_get(got, d)) -
+                             json_real_value(json_array_get(want, d))) < 1e-5);
+    }
+    json_decref(all);
+    json_decref(alone);
 
     /* 130 words of one piece each, past the 128 positions */
     char body[2048];

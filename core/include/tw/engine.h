@@ -140,6 +140,7 @@ typedef struct tw_engine_model_info {
     bool has_thinking;      /* the vocabulary has <think> / </think> */
     const char *pooling;    /* how its files say embeddings pool (tw_model_pooling_name;
                                "unsaid": they name none); NULL for a load still in progress */
+    bool encoder;           /* tw_model_info.encoder: embeddings only */
     float progress;         /* 0..1 while loading */
     char error[TW_ERR_MSG_MAX]; /* why loading failed */
 } tw_engine_model_info;
