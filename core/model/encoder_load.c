@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tw/log.h"
+
 #include "model/encoder.h"
 #include "model/loader.h"
 
@@ -136,5 +138,10 @@ tw_status tw_encoder_build(tw_loader *ld, size_t max_context)
     if ((st = alloc_scratch(ld, e, max_context, rows)))
         return st;
     m->enc = e;
+    /* a task head (masked LM, a classifier: a cross-encoder's score) is not
+     * computed, so a checkpoint saved with one serves its encoder's states */
+    if (c->architecture[0] && strcmp(c->architecture, "BertModel") != 0)
+        tw_warn("%s: its task head is not computed; the model serves its encoder's embeddings",
+                c->architecture);
     return TW_OK;
 }

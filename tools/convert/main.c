@@ -262,10 +262,14 @@ static tw_status convert(const char *dir, const char *out, tw_type type, const c
         st = tw_errorf(err, TW_RESOURCE_EXHAUSTED, "out of memory");
         goto done;
     }
+    size_t heads = 0;
     for (size_t i = 0; i < n; i++) {
         const tw_st_tensor *t = tw_st_set_tensor_at(set, i);
-        if (skipped(t->name, tied))
+        if (skipped(t->name, tied)) {
+            heads += encoder_extra(t->name) &&
+                     (strstr(t->name, "cls.") || strstr(t->name, "classifier."));
             continue;
+        }
         if (t->dtype != TW_ST_F32 && t->dtype != TW_ST_F16 && t->dtype != TW_ST_BF16 &&
             t->dtype != TW_ST_F64) {
             st = tw_errorf(err, TW_UNIMPLEMENTED, "%s: dtype %s cannot be converted", t->name,
@@ -288,6 +292,11 @@ static tw_status convert(const char *dir, const char *out, tw_type type, const c
     }
     if ((st = tw_gguf_writer_write(w, out, err)))
         goto done;
+    if (heads)
+        fprintf(stderr,
+                "tw-convert: left out %zu tensors of a task head (masked LM or classifier): the "
+                "file holds the encoder, which computes embeddings\n",
+                heads);
     fprintf(stderr, "tw-convert: wrote %s: %s, %zu tensors%s\n", out, tw_arch_gguf_name(p.arch),
             n_jobs, has_vocab ? ", with vocabulary" : ", no tokenizer.json (ids only)");
 done:
