@@ -67,18 +67,31 @@ static tw_status unicode_form(const tok_norm *n, const char *in, size_t len, tok
     return TW_OK;
 }
 
+/* The code point at in[*i] into *cp, its length into *l: 1. An invalid
+ * byte is copied to out as it is and stepped over: 0; -1 when out cannot
+ * grow. */
+static int take_cp(const char *in, size_t len, size_t *i, uint32_t *cp, size_t *l, tok_buf *out)
+{
+    *l = tok_utf8_decode((const uint8_t *)in + *i, len - *i, cp);
+    if (*l)
+        return 1;
+    if (!tok_buf_append(out, in + *i, 1))
+        return -1;
+    (*i)++;
+    return 0;
+}
+
 static tw_status lowercase(const char *in, size_t len, tok_buf *out, tw_err *err)
 {
     size_t i = 0;
     while (i < len) {
         uint32_t cp;
-        size_t l = tok_utf8_decode((const uint8_t *)in + i, len - i, &cp);
-        if (l == 0) {
-            if (!tok_buf_append(out, in + i, 1))
-                return oom(err);
-            i++;
+        size_t l;
+        const int got = take_cp(in, len, &i, &cp, &l, out);
+        if (got < 0)
+            return oom(err);
+        if (got == 0)
             continue;
-        }
         char u[4];
         size_t n;
         /* Rust's char::to_lowercase, which tokenizers uses, applies the one
@@ -134,13 +147,12 @@ static tw_status bert_clean(const tok_norm *n, const char *in, size_t len, tok_b
     size_t i = 0;
     while (i < len) {
         uint32_t cp;
-        size_t l = tok_utf8_decode((const uint8_t *)in + i, len - i, &cp);
-        if (l == 0) {
-            if (!tok_buf_append(out, in + i, 1))
-                return oom(err);
-            i++;
+        size_t l;
+        const int got = take_cp(in, len, &i, &cp, &l, out);
+        if (got < 0)
+            return oom(err);
+        if (got == 0)
             continue;
-        }
         bool ok = true;
         if (n->clean &&
             (cp == 0 || cp == 0xFFFD || (is_other(cp) && cp != '\t' && cp != '\n' && cp != '\r'))) {
