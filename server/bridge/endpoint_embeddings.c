@@ -279,30 +279,14 @@ static json_t *answer(const embed_job *j, size_t n, size_t dims, bool base64)
  * and a failed one leaves the usual width. */
 static size_t inputs_in_flight(tw_bridge *b, const char *model)
 {
-    Tokenwire__V1__ListModelsRequest lm = TOKENWIRE__V1__LIST_MODELS_REQUEST__INIT;
-    Tokenwire__V1__Request req = TOKENWIRE__V1__REQUEST__INIT;
-    req.method_case = TOKENWIRE__V1__REQUEST__METHOD_LIST_MODELS;
-    req.list_models = &lm;
     Tokenwire__V1__Reply *rep = NULL;
     tw_bridge_apierr ae;
-    size_t width = TW_BRIDGE_BATCH_IN_FLIGHT;
-    if (tw_bridge_engine_call(b->engine, &req, true, &rep, &ae) != TW_OK)
-        return width;
-    if (rep->result_case == TOKENWIRE__V1__REPLY__RESULT_LIST_MODELS) {
-        const Tokenwire__V1__ListModelsReply *l = rep->list_models;
-        for (size_t i = 0; i < l->n_models; i++) {
-            const Tokenwire__V1__ModelInfo *m = l->models[i];
-            const bool named = model && *model ? m->name && !strcmp(m->name, model)
-                                               : m->is_default || l->n_models == 1;
-            if (named) {
-                if (m->has_encoder && m->encoder)
-                    width = TW_BRIDGE_ENCODER_IN_FLIGHT;
-                break;
-            }
-        }
-    }
+    if (tw_bridge_engine_models(b->engine, &rep, &ae) != TW_OK)
+        return TW_BRIDGE_BATCH_IN_FLIGHT;
+    const Tokenwire__V1__ModelInfo *m = tw_bridge_model_named(rep->list_models, model);
+    const bool encoder = m && m->has_encoder && m->encoder;
     tw_wire_free_reply(rep);
-    return width;
+    return encoder ? TW_BRIDGE_ENCODER_IN_FLIGHT : TW_BRIDGE_BATCH_IN_FLIGHT;
 }
 
 void tw_bridge_ep_embeddings(tw_bridge *b, const tw_bridge_http_req *rq, const tw_bridge_sink *sink,

@@ -54,23 +54,13 @@ static void make_fingerprint(tw_bridge *b, char *buf, size_t cap)
 static void default_model_name(tw_bridge *b, char *buf, size_t cap)
 {
     buf[0] = '\0';
-    Tokenwire__V1__ListModelsRequest lm = TOKENWIRE__V1__LIST_MODELS_REQUEST__INIT;
-    Tokenwire__V1__Request req = TOKENWIRE__V1__REQUEST__INIT;
-    req.method_case = TOKENWIRE__V1__REQUEST__METHOD_LIST_MODELS;
-    req.list_models = &lm;
     Tokenwire__V1__Reply *rep = NULL;
     tw_bridge_apierr ae;
-    if (tw_bridge_engine_call(b->engine, &req, true, &rep, &ae) != TW_OK)
+    if (tw_bridge_engine_models(b->engine, &rep, &ae) != TW_OK)
         return;
-    if (rep->result_case == TOKENWIRE__V1__REPLY__RESULT_LIST_MODELS) {
-        const Tokenwire__V1__ListModelsReply *l = rep->list_models;
-        for (size_t i = 0; i < l->n_models; i++) {
-            if (l->models[i]->name && (l->models[i]->is_default || l->n_models == 1)) {
-                snprintf(buf, cap, "%s", l->models[i]->name);
-                break;
-            }
-        }
-    }
+    const Tokenwire__V1__ModelInfo *m = tw_bridge_model_named(rep->list_models, NULL);
+    if (m)
+        snprintf(buf, cap, "%s", m->name);
     tw_wire_free_reply(rep);
 }
 

@@ -28,13 +28,9 @@ static tw_status call_for(tw_bridge *b, Tokenwire__V1__Request *req, bool quick,
 
 void tw_bridge_ep_models(tw_bridge *b, const char *model_id, tw_bridge_http_resp *resp)
 {
-    Tokenwire__V1__ListModelsRequest lm = TOKENWIRE__V1__LIST_MODELS_REQUEST__INIT;
-    Tokenwire__V1__Request req = TOKENWIRE__V1__REQUEST__INIT;
-    req.method_case = TOKENWIRE__V1__REQUEST__METHOD_LIST_MODELS;
-    req.list_models = &lm;
     Tokenwire__V1__Reply *rep = NULL;
     tw_bridge_apierr ae;
-    if (call_for(b, &req, true, TOKENWIRE__V1__REPLY__RESULT_LIST_MODELS, &rep, &ae) != TW_OK) {
+    if (tw_bridge_engine_models(b->engine, &rep, &ae) != TW_OK) {
         tw_bridge_resp_error(resp, &ae);
         return;
     }
@@ -42,10 +38,8 @@ void tw_bridge_ep_models(tw_bridge *b, const char *model_id, tw_bridge_http_resp
     if (!model_id) {
         tw_bridge_resp_json(resp, 200, tw_bridge_model_list_json(l));
     } else {
-        const Tokenwire__V1__ModelInfo *found = NULL;
-        for (size_t i = 0; i < l->n_models && !found; i++)
-            if (l->models[i]->name && strcmp(l->models[i]->name, model_id) == 0)
-                found = l->models[i];
+        const Tokenwire__V1__ModelInfo *found =
+            *model_id ? tw_bridge_model_named(l, model_id) : NULL;
         if (found) {
             tw_bridge_resp_json(resp, 200, tw_bridge_model_json(found));
         } else {

@@ -238,3 +238,34 @@ tw_status tw_bridge_engine_stream(tw_bridge_engine *e, const Tokenwire__V1__Gene
     engine_refused(st, err.msg, ae);
     return st;
 }
+
+tw_status tw_bridge_engine_models(tw_bridge_engine *e, Tokenwire__V1__Reply **reply,
+                                  tw_bridge_apierr *ae)
+{
+    Tokenwire__V1__ListModelsRequest lm = TOKENWIRE__V1__LIST_MODELS_REQUEST__INIT;
+    Tokenwire__V1__Request req = TOKENWIRE__V1__REQUEST__INIT;
+    req.method_case = TOKENWIRE__V1__REQUEST__METHOD_LIST_MODELS;
+    req.list_models = &lm;
+    tw_status st = tw_bridge_engine_call(e, &req, true, reply, ae);
+    if (st != TW_OK)
+        return st;
+    if ((*reply)->result_case != TOKENWIRE__V1__REPLY__RESULT_LIST_MODELS) {
+        tw_wire_free_reply(*reply);
+        *reply = NULL;
+        return tw_bridge_fail(ae, TW_INTERNAL, NULL, NULL,
+                              "The engine answered with an unexpected result.");
+    }
+    return TW_OK;
+}
+
+const Tokenwire__V1__ModelInfo *tw_bridge_model_named(const Tokenwire__V1__ListModelsReply *l,
+                                                      const char *name)
+{
+    for (size_t i = 0; i < l->n_models; i++) {
+        const Tokenwire__V1__ModelInfo *m = l->models[i];
+        if (name && *name ? m->name && strcmp(m->name, name) == 0
+                          : m->name && (m->is_default || l->n_models == 1))
+            return m;
+    }
+    return NULL;
+}

@@ -85,6 +85,17 @@ tw_status tw_bridge_engine_call(tw_bridge_engine *e, const Tokenwire__V1__Reques
                                 bool quick, Tokenwire__V1__Reply **reply,
                                 tw_bridge_apierr *ae);
 
+/* ListModels through tw_bridge_engine_call (quick); on TW_OK *reply holds
+ * a ListModels result. */
+tw_status tw_bridge_engine_models(tw_bridge_engine *e, Tokenwire__V1__Reply **reply,
+                                  tw_bridge_apierr *ae);
+
+/* The entry of l a request naming `name` goes to: that name's, or for
+ * NULL or "" the engine's default (the only model when it marks none);
+ * NULL when there is none. */
+const Tokenwire__V1__ModelInfo *tw_bridge_model_named(const Tokenwire__V1__ListModelsReply *l,
+                                                      const char *name);
+
 /* Streams m, handing chunks to fn in order. On failure ae is filled as for
  * tw_bridge_engine_call; TW_CANCELLED means fn asked to stop. */
 tw_status tw_bridge_engine_stream(tw_bridge_engine *e, const Tokenwire__V1__GenerateRequest *m,
